@@ -1,0 +1,229 @@
+//! The sidecar's command line and environment, as the operator calls it.
+//!
+//! The operator builds a Job's `args` with [`BackupArgs::to_args`] / [`RestoreArgs::to_args`], and
+//! passes secrets only through the environment variables and files named in [`env`]; the sidecar
+//! parses the same flags. Keeping the shape here makes a renamed flag a compile error on one side
+//! and a failing test on the other, instead of a Job that dies at 02:00.
+//!
+//! Nothing in these arguments is secret: passwords travel as files, usernames from Secrets as
+//! environment variables that Kubernetes expands into the arguments (`$(VAR)`).
+
+/// The sidecar binary's name, as the Job's `command`.
+pub const SIDECAR_BINARY: &str = "neverwiped-sidecar";
+
+/// Environment variables the sidecar reads. None of their values is ever put in an argument.
+pub mod env {
+    /// Path of a file holding the repository password.
+    pub const PASSWORD_FILE: &str = "NEVERWIPED_PASSWORD_FILE";
+    /// User name for the gate's HTTP basic authentication.
+    pub const GATE_USERNAME: &str = "NEVERWIPED_GATE_USERNAME";
+    /// Path of a file holding the password for the gate's HTTP basic authentication.
+    pub const GATE_PASSWORD_FILE: &str = "NEVERWIPED_GATE_PASSWORD_FILE";
+    /// Path of a PEM file with the CA certificate(s) that sign the gate's TLS certificate.
+    pub const GATE_CA_FILE: &str = "NEVERWIPED_GATE_CA_FILE";
+    /// Prefix of the variable that holds a database's password (`NEVERWIPED_DB_PASSWORD_<NAME>`).
+    pub const DB_PASSWORD_PREFIX: &str = "NEVERWIPED_DB_PASSWORD_";
+    /// Prefix of the variable, set by the operator from a Secret, that holds a database's user
+    /// name (`NEVERWIPED_DB_USERNAME_<NAME>`). The sidecar does not read it: Kubernetes expands
+    /// `$(NEVERWIPED_DB_USERNAME_<NAME>)` in the `--database` URI before the process starts.
+    pub const DB_USERNAME_PREFIX: &str = "NEVERWIPED_DB_USERNAME_";
+}
+
+/// The repository argument for a restic REST server (the gate) at `url`.
+pub fn rest_repository(url: &str) -> String {
+    format!("rest:{url}")
+}
+
+/// One `--database NAME=URI` of a backup or restore, with its password file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseArg {
+    /// The entry's name: the dump is stored under `/databases/NAME/` in the snapshot.
+    pub name: String,
+    /// `postgresql://USER@HOST[:PORT][/DBNAME]`, `mariadb://…` or `mysql://…`; never a password.
+    pub uri: String,
+    /// Passed as `--database-password-file NAME=PATH`.
+    pub password_file: Option<String>,
+}
+
+impl DatabaseArg {
+    fn push_args(&self, args: &mut Vec<String>) {
+        args.push("--database".into());
+        args.push(format!("{}={}", self.name, self.uri));
+        if let Some(path) = &self.password_file {
+            args.push("--database-password-file".into());
+            args.push(format!("{}={path}", self.name));
+        }
+    }
+}
+
+/// `neverwiped-sidecar backup PATH... --repo REPO --result-file PATH [--host NAME] [--tag K=V]...
+/// [--exclude PATTERN]... [--limit-upload BYTES_PER_SEC] [--database NAME=URI]...
+/// [--database-password-file NAME=PATH]...`
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackupArgs {
+    pub paths: Vec<String>,
+    pub repository: String,
+    pub result_file: String,
+    pub host: Option<String>,
+    /// `(key, value)` pairs, each passed as `--tag key=value`.
+    pub tags: Vec<(String, String)>,
+    pub excludes: Vec<String>,
+    pub upload_limit_bytes_per_sec: Option<u64>,
+    pub databases: Vec<DatabaseArg>,
+}
+
+impl BackupArgs {
+    /// The arguments after the binary's name, starting with the subcommand.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["backup".to_owned()];
+        args.extend(self.paths.iter().cloned());
+        args.push("--repo".into());
+        args.push(self.repository.clone());
+        args.push("--result-file".into());
+        args.push(self.result_file.clone());
+        if let Some(host) = &self.host {
+            args.push("--host".into());
+            args.push(host.clone());
+        }
+        for (key, value) in &self.tags {
+            args.push("--tag".into());
+            args.push(format!("{key}={value}"));
+        }
+        for pattern in &self.excludes {
+            args.push("--exclude".into());
+            args.push(pattern.clone());
+        }
+        if let Some(limit) = self.upload_limit_bytes_per_sec {
+            args.push("--limit-upload".into());
+            args.push(limit.to_string());
+        }
+        for database in &self.databases {
+            database.push_args(&mut args);
+        }
+        args
+    }
+}
+
+/// `neverwiped-sidecar restore SNAPSHOT --repo REPO --result-file PATH [--target DIR]
+/// [--include PATH]... [--host NAME] [--before RFC3339] [--database NAME=URI]...
+/// [--database-password-file NAME=PATH]... [--database-allow-non-empty NAME]...`
+///
+/// `SNAPSHOT` is `latest`, or a snapshot id or a unique prefix of one. With `latest`, `--host`
+/// restricts the choice to the snapshots of that host and `--before` to those taken before that
+/// time. Files are restored as `DIR` + their path in the snapshot (restic's rule): a volume backed
+/// up from `/data/app` and restored with `--target /restore` lands in `/restore/data/app`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestoreArgs {
+    pub snapshot: String,
+    pub repository: String,
+    pub result_file: String,
+    pub target: Option<String>,
+    pub includes: Vec<String>,
+    pub host: Option<String>,
+    /// RFC 3339 time: with `latest`, the newest snapshot taken before it.
+    pub before: Option<String>,
+    pub databases: Vec<DatabaseArg>,
+    /// Names of database entries that may be restored into a server that already holds data.
+    pub databases_allow_non_empty: Vec<String>,
+}
+
+impl RestoreArgs {
+    /// The arguments after the binary's name, starting with the subcommand.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["restore".to_owned(), self.snapshot.clone()];
+        args.push("--repo".into());
+        args.push(self.repository.clone());
+        args.push("--result-file".into());
+        args.push(self.result_file.clone());
+        if let Some(target) = &self.target {
+            args.push("--target".into());
+            args.push(target.clone());
+        }
+        for include in &self.includes {
+            args.push("--include".into());
+            args.push(include.clone());
+        }
+        if let Some(host) = &self.host {
+            args.push("--host".into());
+            args.push(host.clone());
+        }
+        if let Some(before) = &self.before {
+            args.push("--before".into());
+            args.push(before.clone());
+        }
+        for database in &self.databases {
+            database.push_args(&mut args);
+        }
+        for name in &self.databases_allow_non_empty {
+            args.push("--database-allow-non-empty".into());
+            args.push(name.clone());
+        }
+        args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backup_args_follow_the_documented_order() {
+        let args = BackupArgs {
+            paths: vec!["/data/app".into(), "/data/db".into()],
+            repository: rest_repository("https://gate.example/shop"),
+            result_file: "/dev/termination-log".into(),
+            host: Some("shop/nightly".into()),
+            tags: vec![("plan".into(), "nightly".into())],
+            excludes: vec!["/data/app/**/cache".into()],
+            upload_limit_bytes_per_sec: Some(1_000_000),
+            databases: vec![DatabaseArg {
+                name: "orders".into(),
+                uri: "postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg:5432".into(),
+                password_file: Some("/var/run/neverwiped/databases/orders/password".into()),
+            }],
+        }
+        .to_args();
+        assert_eq!(
+            args,
+            [
+                "backup",
+                "/data/app",
+                "/data/db",
+                "--repo",
+                "rest:https://gate.example/shop",
+                "--result-file",
+                "/dev/termination-log",
+                "--host",
+                "shop/nightly",
+                "--tag",
+                "plan=nightly",
+                "--exclude",
+                "/data/app/**/cache",
+                "--limit-upload",
+                "1000000",
+                "--database",
+                "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg:5432",
+                "--database-password-file",
+                "orders=/var/run/neverwiped/databases/orders/password",
+            ]
+        );
+    }
+
+    #[test]
+    fn restore_args_name_the_snapshot_first() {
+        let args = RestoreArgs {
+            snapshot: "latest".into(),
+            repository: "rest:http://127.0.0.1:8000/r".into(),
+            result_file: "/dev/termination-log".into(),
+            target: Some("/restore".into()),
+            includes: vec!["/data/app".into()],
+            host: Some("shop/nightly".into()),
+            before: Some("2026-11-29T00:00:00Z".into()),
+            ..RestoreArgs::default()
+        }
+        .to_args();
+        assert_eq!(&args[..2], ["restore", "latest"]);
+        assert!(args.windows(2).any(|w| w == ["--before", "2026-11-29T00:00:00Z"]));
+        assert!(args.windows(2).any(|w| w == ["--include", "/data/app"]));
+    }
+}

@@ -1,0 +1,226 @@
+//! The contract between the neverwiped operator and the sidecar it runs in Jobs.
+//!
+//! The sidecar writes one [`RunResult`] as JSON to the file given by `--result-file` (the operator
+//! points it at the container's termination log); the operator reads it back from the terminated
+//! container's message and turns it into status. Both sides use these types, so the wire format is
+//! defined once. Kubernetes keeps at most 4096 bytes of a termination message:
+//! [`RunResult::to_termination_message`] always fits.
+
+use serde::{Deserialize, Serialize};
+
+pub mod cli;
+
+/// The most bytes Kubernetes keeps of a container's termination message.
+pub const TERMINATION_MESSAGE_MAX_BYTES: usize = 4096;
+
+/// Version of the [`RunResult`] layout; bumped on any incompatible change.
+pub const RESULT_FORMAT_VERSION: u32 = 1;
+
+/// The process exit codes of the sidecar. They follow restic's, which users already script against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ExitStatus {
+    /// Everything asked for was done.
+    Success,
+    /// The command failed; nothing it claims was committed.
+    Failed,
+    /// A snapshot was written, but some input could not be read (listed as warnings).
+    Partial,
+    /// The repository does not exist (or is not a neverwiped repository).
+    NoRepository,
+    /// The repository is locked by another process.
+    LockFailed,
+    /// The password does not open any key of the repository.
+    WrongPassword,
+}
+
+impl ExitStatus {
+    /// The numeric process exit code.
+    pub fn code(self) -> i32 {
+        match self {
+            ExitStatus::Success => 0,
+            ExitStatus::Failed => 1,
+            ExitStatus::Partial => 3,
+            ExitStatus::NoRepository => 10,
+            ExitStatus::LockFailed => 11,
+            ExitStatus::WrongPassword => 12,
+        }
+    }
+
+    /// The status for a numeric exit code; unknown codes count as a failure.
+    pub fn from_code(code: i32) -> ExitStatus {
+        match code {
+            0 => ExitStatus::Success,
+            3 => ExitStatus::Partial,
+            10 => ExitStatus::NoRepository,
+            11 => ExitStatus::LockFailed,
+            12 => ExitStatus::WrongPassword,
+            _ => ExitStatus::Failed,
+        }
+    }
+}
+
+/// Which sidecar command produced a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Operation {
+    Init,
+    Backup,
+    Restore,
+    Forget,
+    Prune,
+    Check,
+}
+
+/// One database dump that was part of a backup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseResult {
+    /// The name given to the database in the plan (`--database NAME=URI`).
+    pub name: String,
+    /// Bytes the dump tool produced.
+    pub dump_bytes: u64,
+    /// The dump tool's error, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The outcome of one sidecar run, as the operator reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResult {
+    /// [`RESULT_FORMAT_VERSION`] of the writer.
+    pub version: u32,
+    pub operation: Operation,
+    pub status: ExitStatus,
+    /// The snapshot written (backup) or read (restore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    /// RFC 3339 time the run started.
+    pub started_at: String,
+    /// RFC 3339 time the run ended.
+    pub finished_at: String,
+    pub duration_secs: f64,
+    /// Files read (backup) or written (restore).
+    pub files: u64,
+    /// Bytes of file content read (backup) or written (restore).
+    pub bytes_read: u64,
+    /// Bytes of new, compressed and encrypted data stored in the repository.
+    pub bytes_added: u64,
+    /// Bytes sent to or received from the repository.
+    pub bytes_transferred: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub databases: Vec<DatabaseResult>,
+    /// How many warnings the run had; `warnings` holds the first of them.
+    #[serde(default)]
+    pub warnings_total: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The error that ended the run, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunResult {
+    /// JSON that fits in a termination message: warnings are dropped (but still counted) and the
+    /// error is shortened until the whole result fits in [`TERMINATION_MESSAGE_MAX_BYTES`].
+    pub fn to_termination_message(&self) -> String {
+        let mut result = self.clone();
+        loop {
+            let json = serde_json::to_string(&result).unwrap_or_else(|_| "{}".to_owned());
+            if json.len() <= TERMINATION_MESSAGE_MAX_BYTES {
+                return json;
+            }
+            if result.warnings.pop().is_some() {
+                continue;
+            }
+            if let Some(error) = result.error.as_mut() {
+                let excess = json.len() - TERMINATION_MESSAGE_MAX_BYTES;
+                let keep = error.len().saturating_sub(excess + 16);
+                truncate_at_char_boundary(error, keep);
+                error.push_str(" …");
+                continue;
+            }
+            // Only the fixed fields remain; they are far below the limit, but never loop forever.
+            result.databases.clear();
+            return serde_json::to_string(&result).unwrap_or_else(|_| "{}".to_owned());
+        }
+    }
+
+    /// Reads a result written by the sidecar.
+    pub fn from_json(text: &str) -> Result<RunResult, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+fn truncate_at_char_boundary(text: &mut String, max_len: usize) {
+    if text.len() <= max_len {
+        return;
+    }
+    let mut cut = max_len;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> RunResult {
+        RunResult {
+            version: RESULT_FORMAT_VERSION,
+            operation: Operation::Backup,
+            status: ExitStatus::Partial,
+            snapshot_id: Some("ab12".into()),
+            started_at: "2026-11-30T01:00:00Z".into(),
+            finished_at: "2026-11-30T01:00:05Z".into(),
+            duration_secs: 5.0,
+            files: 10,
+            bytes_read: 1000,
+            bytes_added: 100,
+            bytes_transferred: 120,
+            databases: vec![],
+            warnings_total: 1,
+            warnings: vec!["cannot read /data/x: permission denied".into()],
+            error: None,
+        }
+    }
+
+    #[test]
+    fn result_round_trips_through_json() {
+        let result = sample();
+        let parsed = RunResult::from_json(&result.to_termination_message()).unwrap();
+        assert_eq!(parsed, result);
+    }
+
+    #[test]
+    fn termination_message_fits_even_with_many_warnings_and_a_long_error() {
+        let mut result = sample();
+        result.warnings = (0..500).map(|i| format!("cannot read file number {i}")).collect();
+        result.warnings_total = 500;
+        result.error = Some("é".repeat(5000));
+        let message = result.to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_MAX_BYTES, "{}", message.len());
+        let parsed = RunResult::from_json(&message).unwrap();
+        assert_eq!(parsed.warnings_total, 500);
+        assert!(parsed.error.unwrap().ends_with('…'));
+    }
+
+    #[test]
+    fn exit_codes_follow_restic() {
+        for status in [
+            ExitStatus::Success,
+            ExitStatus::Failed,
+            ExitStatus::Partial,
+            ExitStatus::NoRepository,
+            ExitStatus::LockFailed,
+            ExitStatus::WrongPassword,
+        ] {
+            assert_eq!(ExitStatus::from_code(status.code()), status);
+        }
+        assert_eq!(ExitStatus::WrongPassword.code(), 12);
+        assert_eq!(ExitStatus::from_code(77), ExitStatus::Failed);
+    }
+}

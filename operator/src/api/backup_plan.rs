@@ -1,0 +1,389 @@
+//! `BackupPlan`: what to back up, where to, and when; and what happened.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{CredentialsSecretRef, DatabaseType, PodSettings, SecretKeyRef};
+
+/// The schedule field's shape: a `@` macro or five whitespace-separated fields. The operator
+/// parses the fields themselves (`Ready=False`, reason `InvalidSchedule`, when they do not parse).
+pub const SCHEDULE_PATTERN: &str =
+    r"^(@(hourly|daily|weekly|monthly|yearly|annually)|[^\s]+\s+[^\s]+\s+[^\s]+\s+[^\s]+\s+[^\s]+)$";
+
+/// A duration in hours, minutes and seconds, such as `12h`, `90m` or `1h30m`.
+pub const DURATION_PATTERN: &str = r"^(([0-9]+h)([0-9]+m)?([0-9]+s)?|([0-9]+m)([0-9]+s)?|[0-9]+s)$";
+
+/// The default of `spec.deadline`.
+pub const DEFAULT_DEADLINE: &str = "12h";
+
+/// The default of `spec.timeZone`.
+pub const DEFAULT_TIME_ZONE: &str = "UTC";
+
+/// Backs up volumes and databases of its namespace on a schedule into an encrypted, deduplicated
+/// repository on a gate (a restic REST server).
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "neverwiped.io",
+    version = "v1alpha1",
+    kind = "BackupPlan",
+    namespaced,
+    status = "BackupPlanStatus",
+    derive = "PartialEq",
+    shortname = "bp",
+    shortname = "nwbp",
+    category = "neverwiped",
+    doc = "A BackupPlan backs up volumes and databases of its namespace on a schedule into an encrypted, deduplicated repository.",
+    printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Last Result","type":"string","jsonPath":".status.lastRun.result"}"#,
+    printcolumn = r#"{"name":"Last Success","type":"date","jsonPath":".status.lastSuccessfulTime"}"#,
+    printcolumn = r#"{"name":"Bytes Sent","type":"integer","jsonPath":".status.lastRun.bytesSent"}"#,
+    printcolumn = r#"{"name":"Next Run","type":"string","jsonPath":".status.nextScheduleTime"}"#,
+    printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend","priority":1}"#,
+    printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.lastRun.snapshotId","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new(
+    "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0)"
+).message("a BackupPlan needs at least one entry in volumes or databases"))]
+#[serde(rename_all = "camelCase")]
+pub struct BackupPlanSpec {
+    /// When to run: five cron fields (minute hour day-of-month month day-of-week, e.g.
+    /// `30 2 * * *`) or `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`.
+    #[schemars(length(min = 1, max = 128), regex(pattern = SCHEDULE_PATTERN))]
+    pub schedule: String,
+    /// The IANA time zone the schedule is read in, e.g. `Europe/Berlin`. A daily run at 02:30
+    /// stays at 02:30 local time across daylight saving changes; a time skipped by a change runs
+    /// at the first time after it, a repeated one runs once.
+    #[serde(default = "default_time_zone")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$"))]
+    pub time_zone: String,
+    /// Stops scheduled runs (a running one finishes). A changed `manualTrigger` still runs.
+    #[serde(default)]
+    pub suspend: bool,
+    /// Changing this value runs a backup now, e.g. `kubectl patch bp NAME --type merge -p
+    /// '{"spec":{"manualTrigger":"'$(date +%s)'"}}'`. The value last acted on is
+    /// `status.lastManualTrigger`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub manual_trigger: Option<String>,
+    /// Where the backups go.
+    pub repository: Repository,
+    /// The PersistentVolumeClaims of this namespace to back up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub volumes: Vec<BackupVolume>,
+    /// How volumes are read: `Snapshot` backs up a PVC cloned from a CSI VolumeSnapshot (a
+    /// consistent point in time); `Direct` mounts the live PVC read-only, on the node where a
+    /// ReadWriteOnce volume is in use; `Auto` uses `Snapshot` where a VolumeSnapshotClass for the
+    /// volume's CSI driver exists and `Direct` elsewhere.
+    #[serde(default)]
+    pub copy_method: CopyMethod,
+    /// The VolumeSnapshotClass for `Snapshot`; by default the class marked default for the
+    /// volume's driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub volume_snapshot_class_name: Option<String>,
+    /// Database servers to dump into the same snapshot as the volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub databases: Vec<DatabaseSource>,
+    /// Which snapshots of this plan to keep; applied after each successful backup. Without it,
+    /// every snapshot is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+    /// Limits of each run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// How long a run may take, e.g. `12h` or `90m`; a run still going then is stopped and
+    /// reported as `DeadlineExceeded`.
+    #[serde(default = "default_deadline")]
+    #[schemars(length(min = 2, max = 32), regex(pattern = DURATION_PATTERN))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1m')").message("deadline must be at least 1m"))]
+    pub deadline: String,
+    /// Placement and resources of the Jobs' pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodSettings>,
+}
+
+fn default_time_zone() -> String {
+    DEFAULT_TIME_ZONE.into()
+}
+
+fn default_deadline() -> String {
+    DEFAULT_DEADLINE.into()
+}
+
+/// The repository on the gate: its URL, the password that encrypts it, and how to log in.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Repository {
+    /// URL of the repository on the gate or any restic REST server, e.g.
+    /// `https://gate.example.com/team-a/shop`.
+    #[schemars(length(min = 8, max = 2048), regex(pattern = r"^https?://[^\s]+$"))]
+    pub url: String,
+    /// The repository password: it encrypts everything; without it nothing can be restored.
+    pub password_secret_ref: SecretKeyRef,
+    /// User name and password for the gate's HTTP authentication.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<CredentialsSecretRef>,
+    /// PEM CA certificate(s) to verify the gate's TLS certificate, when a private CA signed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret_ref: Option<SecretKeyRef>,
+}
+
+/// PersistentVolumeClaims to back up: one by name, or all that match a label selector.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(validation = Rule::new("has(self.claimName) != has(self.selector)")
+    .message("set exactly one of claimName or selector"))]
+#[serde(rename_all = "camelCase")]
+pub struct BackupVolume {
+    /// Name of a PersistentVolumeClaim in this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub claim_name: Option<String>,
+    /// Selects PersistentVolumeClaims of this namespace by label; at least one must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Glob patterns of paths to leave out, relative to the volume's root: `cache` leaves out
+    /// every file or directory named `cache`, `/tmp` only the one at the root, `*.log` all logs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 4096)))]
+    pub excludes: Vec<String>,
+}
+
+impl BackupVolume {
+    /// A volume by claim name.
+    pub fn claim(name: impl Into<String>) -> BackupVolume {
+        BackupVolume {
+            claim_name: Some(name.into()),
+            selector: None,
+            excludes: Vec::new(),
+        }
+    }
+}
+
+/// How a volume's data is read.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CopyMethod {
+    /// `Snapshot` where a VolumeSnapshotClass for the volume's CSI driver exists, else `Direct`.
+    #[default]
+    Auto,
+    /// A CSI VolumeSnapshot, and a PVC cloned from it that the Job reads.
+    Snapshot,
+    /// The live PVC, mounted read-only.
+    Direct,
+}
+
+/// A database server to dump with each backup.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseSource {
+    /// Name of this entry: the dump is stored under `/databases/<name>/` in the snapshot.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    pub name: String,
+    /// The server's engine.
+    #[serde(rename = "type")]
+    pub engine: DatabaseType,
+    /// Host name or address of the server, e.g. `postgres.shop.svc`.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[^\s/@:]+$"))]
+    pub host: String,
+    /// Port of the server; by default 5432 for PostgreSQL and 3306 for MariaDB and MySQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// User name and password to connect with; the user needs the rights to dump.
+    pub credentials_secret_ref: CredentialsSecretRef,
+    /// The databases to dump; empty dumps all of them (with roles, for PostgreSQL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 63), regex(pattern = r"^[A-Za-z0-9_][-A-Za-z0-9_.$]*$")))]
+    pub databases: Vec<String>,
+}
+
+/// Which snapshots of the plan to keep. A snapshot is kept when any rule keeps it; the rest are
+/// forgotten after each successful backup and their data freed by the next prune.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[x_kube(validation = Rule::new(
+    "has(self.keepLast) || has(self.keepHourly) || has(self.keepDaily) || has(self.keepWeekly) || has(self.keepMonthly) || has(self.keepYearly)"
+).message("set at least one keep rule, or leave out retention to keep every snapshot"))]
+#[serde(rename_all = "camelCase")]
+pub struct Retention {
+    /// Keep the newest N snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub keep_last: Option<i32>,
+    /// Keep the newest snapshot of each of the last N hours that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub keep_hourly: Option<i32>,
+    /// Keep the newest snapshot of each of the last N days that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub keep_daily: Option<i32>,
+    /// Keep the newest snapshot of each of the last N weeks that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub keep_weekly: Option<i32>,
+    /// Keep the newest snapshot of each of the last N months that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub keep_monthly: Option<i32>,
+    /// Keep the newest snapshot of each of the last N years that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub keep_yearly: Option<i32>,
+}
+
+/// Limits of each run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Most bytes per second sent to the repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub upload_bytes_per_second: Option<i64>,
+}
+
+/// What the operator observed of a BackupPlan.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupPlanStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (the spec is valid and everything it names exists), `Running` (a run is in
+    /// progress), `LastBackupSucceeded`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The latest scheduled time the operator has acted on: it started a run for it, or counted
+    /// it as missed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schedule_time: Option<Time>,
+    /// When the next scheduled run starts; absent while suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<Time>,
+    /// When the last successful run (with or without warnings) completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_time: Option<Time>,
+    /// The `spec.manualTrigger` value last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_manual_trigger: Option<String>,
+    /// The run in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_run: Option<ActiveRun>,
+    /// The last finished run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<RunRecord>,
+    /// The last finished runs, newest first (at most ten).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<RunRecord>,
+    /// Scheduled runs that did not start on time (the operator was down, or the previous run was
+    /// still going), since the plan was created. The latest one runs late, once, when it is still
+    /// within the catch-up window.
+    #[serde(default)]
+    pub missed_runs: i64,
+}
+
+/// Why a run started.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RunTrigger {
+    /// At its scheduled time.
+    Schedule,
+    /// Late, for a scheduled time that was missed.
+    CatchUp,
+    /// By a change of `spec.manualTrigger`.
+    Manual,
+}
+
+/// A run in progress.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveRun {
+    /// The Job that runs it.
+    pub job_name: String,
+    pub trigger: RunTrigger,
+    /// The scheduled time it runs for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_time: Option<Time>,
+    /// When the Job was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+}
+
+/// How a run ended.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RunOutcome {
+    /// A snapshot of everything was written.
+    Succeeded,
+    /// A snapshot was written, but some files could not be read (see `warnings` and `message`).
+    SucceededWithWarnings,
+    /// No snapshot was written; `reason` and `message` say why.
+    Failed,
+}
+
+impl RunOutcome {
+    /// Whether the run wrote a snapshot.
+    pub fn is_success(self) -> bool {
+        matches!(self, RunOutcome::Succeeded | RunOutcome::SucceededWithWarnings)
+    }
+}
+
+/// One finished run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    /// The Job that ran it.
+    pub job_name: String,
+    pub trigger: RunTrigger,
+    /// The scheduled time it ran for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<i64>,
+    pub result: RunOutcome,
+    /// A CamelCase word for why it ended so, e.g. `Succeeded`, `WrongPassword`, `OOMKilled`,
+    /// `DeadlineExceeded`.
+    pub reason: String,
+    /// What happened, for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The snapshot written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_read: Option<i64>,
+    /// Bytes of file content and dumps read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_read: Option<i64>,
+    /// Bytes of new (deduplicated, compressed, encrypted) data stored in the repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_added: Option<i64>,
+    /// Bytes sent to the repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_sent: Option<i64>,
+    /// How many files could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<i64>,
+    /// Each database dump of the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub databases: Vec<DatabaseRunRecord>,
+}
+
+/// One database dump of a run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseRunRecord {
+    pub name: String,
+    /// Bytes the dump tool produced.
+    pub dump_bytes: i64,
+    /// The dump tool's error, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

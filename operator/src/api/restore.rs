@@ -1,0 +1,216 @@
+//! `Restore`: bring a snapshot of a BackupPlan back into volumes and database servers.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{CredentialsSecretRef, DatabaseType, PodSettings};
+
+/// `latest`, or a snapshot id or a prefix of one (at least 8 hex digits).
+pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
+
+/// Restores a snapshot taken by a BackupPlan of the same namespace into PersistentVolumeClaims
+/// and database servers. A Restore runs once; create another to restore again.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "neverwiped.io",
+    version = "v1alpha1",
+    kind = "Restore",
+    namespaced,
+    status = "RestoreStatus",
+    derive = "PartialEq",
+    shortname = "nwr",
+    shortname = "nwrestore",
+    category = "neverwiped",
+    doc = "A Restore brings a snapshot taken by a BackupPlan back into volumes and database servers; it runs once.",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Plan","type":"string","jsonPath":".spec.backupPlanName"}"#,
+    printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.snapshotId"}"#,
+    printcolumn = r#"{"name":"Bytes Restored","type":"integer","jsonPath":".status.bytesRestored"}"#,
+    printcolumn = r#"{"name":"Completed","type":"date","jsonPath":".status.completionTime","priority":1}"#,
+    printcolumn = r#"{"name":"Message","type":"string","jsonPath":".status.message","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(
+    validation = Rule::new(
+        "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0)"
+    ).message("a Restore needs at least one entry in volumes or databases"),
+    validation = Rule::new("!has(self.takenBefore) || self.snapshot == 'latest'")
+        .message("takenBefore picks the newest snapshot before a time; use it with snapshot: latest"),
+    validation = Rule::new("self == oldSelf").message("a Restore runs once and cannot be changed; create a new one"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreSpec {
+    /// The BackupPlan, in this namespace, whose repository and snapshots to restore from.
+    #[schemars(length(min = 1, max = 253))]
+    pub backup_plan_name: String,
+    /// `latest` (the plan's newest snapshot), or a snapshot id or a unique prefix of one.
+    #[serde(default = "default_snapshot")]
+    #[schemars(length(min = 6, max = 64), regex(pattern = SNAPSHOT_PATTERN))]
+    pub snapshot: String,
+    /// With `snapshot: latest`, the newest snapshot taken before this time (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_before: Option<Time>,
+    /// Where each backed-up volume goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub volumes: Vec<RestoreVolume>,
+    /// Where each dumped database goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub databases: Vec<RestoreDatabase>,
+    /// Placement and resources of the restore Job's pod; by default the plan's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodSettings>,
+}
+
+fn default_snapshot() -> String {
+    "latest".into()
+}
+
+/// One backed-up volume and the PersistentVolumeClaim it is restored into.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreVolume {
+    /// The name of the PersistentVolumeClaim as it was backed up.
+    #[schemars(length(min = 1, max = 253))]
+    pub source_claim_name: String,
+    /// The PersistentVolumeClaim to restore into. It must exist, unless `createClaim` is set.
+    /// Files in the snapshot overwrite files of the same path; other files are left alone.
+    #[schemars(length(min = 1, max = 253))]
+    pub target_claim_name: String,
+    /// Creates the target PersistentVolumeClaim; it must not exist yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_claim: Option<NewClaim>,
+    /// Paths inside the volume to restore (a directory brings all below it); empty restores all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 4096)))]
+    pub includes: Vec<String>,
+}
+
+/// A PersistentVolumeClaim the Restore creates.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NewClaim {
+    /// Size of the volume, e.g. `20Gi`.
+    pub storage: Quantity,
+    /// StorageClass of the volume; by default the cluster's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
+    /// Access modes of the volume; by default `ReadWriteOnce`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4))]
+    pub access_modes: Vec<AccessMode>,
+}
+
+/// An access mode of a PersistentVolumeClaim.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum AccessMode {
+    ReadWriteOnce,
+    ReadOnlyMany,
+    ReadWriteMany,
+    ReadWriteOncePod,
+}
+
+impl AccessMode {
+    /// The value Kubernetes uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessMode::ReadWriteOnce => "ReadWriteOnce",
+            AccessMode::ReadOnlyMany => "ReadOnlyMany",
+            AccessMode::ReadWriteMany => "ReadWriteMany",
+            AccessMode::ReadWriteOncePod => "ReadWriteOncePod",
+        }
+    }
+}
+
+/// One dumped database and the server it is restored into.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreDatabase {
+    /// The name of the plan's database entry (`spec.databases[].name`) that was dumped.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    pub name: String,
+    /// The target server's engine; by default the engine of the plan's entry of that name.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<DatabaseType>,
+    /// Host name or address of the target server.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[^\s/@:]+$"))]
+    pub host: String,
+    /// Port of the target server; by default 5432 for PostgreSQL and 3306 for MariaDB and MySQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// User name and password to restore with.
+    pub credentials_secret_ref: CredentialsSecretRef,
+    /// What to do when the target server already holds the databases being restored: `Refuse`
+    /// (the default) fails the Restore and changes nothing; `Continue` restores anyway.
+    #[serde(default)]
+    pub on_non_empty_target: NonEmptyTargetPolicy,
+}
+
+/// What a database restore does to a server that already holds data.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum NonEmptyTargetPolicy {
+    /// Fail and change nothing.
+    #[default]
+    Refuse,
+    /// Restore anyway, on top of what is there.
+    Continue,
+}
+
+/// Where a Restore is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RestorePhase {
+    /// Waiting: for the plan, the Secrets or the target volumes.
+    #[default]
+    Pending,
+    /// The restore Job runs.
+    Running,
+    /// Everything asked for was restored.
+    Succeeded,
+    /// The restore failed; `message` says why.
+    Failed,
+}
+
+impl RestorePhase {
+    /// Whether the Restore is over.
+    pub fn is_finished(self) -> bool {
+        matches!(self, RestorePhase::Succeeded | RestorePhase::Failed)
+    }
+}
+
+/// What the operator observed of a Restore.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<RestorePhase>,
+    /// `Ready` (everything the Restore names exists) and `Complete`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The Job that restores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
+    /// The snapshot restored (its full id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_restored: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_restored: Option<i64>,
+    /// What happened, for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

@@ -1,0 +1,13 @@
+//! The neverwiped operator: reconciles `BackupPlan` and `Restore` resources into sidecar Jobs.
+//!
+//! The decisions are plain functions, tested without a cluster: [`schedule`] (when to run),
+//! [`plan`] (what a plan names, and what is missing), [`job`] (which Job for which plan or
+//! restore), [`status`] (what a finished Job means); [`conditions`] lists the condition types and
+//! reasons, which are part of the API.
+
+pub mod api;
+pub mod conditions;
+pub mod job;
+pub mod plan;
+pub mod schedule;
+pub mod status;

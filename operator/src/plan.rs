@@ -1,0 +1,482 @@
+//! What a BackupPlan means in its namespace: its schedule and deadline parsed, the volumes it
+//! selects resolved to PersistentVolumeClaims, and every Secret it names checked. What only the
+//! operator can judge becomes a [`Problem`]: `Ready=False` with a reason from
+//! [`crate::conditions::reasons`] and a message a user can act on.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::SignedDuration;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::core::{Selector, SelectorExt};
+
+use crate::api::{BackupPlanSpec, BackupPlanStatus};
+use crate::conditions::reasons;
+use crate::schedule::{parse_duration, DurationError, Schedule, ScheduleError};
+
+/// The keys of the Secrets a spec names, as fetched: Secret name → keys present in its `data`.
+pub type SecretKeys = BTreeMap<String, BTreeSet<String>>;
+
+/// A Secret key a spec needs, and the field that names it (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretUse {
+    pub name: String,
+    pub key: String,
+    /// The spec field, e.g. `spec.repository.passwordSecretRef`.
+    pub field: String,
+}
+
+/// Something about a spec that keeps it from running; fixed by changing the spec or creating
+/// what it names, never by retrying.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("spec.schedule: {0}")]
+    Schedule(ScheduleError),
+    #[error("spec.deadline: {0}")]
+    Deadline(DurationError),
+    #[error("Secret {name:?} named by {field} does not exist in this namespace; create it or correct the name")]
+    SecretNotFound { name: String, field: String },
+    #[error("Secret {name:?} named by {field} has no key {key:?}; add the key or correct the reference")]
+    SecretKeyNotFound {
+        name: String,
+        key: String,
+        field: String,
+    },
+    #[error("PersistentVolumeClaim {name:?} named by {field} does not exist in this namespace")]
+    VolumeNotFound { name: String, field: String },
+    #[error("{field} matches no PersistentVolumeClaim in this namespace (selector {selector})")]
+    NoVolumesSelected { selector: String, field: String },
+    #[error("{field} is not a valid label selector: {detail}")]
+    InvalidSelector { detail: String, field: String },
+    #[error("copyMethod Direct: the volumes are in use on different nodes ({nodes}), and one pod cannot mount ReadWriteOnce volumes of several nodes; split them into one BackupPlan per node or use copyMethod Snapshot")]
+    VolumesOnDifferentNodes { nodes: String },
+    #[error("copyMethod Direct: PersistentVolumeClaim {name:?} is ReadWriteOncePod and in use by pod {pod:?}, so no other pod can mount it; use copyMethod Snapshot")]
+    VolumeInUseExclusively { name: String, pod: String },
+    #[error("BackupPlan {name:?} (spec.backupPlanName) does not exist in this namespace")]
+    BackupPlanNotFound { name: String },
+    #[error("{field}: the BackupPlan has no database entry {name:?}, so its type is unknown; set type or correct the name")]
+    UnknownDatabase { name: String, field: String },
+    #[error("{field}: PersistentVolumeClaim {name:?} does not exist; create it or set createClaim")]
+    TargetVolumeNotFound { name: String, field: String },
+    #[error("{field}: PersistentVolumeClaim {name:?} already exists, and createClaim only creates new ones; remove createClaim to restore into it")]
+    TargetVolumeExists { name: String, field: String },
+}
+
+impl Problem {
+    /// The condition and Event reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Problem::Schedule(ScheduleError::InvalidSchedule { .. }) => reasons::INVALID_SCHEDULE,
+            Problem::Schedule(ScheduleError::InvalidTimeZone { .. }) => reasons::INVALID_TIME_ZONE,
+            Problem::Deadline(_) => reasons::INVALID_DEADLINE,
+            Problem::SecretNotFound { .. } => reasons::SECRET_NOT_FOUND,
+            Problem::SecretKeyNotFound { .. } => reasons::SECRET_KEY_NOT_FOUND,
+            Problem::VolumeNotFound { .. } => reasons::VOLUME_NOT_FOUND,
+            Problem::NoVolumesSelected { .. } => reasons::NO_VOLUMES_SELECTED,
+            Problem::InvalidSelector { .. } => reasons::INVALID_SELECTOR,
+            Problem::VolumesOnDifferentNodes { .. } => reasons::VOLUMES_ON_DIFFERENT_NODES,
+            Problem::VolumeInUseExclusively { .. } => reasons::VOLUME_IN_USE_EXCLUSIVELY,
+            Problem::BackupPlanNotFound { .. } => reasons::BACKUP_PLAN_NOT_FOUND,
+            Problem::UnknownDatabase { .. } => reasons::UNKNOWN_DATABASE,
+            Problem::TargetVolumeNotFound { .. } => reasons::TARGET_VOLUME_NOT_FOUND,
+            Problem::TargetVolumeExists { .. } => reasons::TARGET_VOLUME_EXISTS,
+        }
+    }
+}
+
+/// The reason and message of `Ready=False` for a list of problems: the first problem's reason,
+/// and every message (a user fixes them all in one go).
+pub fn not_ready(problems: &[Problem]) -> Option<(&'static str, String)> {
+    let first = problems.first()?;
+    let message = problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some((first.reason(), message))
+}
+
+/// A PersistentVolumeClaim a plan backs up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedClaim {
+    pub name: String,
+    /// Exclude patterns relative to the volume's root, from every entry that selected it.
+    pub excludes: Vec<String>,
+}
+
+/// A BackupPlan with everything it names found.
+#[derive(Debug, Clone)]
+pub struct ResolvedPlan {
+    pub schedule: Schedule,
+    pub deadline: SignedDuration,
+    /// The claims to back up, by name, each once.
+    pub claims: Vec<ResolvedClaim>,
+}
+
+/// Every Secret key a BackupPlan needs.
+pub fn secrets_used(spec: &BackupPlanSpec) -> Vec<SecretUse> {
+    let mut uses = Vec::new();
+    let repository = &spec.repository;
+    uses.push(SecretUse {
+        name: repository.password_secret_ref.name.clone(),
+        key: repository.password_secret_ref.key.clone(),
+        field: "spec.repository.passwordSecretRef".into(),
+    });
+    if let Some(credentials) = &repository.credentials_secret_ref {
+        let field = "spec.repository.credentialsSecretRef";
+        uses.push(SecretUse {
+            name: credentials.name.clone(),
+            key: credentials.username_key.clone(),
+            field: field.into(),
+        });
+        uses.push(SecretUse {
+            name: credentials.name.clone(),
+            key: credentials.password_key.clone(),
+            field: field.into(),
+        });
+    }
+    if let Some(ca) = &repository.ca_secret_ref {
+        uses.push(SecretUse {
+            name: ca.name.clone(),
+            key: ca.key.clone(),
+            field: "spec.repository.caSecretRef".into(),
+        });
+    }
+    for (index, database) in spec.databases.iter().enumerate() {
+        let credentials = &database.credentials_secret_ref;
+        let field = format!("spec.databases[{index}].credentialsSecretRef");
+        uses.push(SecretUse {
+            name: credentials.name.clone(),
+            key: credentials.username_key.clone(),
+            field: field.clone(),
+        });
+        uses.push(SecretUse {
+            name: credentials.name.clone(),
+            key: credentials.password_key.clone(),
+            field,
+        });
+    }
+    uses
+}
+
+/// Checks that every Secret key in `uses` exists; one problem per missing Secret or key.
+pub fn check_secrets(uses: &[SecretUse], secrets: &SecretKeys) -> Vec<Problem> {
+    let mut problems: Vec<Problem> = Vec::new();
+    for secret_use in uses {
+        let problem = match secrets.get(&secret_use.name) {
+            None => Problem::SecretNotFound {
+                name: secret_use.name.clone(),
+                field: secret_use.field.clone(),
+            },
+            Some(keys) if !keys.contains(&secret_use.key) => Problem::SecretKeyNotFound {
+                name: secret_use.name.clone(),
+                key: secret_use.key.clone(),
+                field: secret_use.field.clone(),
+            },
+            Some(_) => continue,
+        };
+        if !problems.contains(&problem) {
+            problems.push(problem);
+        }
+    }
+    problems
+}
+
+/// Resolves the plan's volume entries to claims: by name, or by label selector.
+pub fn resolve_claims(
+    spec: &BackupPlanSpec,
+    claims: &[PersistentVolumeClaim],
+) -> Result<Vec<ResolvedClaim>, Vec<Problem>> {
+    let mut resolved: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut problems = Vec::new();
+    let live = |claim: &&PersistentVolumeClaim| claim.metadata.deletion_timestamp.is_none();
+    for (index, volume) in spec.volumes.iter().enumerate() {
+        let field = format!("spec.volumes[{index}]");
+        let mut matched = Vec::new();
+        if let Some(name) = &volume.claim_name {
+            if claims.iter().filter(live).any(|c| c.metadata.name.as_deref() == Some(name)) {
+                matched.push(name.clone());
+            } else {
+                problems.push(Problem::VolumeNotFound {
+                    name: name.clone(),
+                    field: format!("{field}.claimName"),
+                });
+            }
+        }
+        if let Some(label_selector) = &volume.selector {
+            let field = format!("{field}.selector");
+            match Selector::try_from(label_selector.clone()) {
+                Err(error) => problems.push(Problem::InvalidSelector {
+                    detail: error.to_string(),
+                    field,
+                }),
+                Ok(selector) => {
+                    let before = matched.len();
+                    for claim in claims.iter().filter(live) {
+                        let labels = claim.metadata.labels.clone().unwrap_or_default();
+                        if selector.matches(&labels) {
+                            matched.extend(claim.metadata.name.clone());
+                        }
+                    }
+                    if matched.len() == before {
+                        problems.push(Problem::NoVolumesSelected {
+                            selector: selector.to_string(),
+                            field,
+                        });
+                    }
+                }
+            }
+        }
+        for name in matched {
+            let excludes = resolved.entry(name).or_default();
+            for pattern in &volume.excludes {
+                if !excludes.contains(pattern) {
+                    excludes.push(pattern.clone());
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(resolved
+            .into_iter()
+            .map(|(name, excludes)| ResolvedClaim { name, excludes })
+            .collect())
+    } else {
+        Err(problems)
+    }
+}
+
+/// Everything the plan names, checked: the resolved plan, or every problem found.
+pub fn resolve_plan(
+    spec: &BackupPlanSpec,
+    secrets: &SecretKeys,
+    claims: &[PersistentVolumeClaim],
+) -> Result<ResolvedPlan, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let schedule = Schedule::parse(&spec.schedule, &spec.time_zone)
+        .map_err(|error| problems.push(Problem::Schedule(error)))
+        .ok();
+    let deadline = parse_duration(&spec.deadline)
+        .map_err(|error| problems.push(Problem::Deadline(error)))
+        .ok();
+    problems.extend(check_secrets(&secrets_used(spec), secrets));
+    let resolved_claims = resolve_claims(spec, claims)
+        .map_err(|found| problems.extend(found))
+        .ok();
+    match (schedule, deadline, resolved_claims) {
+        (Some(schedule), Some(deadline), Some(claims)) if problems.is_empty() => Ok(ResolvedPlan {
+            schedule,
+            deadline,
+            claims,
+        }),
+        _ => Err(problems),
+    }
+}
+
+/// The manual trigger to act on: `spec.manualTrigger` when set and not yet acted on.
+pub fn pending_manual_trigger<'a>(
+    spec: &'a BackupPlanSpec,
+    status: Option<&BackupPlanStatus>,
+) -> Option<&'a str> {
+    let trigger = spec.manual_trigger.as_deref().filter(|t| !t.is_empty())?;
+    let acted_on = status.and_then(|s| s.last_manual_trigger.as_deref());
+    (acted_on != Some(trigger)).then_some(trigger)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{BackupVolume, CredentialsSecretRef, DatabaseSource, DatabaseType, Repository, SecretKeyRef};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+    pub(crate) fn spec() -> BackupPlanSpec {
+        BackupPlanSpec {
+            schedule: "30 2 * * *".into(),
+            time_zone: "Europe/Berlin".into(),
+            suspend: false,
+            manual_trigger: None,
+            repository: Repository {
+                url: "https://gate.example.com/shop".into(),
+                password_secret_ref: SecretKeyRef {
+                    name: "repo".into(),
+                    key: "password".into(),
+                },
+                credentials_secret_ref: Some(CredentialsSecretRef::new("gate")),
+                ca_secret_ref: None,
+            },
+            volumes: vec![BackupVolume::claim("data")],
+            copy_method: Default::default(),
+            volume_snapshot_class_name: None,
+            databases: vec![],
+            retention: None,
+            limits: None,
+            deadline: "12h".into(),
+            pod: None,
+        }
+    }
+
+    fn secrets(entries: &[(&str, &[&str])]) -> SecretKeys {
+        entries
+            .iter()
+            .map(|(name, keys)| (name.to_string(), keys.iter().map(|k| k.to_string()).collect()))
+            .collect()
+    }
+
+    fn claim(name: &str, labels: &[(&str, &str)]) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                ..ObjectMeta::default()
+            },
+            ..PersistentVolumeClaim::default()
+        }
+    }
+
+    fn all_secrets() -> SecretKeys {
+        secrets(&[("repo", &["password"]), ("gate", &["username", "password"])])
+    }
+
+    #[test]
+    fn a_complete_plan_resolves() {
+        let resolved = resolve_plan(&spec(), &all_secrets(), &[claim("data", &[])]).unwrap();
+        assert_eq!(resolved.deadline, SignedDuration::from_hours(12));
+        assert_eq!(
+            resolved.claims,
+            [ResolvedClaim {
+                name: "data".into(),
+                excludes: vec![]
+            }]
+        );
+    }
+
+    #[test]
+    fn a_missing_secret_names_the_secret_and_the_field() {
+        let problems = resolve_plan(&spec(), &secrets(&[("gate", &["username", "password"])]), &[claim("data", &[])])
+            .unwrap_err();
+        assert_eq!(
+            problems,
+            [Problem::SecretNotFound {
+                name: "repo".into(),
+                field: "spec.repository.passwordSecretRef".into()
+            }]
+        );
+        let (reason, message) = not_ready(&problems).unwrap();
+        assert_eq!(reason, "SecretNotFound");
+        assert!(message.contains("\"repo\"") && message.contains("passwordSecretRef"), "{message}");
+    }
+
+    #[test]
+    fn a_missing_key_is_its_own_reason() {
+        let problems = resolve_plan(
+            &spec(),
+            &secrets(&[("repo", &["password"]), ("gate", &["user", "password"])]),
+            &[claim("data", &[])],
+        )
+        .unwrap_err();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].reason(), "SecretKeyNotFound");
+        assert!(problems[0].to_string().contains("\"username\""));
+    }
+
+    #[test]
+    fn a_missing_claim_and_an_empty_selector_are_reported_together() {
+        let mut spec = spec();
+        spec.volumes.push(BackupVolume {
+            claim_name: None,
+            selector: Some(LabelSelector {
+                match_labels: Some([("backup".to_string(), "yes".to_string())].into()),
+                ..LabelSelector::default()
+            }),
+            excludes: vec![],
+        });
+        let problems = resolve_plan(&spec, &all_secrets(), &[claim("other", &[])]).unwrap_err();
+        let reasons: Vec<_> = problems.iter().map(Problem::reason).collect();
+        assert_eq!(reasons, ["VolumeNotFound", "NoVolumesSelected"]);
+        assert!(problems[1].to_string().contains("backup=yes"), "{}", problems[1]);
+    }
+
+    #[test]
+    fn claims_selected_twice_are_backed_up_once_with_all_excludes() {
+        let mut spec = spec();
+        spec.volumes = vec![
+            BackupVolume {
+                excludes: vec!["cache".into()],
+                ..BackupVolume::claim("data")
+            },
+            BackupVolume {
+                claim_name: None,
+                selector: Some(LabelSelector {
+                    match_labels: Some([("backup".to_string(), "yes".to_string())].into()),
+                    ..LabelSelector::default()
+                }),
+                excludes: vec!["*.tmp".into()],
+            },
+        ];
+        let claims = [claim("data", &[("backup", "yes")]), claim("logs", &[("backup", "yes")]), claim("scratch", &[])];
+        let resolved = resolve_plan(&spec, &all_secrets(), &claims).unwrap();
+        assert_eq!(
+            resolved.claims,
+            [
+                ResolvedClaim {
+                    name: "data".into(),
+                    excludes: vec!["cache".into(), "*.tmp".into()]
+                },
+                ResolvedClaim {
+                    name: "logs".into(),
+                    excludes: vec!["*.tmp".into()]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_invalid_cron_and_time_zone_are_not_ready_with_their_reasons() {
+        let mut spec = spec();
+        spec.schedule = "0 25 * * *".into();
+        let problems = resolve_plan(&spec, &all_secrets(), &[claim("data", &[])]).unwrap_err();
+        assert_eq!(not_ready(&problems).unwrap().0, "InvalidSchedule");
+
+        let mut spec = self::spec();
+        spec.time_zone = "Mars/Olympus".into();
+        let problems = resolve_plan(&spec, &all_secrets(), &[claim("data", &[])]).unwrap_err();
+        let (reason, message) = not_ready(&problems).unwrap();
+        assert_eq!(reason, "InvalidTimeZone");
+        assert!(message.starts_with("spec.schedule: time zone \"Mars/Olympus\""), "{message}");
+    }
+
+    #[test]
+    fn database_credentials_are_checked() {
+        let mut spec = spec();
+        spec.databases.push(DatabaseSource {
+            name: "orders".into(),
+            engine: DatabaseType::Postgresql,
+            host: "pg".into(),
+            port: None,
+            credentials_secret_ref: CredentialsSecretRef::new("pg-backup"),
+            databases: vec![],
+        });
+        let problems = resolve_plan(&spec, &all_secrets(), &[claim("data", &[])]).unwrap_err();
+        assert_eq!(
+            problems,
+            [Problem::SecretNotFound {
+                name: "pg-backup".into(),
+                field: "spec.databases[0].credentialsSecretRef".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_manual_trigger_is_pending_until_acted_on() {
+        let mut spec = spec();
+        assert_eq!(pending_manual_trigger(&spec, None), None);
+        spec.manual_trigger = Some("2026-01-01".into());
+        assert_eq!(pending_manual_trigger(&spec, None), Some("2026-01-01"));
+        let status = BackupPlanStatus {
+            last_manual_trigger: Some("2026-01-01".into()),
+            ..BackupPlanStatus::default()
+        };
+        assert_eq!(pending_manual_trigger(&spec, Some(&status)), None);
+        spec.manual_trigger = Some("again".into());
+        assert_eq!(pending_manual_trigger(&spec, Some(&status)), Some("again"));
+    }
+}

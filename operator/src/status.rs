@@ -1,0 +1,688 @@
+//! What a finished Job means: the sidecar's result read from the terminated container's message,
+//! or, when there is none, the real reason the pod ended (out of memory, deadline, image pull…);
+//! and how that lands in a BackupPlan's or Restore's status.
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use neverwiped_contract::{ExitStatus, Operation, RunResult};
+
+use crate::api::{
+    BackupPlanStatus, DatabaseRunRecord, RestorePhase, RestoreStatus, RunOutcome, RunRecord,
+    RunTrigger,
+};
+use crate::conditions::{reasons, set_condition, types, ConditionStatus};
+use crate::job::{ANNOTATION_DEADLINE, ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER, SIDECAR_CONTAINER};
+use crate::plan::{not_ready, Problem};
+
+/// How many finished runs `status.history` keeps.
+pub const HISTORY_LIMIT: usize = 10;
+
+/// Messages quoted from elsewhere (a crash's output, a pod's message) are cut to this length.
+const QUOTED_MESSAGE_MAX_CHARS: usize = 1024;
+
+/// How a finished Job ended, whatever it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobEnd {
+    pub outcome: RunOutcome,
+    /// A reason from [`reasons`].
+    pub reason: String,
+    pub message: Option<String>,
+    /// The sidecar's result, when it wrote one.
+    pub result: Option<RunResult>,
+    pub start_time: Option<Timestamp>,
+    pub completion_time: Option<Timestamp>,
+}
+
+/// Whether a Job has finished: `Some(true)` complete, `Some(false)` failed, `None` still going.
+pub fn job_finished(job: &Job) -> Option<bool> {
+    let conditions = job.status.as_ref()?.conditions.as_ref()?;
+    let is_true = |type_: &str| conditions.iter().any(|c| c.type_ == type_ && c.status == "True");
+    if is_true("Complete") {
+        Some(true)
+    } else if is_true("Failed") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// A pod that will not start by itself (its image cannot be pulled, a Secret key it needs is
+/// missing): the reason and message, so the run can be failed now instead of at its deadline.
+pub fn pod_blocked(pod: &Pod) -> Option<(&'static str, String)> {
+    let status = sidecar_status(pod)?;
+    let waiting = status.state.as_ref()?.waiting.as_ref()?;
+    let detail = waiting.message.clone().unwrap_or_default();
+    match waiting.reason.as_deref()? {
+        "ImagePullBackOff" | "ErrImagePull" | "InvalidImageName" => Some((
+            reasons::IMAGE_PULL_FAILED,
+            format!("cannot pull the sidecar image {:?}: {detail}", status.image),
+        )),
+        "CreateContainerConfigError" | "CreateContainerError" => Some((
+            reasons::CONTAINER_CONFIG_ERROR,
+            format!("cannot start the sidecar: {detail}"),
+        )),
+        _ => None,
+    }
+}
+
+/// How `job` ended, from the Job and its pod; `None` while it runs.
+pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
+    let complete = job_finished(job)?;
+    let job_status = job.status.as_ref();
+    let failed_condition = job_status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Failed" && c.status == "True"));
+    let start_time = job_status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
+    let completion_time = job_status
+        .and_then(|s| s.completion_time.as_ref())
+        .or(failed_condition.and_then(|c| c.last_transition_time.as_ref()))
+        .map(|t| t.0);
+
+    let container = pod.and_then(sidecar_status);
+    let terminated = container.and_then(|c| {
+        c.state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .or(c.last_state.as_ref().and_then(|s| s.terminated.as_ref()))
+    });
+    let termination_message = terminated.and_then(|t| t.message.as_deref()).unwrap_or("").trim();
+    let result = RunResult::from_json(termination_message).ok();
+
+    let end = |outcome, reason: &str, message: Option<String>, result: Option<RunResult>| JobEnd {
+        outcome,
+        reason: reason.to_owned(),
+        message,
+        result,
+        start_time,
+        completion_time,
+    };
+
+    // The most specific explanation first: the kernel's, then Kubernetes', then the sidecar's.
+    if terminated.and_then(|t| t.reason.as_deref()) == Some("OOMKilled") {
+        let limit = pod
+            .and_then(|p| p.spec.as_ref())
+            .and_then(|s| s.containers.iter().find(|c| c.name == SIDECAR_CONTAINER))
+            .and_then(|c| c.resources.as_ref())
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|l| l.get("memory"))
+            .map(|q| q.0.clone())
+            .unwrap_or_else(|| "none".into());
+        let message = format!(
+            "the sidecar ran out of memory (memory limit {limit}); raise spec.pod.resources.limits.memory"
+        );
+        return Some(end(RunOutcome::Failed, reasons::OOM_KILLED, Some(message), result));
+    }
+    if failed_condition.and_then(|c| c.reason.as_deref()) == Some("DeadlineExceeded") {
+        let deadline = job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_DEADLINE).cloned())
+            .or_else(|| {
+                job.spec
+                    .as_ref()
+                    .and_then(|s| s.active_deadline_seconds)
+                    .map(|secs| format!("{secs}s"))
+            })
+            .unwrap_or_else(|| "its deadline".into());
+        let message = format!(
+            "the run was still going after its deadline of {deadline} and was stopped; raise spec.deadline, or find out why it is slow"
+        );
+        return Some(end(RunOutcome::Failed, reasons::DEADLINE_EXCEEDED, Some(message), result));
+    }
+    if let Some(result) = result {
+        let (outcome, reason, message) = outcome_of(&result);
+        return Some(end(outcome, reason, message, Some(result)));
+    }
+    if let Some((reason, message)) = pod.and_then(pod_blocked) {
+        return Some(end(RunOutcome::Failed, reason, Some(message), None));
+    }
+    if let Some(terminated) = terminated {
+        let (reason, message) = if terminated.exit_code == 0 {
+            (reasons::NO_RESULT, "the sidecar exited successfully but wrote no result".to_owned())
+        } else {
+            (
+                reasons::SIDECAR_CRASHED,
+                format!(
+                    "the sidecar exited with code {} ({}) without a result",
+                    terminated.exit_code,
+                    terminated.reason.as_deref().unwrap_or("Error")
+                ),
+            )
+        };
+        let message = match termination_message {
+            "" => message,
+            output => format!("{message}: {}", shorten(output)),
+        };
+        return Some(end(RunOutcome::Failed, reason, Some(message), None));
+    }
+    if let Some(pod_status) = pod.and_then(|p| p.status.as_ref()) {
+        if pod_status.phase.as_deref() == Some("Failed") {
+            let message = format!(
+                "the pod failed ({}): {}",
+                pod_status.reason.as_deref().unwrap_or("no reason given"),
+                shorten(pod_status.message.as_deref().unwrap_or(""))
+            );
+            return Some(end(RunOutcome::Failed, reasons::POD_FAILED, Some(message), None));
+        }
+    }
+    if complete {
+        let message = "the Job completed, but its pod and the sidecar's result are gone".to_owned();
+        return Some(end(RunOutcome::Failed, reasons::NO_RESULT, Some(message), None));
+    }
+    let message = failed_condition.map(|c| {
+        format!(
+            "the Job failed ({}): {}",
+            c.reason.as_deref().unwrap_or("no reason given"),
+            shorten(c.message.as_deref().unwrap_or(""))
+        )
+    });
+    Some(end(RunOutcome::Failed, reasons::JOB_FAILED, message, None))
+}
+
+/// The outcome, reason and message the sidecar's own result gives.
+fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) {
+    match result.status {
+        ExitStatus::Success => (RunOutcome::Succeeded, reasons::SUCCEEDED, None),
+        ExitStatus::Partial => {
+            let first = result.warnings.first().map(|w| format!("; the first: {w}")).unwrap_or_default();
+            let message = format!("{} files could not be read{first}", result.warnings_total);
+            (RunOutcome::SucceededWithWarnings, reasons::SUCCEEDED_WITH_WARNINGS, Some(message))
+        }
+        status => {
+            let reason = match status {
+                ExitStatus::WrongPassword => reasons::WRONG_PASSWORD,
+                ExitStatus::NoRepository => reasons::REPOSITORY_NOT_FOUND,
+                ExitStatus::LockFailed => reasons::REPOSITORY_LOCKED,
+                _ if result.operation == Operation::Restore => reasons::RESTORE_FAILED,
+                _ => reasons::BACKUP_FAILED,
+            };
+            let message = result.error.clone().or_else(|| Some(format!("the sidecar reported {status:?}")));
+            (RunOutcome::Failed, reason, message)
+        }
+    }
+}
+
+fn sidecar_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == SIDECAR_CONTAINER)
+}
+
+fn shorten(text: &str) -> String {
+    let text = text.trim();
+    if text.chars().count() <= QUOTED_MESSAGE_MAX_CHARS {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(QUOTED_MESSAGE_MAX_CHARS).collect();
+    short.push('…');
+    short
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The run record of a finished backup Job.
+pub fn backup_run_record(job: &Job, end: &JobEnd) -> RunRecord {
+    let annotations = job.metadata.annotations.clone().unwrap_or_default();
+    let trigger = match annotations.get(ANNOTATION_TRIGGER).map(String::as_str) {
+        Some("Manual") => RunTrigger::Manual,
+        Some("CatchUp") => RunTrigger::CatchUp,
+        _ => RunTrigger::Schedule,
+    };
+    let scheduled_time = annotations
+        .get(ANNOTATION_SCHEDULED_TIME)
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .map(Time);
+    let result = end.result.as_ref();
+    let duration_seconds = result
+        .map(|r| r.duration_secs.round() as i64)
+        .or_else(|| Some(end.completion_time?.duration_since(end.start_time?).as_secs()));
+    RunRecord {
+        job_name: job.metadata.name.clone().unwrap_or_default(),
+        trigger,
+        scheduled_time,
+        start_time: end.start_time.map(Time),
+        completion_time: end.completion_time.map(Time),
+        duration_seconds,
+        result: end.outcome,
+        reason: end.reason.clone(),
+        message: end.message.clone(),
+        snapshot_id: result.and_then(|r| r.snapshot_id.clone()),
+        files_read: result.map(|r| to_i64(r.files)),
+        bytes_read: result.map(|r| to_i64(r.bytes_read)),
+        bytes_added: result.map(|r| to_i64(r.bytes_added)),
+        bytes_sent: result.map(|r| to_i64(r.bytes_transferred)),
+        warnings: result.map(|r| to_i64(r.warnings_total)).filter(|&w| w > 0),
+        databases: result
+            .map(|r| {
+                r.databases
+                    .iter()
+                    .map(|d| DatabaseRunRecord {
+                        name: d.name.clone(),
+                        dump_bytes: to_i64(d.dump_bytes),
+                        error: d.error.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Records a finished run: `lastRun`, the bounded `history` (newest first), and
+/// `lastSuccessfulTime`. Recording the same Job twice changes nothing.
+pub fn record_backup_run(status: &mut BackupPlanStatus, record: RunRecord, now: Timestamp) {
+    if status.history.iter().any(|r| r.job_name == record.job_name) {
+        return;
+    }
+    if record.result.is_success() {
+        status.last_successful_time = Some(record.completion_time.clone().unwrap_or(Time(now)));
+    }
+    if status.active_run.as_ref().map(|a| &a.job_name) == Some(&record.job_name) {
+        status.active_run = None;
+    }
+    status.history.insert(0, record.clone());
+    status.history.truncate(HISTORY_LIMIT);
+    status.last_run = Some(record);
+}
+
+/// Sets a BackupPlan's conditions from its problems (none: Ready, with `ready_message`), its
+/// active run and its last run.
+pub fn set_backup_plan_conditions(
+    status: &mut BackupPlanStatus,
+    problems: &[Problem],
+    ready_message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let conditions = &mut status.conditions;
+    match not_ready(problems) {
+        Some((reason, message)) => set_condition(conditions, types::READY, ConditionStatus::False, reason, message, generation, now),
+        None => set_condition(conditions, types::READY, ConditionStatus::True, reasons::READY, ready_message, generation, now),
+    }
+    match &status.active_run {
+        Some(active) => set_condition(
+            conditions,
+            types::RUNNING,
+            ConditionStatus::True,
+            reasons::BACKUP_RUNNING,
+            format!("Job {} is backing up", active.job_name),
+            generation,
+            now,
+        ),
+        None => set_condition(conditions, types::RUNNING, ConditionStatus::False, reasons::IDLE, "no backup is running", generation, now),
+    }
+    match &status.last_run {
+        Some(run) => {
+            let message = run.message.clone().unwrap_or_else(|| match &run.snapshot_id {
+                Some(id) => format!("Job {} wrote snapshot {id}", run.job_name),
+                None => format!("Job {} finished", run.job_name),
+            });
+            set_condition(
+                conditions,
+                types::LAST_BACKUP_SUCCEEDED,
+                ConditionStatus::from_bool(run.result.is_success()),
+                &run.reason,
+                message,
+                generation,
+                now,
+            );
+        }
+        None => set_condition(
+            conditions,
+            types::LAST_BACKUP_SUCCEEDED,
+            ConditionStatus::Unknown,
+            reasons::NO_BACKUP_YET,
+            "no backup has finished yet",
+            generation,
+            now,
+        ),
+    }
+}
+
+/// Records a finished restore Job on the Restore's status.
+pub fn finish_restore(status: &mut RestoreStatus, end: &JobEnd, generation: Option<i64>, now: Timestamp) {
+    let succeeded = end.outcome.is_success();
+    status.phase = Some(if succeeded { RestorePhase::Succeeded } else { RestorePhase::Failed });
+    status.start_time = status.start_time.clone().or(end.start_time.map(Time));
+    status.completion_time = Some(Time(end.completion_time.unwrap_or(now)));
+    if let Some(result) = &end.result {
+        status.snapshot_id = result.snapshot_id.clone().or(status.snapshot_id.take());
+        status.files_restored = Some(to_i64(result.files));
+        status.bytes_restored = Some(to_i64(result.bytes_read));
+    }
+    let message = end.message.clone().unwrap_or_else(|| "the restore finished".into());
+    status.message = Some(message.clone());
+    set_condition(
+        &mut status.conditions,
+        types::COMPLETE,
+        ConditionStatus::from_bool(succeeded),
+        &end.reason,
+        message,
+        generation,
+        now,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ActiveRun;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStateWaiting, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use neverwiped_contract::RESULT_FORMAT_VERSION;
+    use std::collections::BTreeMap;
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn job(condition: Option<(&str, &str)>) -> Job {
+        Job {
+            metadata: ObjectMeta {
+                name: Some("nightly-29933370".into()),
+                annotations: Some(BTreeMap::from([
+                    (ANNOTATION_TRIGGER.to_string(), "CatchUp".to_string()),
+                    (ANNOTATION_SCHEDULED_TIME.to_string(), "2026-11-30T01:30:00Z".to_string()),
+                    (ANNOTATION_DEADLINE.to_string(), "12h".to_string()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(JobStatus {
+                start_time: Some(Time(at("2026-11-30T02:00:00Z"))),
+                completion_time: (condition.map(|c| c.0) == Some("Complete")).then(|| Time(at("2026-11-30T02:10:00Z"))),
+                conditions: condition.map(|(type_, reason)| {
+                    vec![JobCondition {
+                        type_: type_.into(),
+                        status: "True".into(),
+                        reason: Some(reason.into()),
+                        message: Some("Job has reached the specified backoff limit".into()),
+                        last_transition_time: Some(Time(at("2026-11-30T02:10:00Z"))),
+                        ..JobCondition::default()
+                    }]
+                }),
+                ..JobStatus::default()
+            }),
+        }
+    }
+
+    fn pod(state: ContainerState) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                phase: Some("Failed".into()),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: SIDECAR_CONTAINER.into(),
+                    image: "ghcr.io/neverwiped/sidecar:0.1.0".into(),
+                    state: Some(state),
+                    ..ContainerStatus::default()
+                }]),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        }
+    }
+
+    fn terminated(exit_code: i32, reason: &str, message: &str) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code,
+                reason: Some(reason.into()),
+                message: Some(message.into()),
+                ..ContainerStateTerminated::default()
+            }),
+            ..ContainerState::default()
+        }
+    }
+
+    fn result(status: ExitStatus) -> RunResult {
+        RunResult {
+            version: RESULT_FORMAT_VERSION,
+            operation: Operation::Backup,
+            status,
+            snapshot_id: (status == ExitStatus::Success || status == ExitStatus::Partial).then(|| "4f2a9c1b0d".into()),
+            started_at: "2026-11-30T02:00:01Z".into(),
+            finished_at: "2026-11-30T02:09:58Z".into(),
+            duration_secs: 597.4,
+            files: 1200,
+            bytes_read: 5_000_000_000,
+            bytes_added: 12_000_000,
+            bytes_transferred: 12_500_000,
+            databases: vec![],
+            warnings_total: 0,
+            warnings: vec![],
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_running_job_has_no_end() {
+        assert_eq!(job_end(&job(None), None), None);
+    }
+
+    #[test]
+    fn a_successful_run_is_recorded_from_the_sidecars_result() {
+        let job = job(Some(("Complete", "CompletionsReached")));
+        let pod = pod(terminated(0, "Completed", &result(ExitStatus::Success).to_termination_message()));
+        let end = job_end(&job, Some(&pod)).unwrap();
+        assert_eq!(end.outcome, RunOutcome::Succeeded);
+        let record = backup_run_record(&job, &end);
+        assert_eq!(record.reason, "Succeeded");
+        assert_eq!(record.trigger, RunTrigger::CatchUp);
+        assert_eq!(record.scheduled_time, Some(Time(at("2026-11-30T01:30:00Z"))));
+        assert_eq!(record.snapshot_id.as_deref(), Some("4f2a9c1b0d"));
+        assert_eq!(record.bytes_sent, Some(12_500_000));
+        assert_eq!(record.bytes_added, Some(12_000_000));
+        assert_eq!(record.files_read, Some(1200));
+        assert_eq!(record.duration_seconds, Some(597));
+        assert_eq!(record.completion_time, Some(Time(at("2026-11-30T02:10:00Z"))));
+    }
+
+    #[test]
+    fn a_partial_run_succeeds_with_warnings_and_says_which_file() {
+        let mut partial = result(ExitStatus::Partial);
+        partial.warnings_total = 2;
+        partial.warnings = vec!["/data/app/secret.key: permission denied".into()];
+        let job = job(Some(("Failed", "BackoffLimitExceeded")));
+        let end = job_end(&job, Some(&pod(terminated(3, "Error", &partial.to_termination_message())))).unwrap();
+        assert_eq!(end.outcome, RunOutcome::SucceededWithWarnings);
+        assert_eq!(end.reason, "SucceededWithWarnings");
+        assert!(end.message.unwrap().contains("2 files could not be read; the first: /data/app/secret.key"));
+    }
+
+    #[test]
+    fn a_failure_the_sidecar_reports_keeps_its_reason_and_message() {
+        let mut failed = result(ExitStatus::WrongPassword);
+        failed.error = Some("the password opens no key of the repository".into());
+        let job = job(Some(("Failed", "BackoffLimitExceeded")));
+        let end = job_end(&job, Some(&pod(terminated(12, "Error", &failed.to_termination_message())))).unwrap();
+        assert_eq!((end.outcome, end.reason.as_str()), (RunOutcome::Failed, "WrongPassword"));
+        assert_eq!(end.message.as_deref(), Some("the password opens no key of the repository"));
+
+        let mut failed = result(ExitStatus::Failed);
+        failed.error = Some("connection refused".into());
+        let end = job_end(&job, Some(&pod(terminated(1, "Error", &failed.to_termination_message())))).unwrap();
+        assert_eq!(end.reason, "BackupFailed");
+    }
+
+    #[test]
+    fn an_oom_killed_sidecar_is_reported_as_such_with_its_limit() {
+        let job = job(Some(("Failed", "BackoffLimitExceeded")));
+        let mut pod = pod(terminated(137, "OOMKilled", ""));
+        pod.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            containers: vec![k8s_openapi::api::core::v1::Container {
+                name: SIDECAR_CONTAINER.into(),
+                resources: Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                    limits: Some(BTreeMap::from([(
+                        "memory".to_string(),
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity("512Mi".into()),
+                    )])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let end = job_end(&job, Some(&pod)).unwrap();
+        assert_eq!(end.reason, "OOMKilled");
+        assert!(end.message.unwrap().contains("memory limit 512Mi"));
+    }
+
+    #[test]
+    fn a_run_stopped_at_its_deadline_says_so_even_when_the_sidecar_wrote_an_error() {
+        let job = job(Some(("Failed", "DeadlineExceeded")));
+        let mut interrupted = result(ExitStatus::Failed);
+        interrupted.error = Some("interrupted by SIGTERM".into());
+        let end = job_end(&job, Some(&pod(terminated(143, "Error", &interrupted.to_termination_message())))).unwrap();
+        assert_eq!(end.reason, "DeadlineExceeded");
+        assert!(end.message.as_deref().unwrap().contains("deadline of 12h"));
+        // The partial statistics are kept.
+        assert_eq!(end.result.unwrap().files, 1200);
+        // No pod at all: the Job's condition still tells.
+        let end = job_end(&job, None).unwrap();
+        assert_eq!(end.reason, "DeadlineExceeded");
+    }
+
+    #[test]
+    fn an_image_that_cannot_be_pulled_is_the_reason_not_the_deadline_it_led_to() {
+        let waiting = ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("ImagePullBackOff".into()),
+                message: Some("Back-off pulling image".into()),
+            }),
+            ..ContainerState::default()
+        };
+        let pod = pod(waiting);
+        assert_eq!(pod_blocked(&pod).map(|(reason, _)| reason), Some("ImagePullFailed"));
+        let end = job_end(&job(Some(("Failed", "BackoffLimitExceeded"))), Some(&pod)).unwrap();
+        assert_eq!(end.reason, "ImagePullFailed");
+        assert!(end.message.unwrap().contains("ghcr.io/neverwiped/sidecar:0.1.0"));
+    }
+
+    #[test]
+    fn a_crash_without_a_result_quotes_what_it_left() {
+        let job = job(Some(("Failed", "BackoffLimitExceeded")));
+        let end = job_end(&job, Some(&pod(terminated(101, "Error", "thread 'main' panicked at src/main.rs:3")))).unwrap();
+        assert_eq!(end.reason, "SidecarCrashed");
+        assert_eq!(
+            end.message.as_deref(),
+            Some("the sidecar exited with code 101 (Error) without a result: thread 'main' panicked at src/main.rs:3")
+        );
+        let complete = self::job(Some(("Complete", "CompletionsReached")));
+        let end = job_end(&complete, Some(&pod(terminated(0, "Completed", "")))).unwrap();
+        assert_eq!((end.outcome, end.reason.as_str()), (RunOutcome::Failed, "NoResult"));
+    }
+
+    #[test]
+    fn a_job_failed_without_a_pod_reports_the_jobs_reason() {
+        let end = job_end(&job(Some(("Failed", "BackoffLimitExceeded"))), None).unwrap();
+        assert_eq!(end.reason, "JobFailed");
+        assert!(end.message.unwrap().contains("BackoffLimitExceeded"));
+    }
+
+    fn record(name: &str, result: RunOutcome, completed: &str) -> RunRecord {
+        RunRecord {
+            job_name: name.into(),
+            trigger: RunTrigger::Schedule,
+            scheduled_time: None,
+            start_time: None,
+            completion_time: Some(Time(at(completed))),
+            duration_seconds: None,
+            result,
+            reason: if result.is_success() { "Succeeded".into() } else { "BackupFailed".into() },
+            message: None,
+            snapshot_id: None,
+            files_read: None,
+            bytes_read: None,
+            bytes_added: None,
+            bytes_sent: None,
+            warnings: None,
+            databases: vec![],
+        }
+    }
+
+    #[test]
+    fn history_is_newest_first_bounded_and_idempotent() {
+        let mut status = BackupPlanStatus {
+            active_run: Some(ActiveRun {
+                job_name: "run-0".into(),
+                trigger: RunTrigger::Schedule,
+                scheduled_time: None,
+                start_time: None,
+            }),
+            ..BackupPlanStatus::default()
+        };
+        let now = at("2026-12-01T00:00:00Z");
+        record_backup_run(&mut status, record("run-0", RunOutcome::Succeeded, "2026-11-01T00:00:00Z"), now);
+        assert_eq!(status.active_run, None);
+        for day in 1..=12 {
+            let outcome = if day == 12 { RunOutcome::Failed } else { RunOutcome::Succeeded };
+            record_backup_run(&mut status, record(&format!("run-{day}"), outcome, &format!("2026-11-{day:02}T03:00:00Z")), now);
+        }
+        record_backup_run(&mut status, record("run-12", RunOutcome::Failed, "2026-11-12T03:00:00Z"), now);
+        assert_eq!(status.history.len(), HISTORY_LIMIT);
+        assert_eq!(status.history[0].job_name, "run-12");
+        assert_eq!(status.history[9].job_name, "run-3");
+        assert_eq!(status.last_run.as_ref().unwrap().job_name, "run-12");
+        assert_eq!(status.last_successful_time, Some(Time(at("2026-11-11T03:00:00Z"))));
+    }
+
+    #[test]
+    fn conditions_tell_ready_running_and_last_result() {
+        let now = at("2026-12-01T00:00:00Z");
+        let mut status = BackupPlanStatus::default();
+        set_backup_plan_conditions(&mut status, &[], "next run at 2026-12-01T01:30:00Z", Some(4), now);
+        let get = |status: &BackupPlanStatus, type_: &str| {
+            let c = crate::conditions::find_condition(&status.conditions, type_).unwrap();
+            (c.status.clone(), c.reason.clone())
+        };
+        assert_eq!(get(&status, "Ready"), ("True".into(), "Ready".into()));
+        assert_eq!(get(&status, "Running"), ("False".into(), "Idle".into()));
+        assert_eq!(get(&status, "LastBackupSucceeded"), ("Unknown".into(), "NoBackupYet".into()));
+
+        status.last_run = Some(record("run-1", RunOutcome::Failed, "2026-11-30T03:00:00Z"));
+        let problems = [Problem::SecretNotFound {
+            name: "repo".into(),
+            field: "spec.repository.passwordSecretRef".into(),
+        }];
+        set_backup_plan_conditions(&mut status, &problems, "", Some(5), now);
+        assert_eq!(get(&status, "Ready"), ("False".into(), "SecretNotFound".into()));
+        assert_eq!(get(&status, "LastBackupSucceeded"), ("False".into(), "BackupFailed".into()));
+        assert!(status.conditions.iter().all(|c| c.observed_generation == Some(5)));
+    }
+
+    #[test]
+    fn a_finished_restore_reports_phase_counts_and_snapshot() {
+        let mut restored = result(ExitStatus::Success);
+        restored.operation = Operation::Restore;
+        let job = job(Some(("Complete", "CompletionsReached")));
+        let end = job_end(&job, Some(&pod(terminated(0, "Completed", &restored.to_termination_message())))).unwrap();
+        let mut status = RestoreStatus::default();
+        finish_restore(&mut status, &end, Some(1), at("2026-12-01T00:00:00Z"));
+        assert_eq!(status.phase, Some(RestorePhase::Succeeded));
+        assert_eq!(status.snapshot_id.as_deref(), Some("4f2a9c1b0d"));
+        assert_eq!(status.bytes_restored, Some(5_000_000_000));
+        assert_eq!(status.conditions[0].type_, "Complete");
+        assert_eq!(status.conditions[0].status, "True");
+
+        let mut failed = restored.clone();
+        failed.status = ExitStatus::Failed;
+        failed.snapshot_id = None;
+        failed.error = Some("target database \"orders\" is not empty".into());
+        let end = job_end(&job, Some(&pod(terminated(1, "Error", &failed.to_termination_message())))).unwrap();
+        let mut status = RestoreStatus::default();
+        finish_restore(&mut status, &end, Some(1), at("2026-12-01T00:00:00Z"));
+        assert_eq!(status.phase, Some(RestorePhase::Failed));
+        assert_eq!(status.conditions[0].reason, "RestoreFailed");
+        assert_eq!(status.message.as_deref(), Some("target database \"orders\" is not empty"));
+    }
+}

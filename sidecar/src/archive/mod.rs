@@ -1,0 +1,272 @@
+//! Backup: walk → chunk → hash → dedup → compress → seal → pack → upload → index → snapshot.
+//!
+//! Threads: one walker reads and chunks (it alone decides what is new), a pool of workers
+//! compresses and seals, one packer fills packs, and async tasks upload them concurrently.
+//! Channels between them are bounded, so memory stays flat whatever the size of the input.
+
+mod pipeline;
+pub mod source;
+mod uploader;
+mod walker;
+
+pub use source::{Source, StreamSource};
+pub use uploader::Throttle;
+
+use crate::backend::ObjectKind;
+use crate::error::{Error, Result};
+use crate::format::snapshot::{Snapshot, SnapshotPath, SnapshotSummary};
+use crate::ids::{BlobId, SnapshotId};
+use crate::locking;
+use crate::progress::Progress;
+use crate::repository::IndexedRepository;
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use pipeline::{run_packer, run_worker, BlobJob, SealedBlob};
+use source::SourceTree;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use walker::Walker;
+
+/// Paths to leave out. A pattern with a `/` matches the whole absolute path; one without matches
+/// any file or directory name (`*.tmp`, `cache`).
+#[derive(Debug, Clone, Default)]
+pub struct Excludes {
+    by_path: Option<GlobSet>,
+    by_name: Option<GlobSet>,
+}
+
+impl Excludes {
+    pub fn new(patterns: &[String]) -> Result<Excludes> {
+        let mut by_path = GlobSetBuilder::new();
+        let mut by_name = GlobSetBuilder::new();
+        let (mut any_path, mut any_name) = (false, false);
+        for pattern in patterns {
+            let glob = Glob::new(pattern).map_err(|e| Error::Usage(format!("invalid exclude pattern {pattern:?}: {e}")))?;
+            if pattern.contains('/') {
+                by_path.add(glob);
+                any_path = true;
+            } else {
+                by_name.add(glob);
+                any_name = true;
+            }
+        }
+        let build = |builder: GlobSetBuilder| builder.build().map_err(|e| Error::Usage(e.to_string()));
+        Ok(Excludes {
+            by_path: if any_path { Some(build(by_path)?) } else { None },
+            by_name: if any_name { Some(build(by_name)?) } else { None },
+        })
+    }
+
+    pub fn is_excluded(&self, path: &Path) -> bool {
+        if let Some(set) = &self.by_path {
+            if set.is_match(path) {
+                return true;
+            }
+        }
+        match (&self.by_name, path.file_name()) {
+            (Some(set), Some(name)) => set.is_match(name),
+            _ => false,
+        }
+    }
+}
+
+/// Which earlier snapshot lets unchanged files be skipped.
+#[derive(Debug, Clone, Default)]
+pub enum ParentChoice {
+    /// The newest snapshot of the same host and paths.
+    #[default]
+    Latest,
+    /// Read every file.
+    None,
+    Snapshot(SnapshotId),
+}
+
+pub struct BackupOptions {
+    pub sources: Vec<Source>,
+    /// Recorded as the snapshot's host; the operator uses `namespace/plan`.
+    pub hostname: String,
+    pub tags: Vec<String>,
+    pub excludes: Excludes,
+    pub parent: ParentChoice,
+    pub upload_limit_bytes_per_sec: Option<u64>,
+    /// Compress-and-seal threads; 0 means one per core.
+    pub workers: usize,
+    /// Uploads in flight at once.
+    pub upload_concurrency: usize,
+    pub progress: Arc<Progress>,
+}
+
+impl BackupOptions {
+    pub fn new(sources: Vec<Source>) -> BackupOptions {
+        BackupOptions {
+            sources,
+            hostname: crate::host::hostname(),
+            tags: Vec::new(),
+            excludes: Excludes::default(),
+            parent: ParentChoice::Latest,
+            upload_limit_bytes_per_sec: None,
+            workers: 0,
+            upload_concurrency: 4,
+            progress: Arc::new(Progress::default()),
+        }
+    }
+}
+
+/// A finished backup.
+#[derive(Debug)]
+pub struct BackupReport {
+    pub snapshot_id: SnapshotId,
+    pub snapshot: Snapshot,
+    /// Inputs that could not be read; the snapshot lacks them.
+    pub warnings: Vec<String>,
+}
+
+/// Backs up the sources into a new snapshot.
+pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Result<BackupReport> {
+    let started = Instant::now();
+    let start_time = chrono::Utc::now();
+    let tree = SourceTree::build(std::mem::take(&mut options.sources))?;
+    let paths: Vec<SnapshotPath> = tree.paths.iter().cloned().map(SnapshotPath).collect();
+    let lock = locking::acquire(repo, false, "backup").await?;
+    let result: Result<BackupReport> = async {
+        let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
+        let outcome = run_pipeline(repo, tree, parent.map(|(_, tree)| tree), &options).await?;
+        let summary = SnapshotSummary {
+            files: outcome.walk.files,
+            dirs: outcome.walk.dirs,
+            files_read: outcome.walk.files_read,
+            bytes_read: outcome.walk.bytes_read,
+            total_bytes: outcome.walk.total_bytes,
+            bytes_added: outcome.upload.bytes,
+            blobs_added: outcome.upload.blobs,
+            warnings: outcome.warnings.len() as u64,
+            duration_millis: started.elapsed().as_millis() as u64,
+        };
+        let snapshot = Snapshot {
+            time: start_time.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+            hostname: options.hostname.clone(),
+            username: crate::host::username(),
+            paths,
+            tags: options.tags.clone(),
+            tree: outcome.root,
+            parent: parent.map(|(id, _)| id),
+            summary,
+            program_version: format!("neverwiped {}", env!("CARGO_PKG_VERSION")),
+        };
+        // Last: the snapshot makes the backup visible only once everything it needs is stored.
+        let snapshot_id = repo.write_object(ObjectKind::Snapshots, &snapshot).await?;
+        Ok(BackupReport { snapshot_id, snapshot, warnings: outcome.warnings })
+    }
+    .await;
+    let released = lock.release().await;
+    let report = result?;
+    released?;
+    Ok(report)
+}
+
+async fn find_parent(
+    repo: &IndexedRepository,
+    choice: &ParentChoice,
+    hostname: &str,
+    paths: &[SnapshotPath],
+) -> Result<Option<(SnapshotId, BlobId)>> {
+    match choice {
+        ParentChoice::None => Ok(None),
+        ParentChoice::Snapshot(id) => {
+            let snapshot: Snapshot = repo.read_object(ObjectKind::Snapshots, id).await?;
+            Ok(Some((*id, snapshot.tree)))
+        }
+        ParentChoice::Latest => Ok(repo
+            .snapshots()
+            .await?
+            .into_iter()
+            .rev()
+            .find(|(_, s)| s.hostname == hostname && s.paths == paths)
+            .map(|(id, s)| (id, s.tree))),
+    }
+}
+
+struct PipelineOutcome {
+    root: BlobId,
+    walk: walker::WalkStats,
+    upload: uploader::UploadStats,
+    warnings: Vec<String>,
+}
+
+async fn run_pipeline(
+    repo: &IndexedRepository,
+    tree: SourceTree,
+    parent_root: Option<BlobId>,
+    options: &BackupOptions,
+) -> Result<PipelineOutcome> {
+    let workers = match options.workers {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        n => n,
+    };
+    let (job_tx, job_rx) = crossbeam_channel::bounded::<BlobJob>(workers * 2);
+    let (sealed_tx, sealed_rx) = crossbeam_channel::bounded::<SealedBlob>(workers * 2);
+    let (pack_tx, pack_rx) = tokio::sync::mpsc::channel(1);
+
+    let mut threads = Vec::new();
+    for number in 0..workers {
+        let (keys, jobs, sealed) = (repo.keys().clone(), job_rx.clone(), sealed_tx.clone());
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("seal-{number}"))
+                .spawn(move || run_worker(keys, jobs, sealed))
+                .map_err(|e| Error::io("starting a worker thread", e))?,
+        );
+    }
+    drop((job_rx, sealed_tx));
+    let keys = repo.keys().clone();
+    let pack_target = repo.params().pack_target_bytes as usize;
+    let packer = std::thread::Builder::new()
+        .name("packer".into())
+        .spawn(move || run_packer(keys, pack_target, sealed_rx, |pack| pack_tx.blocking_send(pack).is_ok()))
+        .map_err(|e| Error::io("starting the packer thread", e))?;
+
+    let uploads = tokio::spawn(uploader::run_uploader(
+        (**repo).clone(),
+        pack_rx,
+        options.upload_concurrency,
+        options.upload_limit_bytes_per_sec.map(Throttle::new),
+        options.progress.clone(),
+    ));
+
+    let mut walker = Walker::new(
+        repo.clone(),
+        tokio::runtime::Handle::current(),
+        job_tx,
+        options.excludes.clone(),
+        options.progress.clone(),
+    );
+    let walked = tokio::task::spawn_blocking(move || {
+        let root = walker.archive_root(tree, parent_root);
+        // Dropping the walker closes the job channel: the workers and packer drain and finish.
+        let Walker { stats, warnings, .. } = walker;
+        (root, stats, warnings)
+    })
+    .await
+    .map_err(|e| Error::Interrupted(format!("the walker failed: {e}")))?;
+    let join_threads = tokio::task::spawn_blocking(move || {
+        for thread in threads {
+            let _ = thread.join();
+        }
+        packer.join().unwrap_or(false)
+    });
+    let upload_result = uploads.await.map_err(|e| Error::Interrupted(format!("the uploader failed: {e}")))?;
+    let _ = join_threads.await;
+
+    let (root, walk, warnings) = walked;
+    // An upload error explains a walker that stopped because the pipeline closed.
+    let upload = match (root.as_ref(), upload_result) {
+        (_, Err(upload_error)) => return Err(upload_error),
+        (Err(_), Ok(_)) => return Err(root.err().expect("checked")),
+        (Ok(_), Ok(upload)) => upload,
+    };
+    let root = root.expect("checked");
+    if walk.sources_read == 0 {
+        return Err(Error::NothingRead { reason: warnings.join("; ") });
+    }
+    Ok(PipelineOutcome { root, walk, upload, warnings })
+}

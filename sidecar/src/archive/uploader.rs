@@ -1,0 +1,154 @@
+//! The uploader: sends finished packs concurrently, then records them in index objects.
+//!
+//! A pack enters an index object only after its upload succeeded, and index objects are written
+//! every few packs, so a backup killed at any point leaves a valid repository whose next backup
+//! reuses every pack that made it into an index.
+
+use super::pipeline::FinishedPack;
+use crate::backend::ObjectKind;
+use crate::error::{Error, Result};
+use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
+use crate::ids::ObjectId;
+use crate::progress::Progress;
+use crate::repository::Repository;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, Mutex, Semaphore};
+use tokio::task::JoinSet;
+
+/// Packs recorded per index object while a backup runs.
+const PACKS_PER_INDEX_OBJECT: usize = 8;
+
+/// What the uploads added to the repository.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UploadStats {
+    pub packs: u64,
+    pub blobs: u64,
+    pub bytes: u64,
+}
+
+/// Spreads uploads so that their average rate stays below a limit.
+#[derive(Debug)]
+pub struct Throttle {
+    bytes_per_sec: u64,
+    next_free: std::sync::Mutex<Instant>,
+}
+
+impl Throttle {
+    pub fn new(bytes_per_sec: u64) -> Throttle {
+        Throttle { bytes_per_sec: bytes_per_sec.max(1), next_free: std::sync::Mutex::new(Instant::now()) }
+    }
+
+    /// Waits until `bytes` more may be sent.
+    pub async fn reserve(&self, bytes: u64) {
+        let start = {
+            let mut next_free = self.next_free.lock().unwrap_or_else(|p| p.into_inner());
+            let start = (*next_free).max(Instant::now());
+            *next_free = start + Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64);
+            start
+        };
+        tokio::time::sleep_until(start.into()).await;
+    }
+}
+
+struct Shared {
+    repo: Repository,
+    pending: Mutex<Vec<IndexedPack>>,
+    stats: std::sync::Mutex<UploadStats>,
+    throttle: Option<Throttle>,
+    progress: Arc<Progress>,
+}
+
+impl Shared {
+    async fn upload(&self, pack: FinishedPack) -> Result<()> {
+        let id = ObjectId::of_bytes(&pack.bytes);
+        let length = pack.bytes.len() as u64;
+        if let Some(throttle) = &self.throttle {
+            throttle.reserve(length).await;
+        }
+        self.repo.backend().write(ObjectKind::Data, &id.to_hex(), Bytes::from(pack.bytes)).await?;
+        self.progress.add_transferred(length);
+        {
+            let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+            stats.packs += 1;
+            stats.blobs += pack.entries.len() as u64;
+            stats.bytes += length;
+        }
+        let full = {
+            let mut pending = self.pending.lock().await;
+            pending.push(IndexedPack { id, blobs: pack.entries.iter().map(IndexedBlob::from).collect() });
+            if pending.len() >= PACKS_PER_INDEX_OBJECT {
+                std::mem::take(&mut *pending)
+            } else {
+                Vec::new()
+            }
+        };
+        self.write_index(full).await
+    }
+
+    async fn write_index(&self, packs: Vec<IndexedPack>) -> Result<()> {
+        if packs.is_empty() {
+            return Ok(());
+        }
+        self.repo.write_object(ObjectKind::Index, &IndexFile { packs, supersedes: vec![] }).await?;
+        Ok(())
+    }
+}
+
+/// Uploads packs as they arrive, `concurrency` at a time, until the channel closes or an upload
+/// fails. Whatever was uploaded is indexed before this returns, even on failure.
+pub async fn run_uploader(
+    repo: Repository,
+    mut packs: mpsc::Receiver<FinishedPack>,
+    concurrency: usize,
+    throttle: Option<Throttle>,
+    progress: Arc<Progress>,
+) -> Result<UploadStats> {
+    let shared = Arc::new(Shared {
+        repo,
+        pending: Mutex::new(Vec::new()),
+        stats: std::sync::Mutex::new(UploadStats::default()),
+        throttle,
+        progress,
+    });
+    let slots = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut uploads: JoinSet<Result<()>> = JoinSet::new();
+    let mut first_error: Option<Error> = None;
+
+    while first_error.is_none() {
+        let Some(pack) = packs.recv().await else { break };
+        let permit = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
+        let shared = shared.clone();
+        uploads.spawn(async move {
+            let result = shared.upload(pack).await;
+            drop(permit);
+            result
+        });
+        while let Some(done) = uploads.try_join_next() {
+            record(&mut first_error, done);
+        }
+    }
+    // Closing the channel tells the packer to stop when an upload failed.
+    drop(packs);
+    while let Some(done) = uploads.join_next().await {
+        record(&mut first_error, done);
+    }
+    let rest = std::mem::take(&mut *shared.pending.lock().await);
+    if let Err(error) = shared.write_index(rest).await {
+        first_error.get_or_insert(error);
+    }
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(*shared.stats.lock().unwrap_or_else(|p| p.into_inner())),
+    }
+}
+
+fn record(first_error: &mut Option<Error>, done: std::result::Result<Result<()>, tokio::task::JoinError>) {
+    let error = match done {
+        Ok(Ok(())) => return,
+        Ok(Err(error)) => error,
+        Err(join_error) => Error::Interrupted(format!("an upload task failed: {join_error}")),
+    };
+    first_error.get_or_insert(error);
+}

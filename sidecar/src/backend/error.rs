@@ -1,0 +1,68 @@
+use super::ObjectKind;
+use thiserror::Error;
+
+/// What went wrong talking to the storage. Each variant says what a user can do about it.
+#[derive(Debug, Error)]
+pub enum BackendError {
+    #[error("{kind}/{name} does not exist in the repository")]
+    NotFound { kind: ObjectKind, name: String },
+
+    #[error("the repository at {location} does not exist (run `neverwiped-sidecar init` first)")]
+    NoRepository { location: String },
+
+    #[error("a repository already exists at {location}")]
+    AlreadyExists { location: String },
+
+    #[error("the server refused the credentials (401 Unauthorized): check NEVERWIPED_GATE_USERNAME and NEVERWIPED_GATE_PASSWORD")]
+    Unauthorized,
+
+    #[error("the server forbids this operation (403 Forbidden) on {what}: the credentials may be append-only or lack access to this repository")]
+    Forbidden { what: String },
+
+    #[error("the server refused {what} as too large (413 Payload Too Large)")]
+    TooLarge { what: String },
+
+    #[error("the repository is full (507 Insufficient Storage): free space or raise the quota, then run again")]
+    RepositoryFull,
+
+    #[error("no space left on the device holding {path}")]
+    DiskFull { path: String },
+
+    #[error("the server answered {status} to {what}: {body}")]
+    Http { status: u16, what: String, body: String },
+
+    #[error("cannot reach the repository at {location}: {message}")]
+    Transport { location: String, message: String },
+
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("invalid repository address {address:?}: {reason}")]
+    InvalidAddress { address: String, reason: String },
+}
+
+impl BackendError {
+    /// Whether the same request may succeed if sent again: connection problems and 5xx answers.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            BackendError::Transport { .. } => true,
+            BackendError::Http { status, .. } => *status >= 500 && *status != 507,
+            _ => false,
+        }
+    }
+
+    /// An I/O error on a local path, classifying "disk full" so users see it plainly.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> BackendError {
+        let what = what.into();
+        if source.raw_os_error() == Some(libc::ENOSPC) {
+            return BackendError::DiskFull { path: what };
+        }
+        BackendError::Io { what, source }
+    }
+}
+
+pub type BackendResult<T> = Result<T, BackendError>;

@@ -1,0 +1,154 @@
+//! The command line, following restic's conventions where users already know them.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "neverwiped-sidecar", version, about = "Encrypted, deduplicated backups to a local folder or a restic REST server (the gate).")]
+pub struct Cli {
+    /// The repository: a folder, or rest:http(s)://host[:port]/path/ for the gate.
+    #[arg(long, short = 'r', env = "NEVERWIPED_REPOSITORY", global = true)]
+    pub repo: Option<String>,
+
+    /// File holding the repository password (or set NEVERWIPED_PASSWORD).
+    #[arg(long, short = 'p', env = "NEVERWIPED_PASSWORD_FILE", global = true)]
+    pub password_file: Option<PathBuf>,
+
+    /// PEM file of a CA to trust for the gate's HTTPS certificate.
+    #[arg(long, env = "NEVERWIPED_GATE_CA_FILE", global = true)]
+    pub cacert: Option<PathBuf>,
+
+    /// Write the run's JSON result here (the operator points it at /dev/termination-log).
+    #[arg(long, global = true)]
+    pub result_file: Option<PathBuf>,
+
+    /// Print results as JSON on standard output.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// No progress bar, only warnings and errors.
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+
+    /// Log format on standard error: text or json (default: text on a terminal, else json).
+    #[arg(long, env = "NEVERWIPED_LOG_FORMAT", global = true)]
+    pub log_format: Option<LogFormat>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a new repository.
+    Init,
+    /// Back up files and folders (or standard input) into a new snapshot.
+    Backup(BackupArgs),
+    /// List snapshots.
+    Snapshots,
+    /// List the entries of a snapshot.
+    Ls(LsArgs),
+    /// Restore a snapshot (or part of it) into a folder.
+    Restore(RestoreArgs),
+    /// Remove stale locks (of processes that are gone).
+    Unlock(UnlockArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// Files and folders to back up.
+    pub paths: Vec<PathBuf>,
+    /// Back up standard input as one file.
+    #[arg(long)]
+    pub stdin: bool,
+    /// Where standard input appears in the snapshot, e.g. databases/main/dump.sql.
+    #[arg(long, default_value = "stdin", requires = "stdin")]
+    pub stdin_name: String,
+    /// Host name recorded in the snapshot (the operator uses NAMESPACE/PLAN).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Tags recorded in the snapshot (repeatable).
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+    /// Leave out matching paths: a pattern with / matches the whole path, else the name (repeatable).
+    #[arg(long = "exclude", short = 'e')]
+    pub excludes: Vec<String>,
+    /// Compare with this snapshot instead of the latest of the same host and paths.
+    #[arg(long, conflicts_with = "force")]
+    pub parent: Option<String>,
+    /// Read every file, even unchanged ones.
+    #[arg(long)]
+    pub force: bool,
+    /// Upload at most this many bytes per second (suffixes K, M, G: powers of 1024).
+    #[arg(long, value_parser = parse_byte_rate)]
+    pub limit_upload: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Snapshot id prefix, or "latest".
+    pub snapshot: String,
+    /// Only entries at or below this snapshot path.
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// Snapshot id prefix, or "latest".
+    pub snapshot: String,
+    /// Folder to restore into; /data/x of the snapshot lands in TARGET/data/x.
+    #[arg(long, short = 't')]
+    pub target: PathBuf,
+    /// Only these snapshot paths and what is below them (repeatable).
+    #[arg(long = "include", short = 'i')]
+    pub includes: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    /// Remove every lock, not only stale ones (only when no other process uses the repository).
+    #[arg(long)]
+    pub remove_all: bool,
+}
+
+/// Parses `1048576`, `512K`, `10M`, `1G`.
+pub fn parse_byte_rate(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, factor) = match text.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&text[..i], 1024),
+        Some((i, 'm' | 'M')) => (&text[..i], 1024 * 1024),
+        Some((i, 'g' | 'G')) => (&text[..i], 1024 * 1024 * 1024),
+        _ => (text, 1),
+    };
+    let value: u64 = number.parse().map_err(|_| format!("{text:?} is not a byte rate such as 1048576, 512K or 10M"))?;
+    if value == 0 {
+        return Err("the upload limit must be above zero".into());
+    }
+    Ok(value * factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_rates_accept_binary_suffixes() {
+        assert_eq!(parse_byte_rate("1000"), Ok(1000));
+        assert_eq!(parse_byte_rate("512K"), Ok(512 * 1024));
+        assert_eq!(parse_byte_rate("10m"), Ok(10 * 1024 * 1024));
+        assert!(parse_byte_rate("fast").is_err());
+        assert!(parse_byte_rate("0").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

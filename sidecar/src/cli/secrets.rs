@@ -1,0 +1,48 @@
+//! Secrets come from files or the environment, never from the command line.
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+
+/// Reads a secret file, dropping one trailing newline (as `echo pw > file` writes it).
+pub fn read_secret_file(path: &Path) -> Result<Vec<u8>> {
+    let mut bytes = std::fs::read(path).with_context(|| format!("cannot read the secret file {}", path.display()))?;
+    if bytes.ends_with(b"\n") {
+        bytes.pop();
+        if bytes.ends_with(b"\r") {
+            bytes.pop();
+        }
+    }
+    Ok(bytes)
+}
+
+/// The repository password: `--password-file`/`NEVERWIPED_PASSWORD_FILE`, else `NEVERWIPED_PASSWORD`.
+pub fn repository_password(password_file: Option<&Path>) -> Result<Vec<u8>> {
+    let password = match password_file {
+        Some(path) => read_secret_file(path)?,
+        None => match std::env::var_os("NEVERWIPED_PASSWORD") {
+            Some(value) => std::os::unix::ffi::OsStrExt::as_bytes(value.as_os_str()).to_vec(),
+            None => bail!("no repository password: use --password-file, NEVERWIPED_PASSWORD_FILE or NEVERWIPED_PASSWORD"),
+        },
+    };
+    if password.is_empty() {
+        bail!("the repository password is empty");
+    }
+    Ok(password)
+}
+
+/// The gate's basic-auth credentials from `NEVERWIPED_GATE_USERNAME` and
+/// `NEVERWIPED_GATE_PASSWORD` or `NEVERWIPED_GATE_PASSWORD_FILE`.
+pub fn gate_credentials() -> Result<(Option<String>, Option<String>)> {
+    let username = std::env::var("NEVERWIPED_GATE_USERNAME").ok().filter(|u| !u.is_empty());
+    let password = match std::env::var_os("NEVERWIPED_GATE_PASSWORD_FILE") {
+        Some(path) => Some(
+            String::from_utf8(read_secret_file(Path::new(&path))?)
+                .context("the gate password file is not UTF-8")?,
+        ),
+        None => std::env::var("NEVERWIPED_GATE_PASSWORD").ok(),
+    };
+    if password.is_some() && username.is_none() {
+        bail!("a gate password is set but NEVERWIPED_GATE_USERNAME is not");
+    }
+    Ok((username, password))
+}

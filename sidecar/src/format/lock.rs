@@ -1,0 +1,79 @@
+//! Lock objects: who is using the repository. Backups take shared locks; prune takes an exclusive
+//! one. A lock not refreshed for [`STALE_AFTER_SECS`] is stale.
+
+use serde::{Deserialize, Serialize};
+
+/// A lock older than this (30 minutes; holders refresh every 5) belongs to a dead process.
+pub const STALE_AFTER_SECS: i64 = 30 * 60;
+/// How often a holder rewrites its lock.
+pub const REFRESH_EVERY_SECS: u64 = 5 * 60;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lock {
+    /// RFC 3339 time of the last refresh.
+    pub time: String,
+    pub exclusive: bool,
+    pub hostname: String,
+    pub username: String,
+    pub pid: u32,
+    /// What holds it, e.g. "backup".
+    pub purpose: String,
+}
+
+impl Lock {
+    pub fn new(exclusive: bool, purpose: &str) -> Lock {
+        Lock {
+            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+            exclusive,
+            hostname: crate::host::hostname(),
+            username: crate::host::username(),
+            pid: std::process::id(),
+            purpose: purpose.into(),
+        }
+    }
+
+    /// Seconds since the lock was last refreshed (negative clocks count as fresh).
+    pub fn age_secs(&self, now: chrono::DateTime<chrono::Utc>) -> i64 {
+        match chrono::DateTime::parse_from_rfc3339(&self.time) {
+            Ok(time) => (now - time.with_timezone(&chrono::Utc)).num_seconds(),
+            Err(_) => i64::MAX,
+        }
+    }
+
+    /// Whether the holder is certainly gone: not refreshed in time, or a process of this host that
+    /// no longer exists.
+    pub fn is_stale(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        if self.age_secs(now) > STALE_AFTER_SECS {
+            return true;
+        }
+        self.hostname == crate::host::hostname() && !process_exists(self.pid)
+    }
+}
+
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_of_a_dead_process_or_too_old_is_stale() {
+        let now = chrono::Utc::now();
+        let mine = Lock::new(false, "backup");
+        assert!(!mine.is_stale(now));
+        let old = Lock { time: (now - chrono::Duration::hours(1)).to_rfc3339(), ..mine.clone() };
+        assert!(old.is_stale(now));
+        let dead = Lock { pid: 0x7fff_fff0, ..mine.clone() };
+        assert!(dead.is_stale(now));
+        let elsewhere = Lock { pid: 0x7fff_fff0, hostname: "other-host".into(), ..mine };
+        assert!(!elsewhere.is_stale(now));
+    }
+}

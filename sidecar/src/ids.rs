@@ -1,0 +1,151 @@
+//! Identities of the things in a repository, each its own type so they cannot be mixed up.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::str::FromStr;
+use thiserror::Error;
+
+/// A 32-byte identity, written as 64 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Id32(pub [u8; 32]);
+
+#[derive(Debug, Error)]
+#[error("{text:?} is not a 64-digit hex id")]
+pub struct ParseIdError {
+    text: String,
+}
+
+impl Id32 {
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl FromStr for Id32 {
+    type Err = ParseIdError;
+    fn from_str(text: &str) -> Result<Id32, ParseIdError> {
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(text, &mut bytes).map_err(|_| ParseIdError { text: text.to_owned() })?;
+        Ok(Id32(bytes))
+    }
+}
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub Id32);
+
+        impl $name {
+            pub fn from_bytes(bytes: [u8; 32]) -> Self {
+                $name(Id32(bytes))
+            }
+            pub fn as_bytes(&self) -> &[u8; 32] {
+                &self.0 .0
+            }
+            pub fn to_hex(&self) -> String {
+                self.0.to_hex()
+            }
+            /// The first 8 hex digits, as shown in listings.
+            pub fn short(&self) -> String {
+                self.0.to_hex()[..8].to_owned()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0.to_hex())
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.short())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ParseIdError;
+            fn from_str(text: &str) -> Result<Self, ParseIdError> {
+                Id32::from_str(text).map($name)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0.to_hex())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A blob (a chunk of file data or a tree): the keyed BLAKE3 hash of its plaintext.
+    BlobId
+);
+id_type!(
+    /// A stored object (pack, index, snapshot, key, lock): the SHA-256 of its stored bytes.
+    ObjectId
+);
+
+impl ObjectId {
+    /// The id of stored bytes: their SHA-256.
+    pub fn of_bytes(stored: &[u8]) -> ObjectId {
+        ObjectId::from_bytes(Sha256::digest(stored).into())
+    }
+}
+
+/// A pack of blobs is a stored object like any other.
+pub type PackId = ObjectId;
+/// A snapshot object.
+pub type SnapshotId = ObjectId;
+
+/// What a blob holds; part of its sealed identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BlobKind {
+    Data,
+    Tree,
+}
+
+impl BlobKind {
+    /// The byte that stands for the kind in pack headers and associated data.
+    pub fn code(self) -> u8 {
+        match self {
+            BlobKind::Data => 0,
+            BlobKind::Tree => 1,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<BlobKind> {
+        match code {
+            0 => Some(BlobKind::Data),
+            1 => Some(BlobKind::Tree),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_through_hex_and_json() {
+        let id = ObjectId::of_bytes(b"hello");
+        assert_eq!(id.to_hex(), "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+        let parsed: ObjectId = id.to_hex().parse().unwrap();
+        assert_eq!(parsed, id);
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(serde_json::from_str::<ObjectId>(&json).unwrap(), id);
+        assert!("xyz".parse::<BlobId>().is_err());
+    }
+}

@@ -1,0 +1,25 @@
+//! neverwiped's backup engine: an encrypted, deduplicated repository stored as objects of the
+//! restic REST protocol, on a local folder or a restic REST server (the gate).
+//!
+//! - [`repository::Repository`]: init, open with a password, read and write sealed objects;
+//!   [`repository::IndexedRepository`] once the index is loaded.
+//! - [`archive::backup`]: files, folders and streams into a new snapshot.
+//! - [`restore::restore`]: a snapshot (or part of it) back onto disk.
+//! - `docs/repository-format.md` specifies every stored byte.
+
+pub mod archive;
+pub mod backend;
+pub mod chunker;
+pub mod compress;
+pub mod crypto;
+pub mod error;
+pub mod format;
+pub mod host;
+pub mod ids;
+pub mod index;
+pub mod locking;
+pub mod progress;
+pub mod repository;
+pub mod restore;
+
+pub use error::{Error, Result};

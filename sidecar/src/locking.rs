@@ -1,0 +1,108 @@
+//! Taking, refreshing and releasing repository locks.
+
+use crate::backend::{BackendError, ObjectKind};
+use crate::error::{Error, Result};
+use crate::format::lock::{Lock, REFRESH_EVERY_SECS};
+use crate::ids::ObjectId;
+use crate::repository::Repository;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A lock held on the repository; refreshed in the background until released.
+#[derive(Debug)]
+pub struct LockGuard {
+    repo: Repository,
+    current: Arc<Mutex<ObjectId>>,
+    refresher: tokio::task::JoinHandle<()>,
+}
+
+/// The locks of other holders that conflict with the one we want.
+async fn conflicting_locks(repo: &Repository, exclusive: bool, ours: Option<ObjectId>) -> Result<Vec<Lock>> {
+    let now = chrono::Utc::now();
+    let mut conflicts = Vec::new();
+    for id in repo.list_ids(ObjectKind::Locks).await? {
+        if Some(id) == ours {
+            continue;
+        }
+        let lock: Lock = match repo.read_object(ObjectKind::Locks, &id).await {
+            Ok(lock) => lock,
+            // Released between the listing and the read.
+            Err(Error::Backend(BackendError::NotFound { .. })) => continue,
+            Err(error) => return Err(error),
+        };
+        if !lock.is_stale(now) && (exclusive || lock.exclusive) {
+            conflicts.push(lock);
+        }
+    }
+    Ok(conflicts)
+}
+
+fn describe(lock: &Lock) -> String {
+    format!(
+        "{} lock of {} (pid {} on {}, since {})",
+        if lock.exclusive { "an exclusive" } else { "a" },
+        lock.purpose,
+        lock.pid,
+        lock.hostname,
+        lock.time
+    )
+}
+
+/// Takes a lock: shared for backups and restores, exclusive for prune.
+pub async fn acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Result<LockGuard> {
+    if let Some(lock) = conflicting_locks(repo, exclusive, None).await?.first() {
+        return Err(Error::Locked { holder: describe(lock) });
+    }
+    let id = repo.write_object(ObjectKind::Locks, &Lock::new(exclusive, purpose)).await?;
+    // Two processes may have passed the first check at once: look again now that ours is visible.
+    if let Some(lock) = conflicting_locks(repo, exclusive, Some(id)).await?.first() {
+        repo.backend().delete(ObjectKind::Locks, &id.to_hex()).await?;
+        return Err(Error::Locked { holder: describe(lock) });
+    }
+    let current = Arc::new(Mutex::new(id));
+    let refresher = tokio::spawn(refresh_forever(repo.clone(), current.clone(), exclusive, purpose.to_owned()));
+    Ok(LockGuard { repo: repo.clone(), current, refresher })
+}
+
+async fn refresh_forever(repo: Repository, current: Arc<Mutex<ObjectId>>, exclusive: bool, purpose: String) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(REFRESH_EVERY_SECS)).await;
+        match repo.write_object(ObjectKind::Locks, &Lock::new(exclusive, &purpose)).await {
+            Ok(new_id) => {
+                let old_id = std::mem::replace(&mut *current.lock().unwrap_or_else(|p| p.into_inner()), new_id);
+                if let Err(error) = repo.backend().delete(ObjectKind::Locks, &old_id.to_hex()).await {
+                    tracing::warn!(%error, "could not remove the previous lock object");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not refresh the repository lock"),
+        }
+    }
+}
+
+impl LockGuard {
+    /// Removes the lock.
+    pub async fn release(self) -> Result<()> {
+        self.refresher.abort();
+        let id = *self.current.lock().unwrap_or_else(|p| p.into_inner());
+        self.repo.backend().delete(ObjectKind::Locks, &id.to_hex()).await?;
+        Ok(())
+    }
+}
+
+/// Removes stale locks (all locks with `all`); returns how many were removed.
+pub async fn remove_locks(repo: &Repository, all: bool) -> Result<usize> {
+    let now = chrono::Utc::now();
+    let mut removed = 0;
+    for id in repo.list_ids(ObjectKind::Locks).await? {
+        let stale = match repo.read_object::<Lock>(ObjectKind::Locks, &id).await {
+            Ok(lock) => lock.is_stale(now),
+            Err(Error::Backend(BackendError::NotFound { .. })) => continue,
+            Err(_) => true, // unreadable: it cannot hold anything
+        };
+        if all || stale {
+            repo.backend().delete(ObjectKind::Locks, &id.to_hex()).await?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}

@@ -1,0 +1,265 @@
+//! An open repository: its backend, its keys and settings; with its index loaded, the blobs.
+//!
+//! The two stages are two types: [`Repository`] can list and read objects, [`IndexedRepository`]
+//! (after [`Repository::load_index`]) can also read and add blobs, so a backup or restore cannot
+//! start without the index.
+
+use crate::backend::{BackendError, ObjectKind, SharedBackend};
+use crate::chunker::Chunker;
+use crate::compress;
+use crate::crypto::{blob_associated_data, KdfParams, MasterKey, RepositoryKeys};
+use crate::error::{Error, Result};
+use crate::format::config::{ConfigFile, RepositoryParams};
+use crate::format::index::IndexFile;
+use crate::format::key::{KeyFile, UnwrapError};
+use crate::format::snapshot::Snapshot;
+use crate::format::tree::Tree;
+use crate::format::{open_object, seal_object};
+use crate::ids::{BlobId, BlobKind, ObjectId, SnapshotId};
+use crate::index::Index;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// How many metadata objects are fetched at once.
+const METADATA_READ_CONCURRENCY: usize = 8;
+
+/// A repository whose keys are open.
+#[derive(Debug, Clone)]
+pub struct Repository {
+    backend: SharedBackend,
+    keys: RepositoryKeys,
+    params: RepositoryParams,
+    /// The key object that opened the repository.
+    key_id: ObjectId,
+}
+
+impl Repository {
+    /// Creates a new repository: folders, a key wrapping a fresh master key, then the config.
+    pub async fn init(backend: SharedBackend, password: &[u8], kdf: KdfParams) -> Result<Repository> {
+        if backend.stat(ObjectKind::Config, "config").await?.is_some() {
+            return Err(BackendError::AlreadyExists { location: backend.location() }.into());
+        }
+        backend.create().await?;
+        let master = MasterKey::generate();
+        let keys = master.derive();
+        let key = KeyFile::wrap(&master, password, kdf).map_err(crate::format::FormatError::from)?;
+        let key_bytes = key.to_bytes();
+        let key_id = ObjectId::of_bytes(&key_bytes);
+        backend.write(ObjectKind::Keys, &key_id.to_hex(), Bytes::from(key_bytes)).await?;
+        let params = RepositoryParams::new(hex::encode(crate::crypto::random_bytes::<32>()));
+        // The config comes last: a repository without one is not a repository yet.
+        backend
+            .write(ObjectKind::Config, "config", Bytes::from(params.to_config_bytes(&keys.sealer)))
+            .await?;
+        Ok(Repository { backend, keys, params, key_id })
+    }
+
+    /// Opens a repository with its password, trying each key object.
+    pub async fn open(backend: SharedBackend, password: &[u8]) -> Result<Repository> {
+        let config = ConfigFile::parse(&backend.read(ObjectKind::Config, "config").await?)?;
+        let key_infos = backend.list(ObjectKind::Keys).await?;
+        if key_infos.is_empty() {
+            return Err(Error::NoKeys);
+        }
+        for info in key_infos {
+            let what = format!("key {}", info.name);
+            let stored = backend.read(ObjectKind::Keys, &info.name).await?;
+            verify_name(&info.name, &stored, &what)?;
+            let key = KeyFile::parse(&stored, &what)?;
+            let password = password.to_vec();
+            let unwrapped = tokio::task::spawn_blocking(move || key.unwrap_master(&password, &what))
+                .await
+                .map_err(|e| Error::Interrupted(e.to_string()))?;
+            match unwrapped {
+                Ok(master) => {
+                    let keys = master.derive();
+                    let params = config.open(&keys.sealer)?;
+                    let key_id = info.name.parse().map_err(|_| Error::Corrupt {
+                        what: format!("key {}", info.name),
+                        reason: "its name is not a hex id".into(),
+                    })?;
+                    return Ok(Repository { backend, keys, params, key_id });
+                }
+                Err(UnwrapError::WrongPassword) => continue,
+                Err(UnwrapError::Format(error)) => return Err(error.into()),
+            }
+        }
+        Err(Error::WrongPassword)
+    }
+
+    pub fn backend(&self) -> &SharedBackend {
+        &self.backend
+    }
+
+    pub fn keys(&self) -> &RepositoryKeys {
+        &self.keys
+    }
+
+    pub fn params(&self) -> &RepositoryParams {
+        &self.params
+    }
+
+    pub fn key_id(&self) -> ObjectId {
+        self.key_id
+    }
+
+    /// The chunker with this repository's parameters and secret seed.
+    pub fn chunker(&self) -> Chunker {
+        Chunker::new(self.params.chunker, self.keys.chunker_seed)
+    }
+
+    /// Seals and stores a metadata object; its name is the SHA-256 of the stored bytes.
+    pub async fn write_object<T: Serialize>(&self, kind: ObjectKind, value: &T) -> Result<ObjectId> {
+        let stored = seal_object(&self.keys.sealer, kind, value);
+        let id = ObjectId::of_bytes(&stored);
+        self.backend.write(kind, &id.to_hex(), Bytes::from(stored)).await?;
+        Ok(id)
+    }
+
+    /// Reads, verifies and opens a metadata object.
+    pub async fn read_object<T: DeserializeOwned>(&self, kind: ObjectKind, id: &ObjectId) -> Result<T> {
+        let name = id.to_hex();
+        let what = format!("{kind}/{name}");
+        let stored = self.backend.read(kind, &name).await?;
+        verify_name(&name, &stored, &what)?;
+        Ok(open_object(&self.keys.sealer, kind, &stored, &what)?)
+    }
+
+    /// The ids of all objects of a kind.
+    pub async fn list_ids(&self, kind: ObjectKind) -> Result<Vec<ObjectId>> {
+        let infos = self.backend.list(kind).await?;
+        Ok(infos.into_iter().filter_map(|info| info.name.parse().ok()).collect())
+    }
+
+    /// Every snapshot, oldest first.
+    pub async fn snapshots(&self) -> Result<Vec<(SnapshotId, Snapshot)>> {
+        let ids = self.list_ids(ObjectKind::Snapshots).await?;
+        let mut snapshots: Vec<(SnapshotId, Snapshot)> = futures::stream::iter(ids)
+            .map(|id| async move { self.read_object(ObjectKind::Snapshots, &id).await.map(|s| (id, s)) })
+            .buffer_unordered(METADATA_READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+        snapshots.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
+        Ok(snapshots)
+    }
+
+    /// The snapshot named by `spec`: `latest`, or a unique prefix of its id.
+    pub async fn find_snapshot(&self, spec: &str) -> Result<(SnapshotId, Snapshot)> {
+        if spec == "latest" {
+            return self.snapshots().await?.pop().ok_or_else(|| Error::SnapshotNotFound(spec.into()));
+        }
+        let ids = self.list_ids(ObjectKind::Snapshots).await?;
+        let matches: Vec<ObjectId> = ids.into_iter().filter(|id| id.to_hex().starts_with(spec)).collect();
+        match matches.as_slice() {
+            [] => Err(Error::SnapshotNotFound(spec.into())),
+            [id] => Ok((*id, self.read_object(ObjectKind::Snapshots, id).await?)),
+            _ => Err(Error::AmbiguousSnapshot { prefix: spec.into(), count: matches.len() }),
+        }
+    }
+
+    /// Loads every index object: the repository can then read and add blobs.
+    pub async fn load_index(self) -> Result<IndexedRepository> {
+        let ids = self.list_ids(ObjectKind::Index).await?;
+        let files: Vec<(ObjectId, IndexFile)> = futures::stream::iter(ids)
+            .map(|id| {
+                let repo = &self;
+                async move { repo.read_object::<IndexFile>(ObjectKind::Index, &id).await.map(|f| (id, f)) }
+            })
+            .buffer_unordered(METADATA_READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let superseded: std::collections::HashSet<ObjectId> =
+            files.iter().flat_map(|(_, file)| file.supersedes.iter().copied()).collect();
+        let mut index = Index::default();
+        for (id, file) in &files {
+            if !superseded.contains(id) {
+                index.add_file(Some(*id), file);
+            }
+        }
+        Ok(IndexedRepository { repo: self, index: Arc::new(index) })
+    }
+}
+
+/// Checks that an object's bytes hash to its name, so a swapped or damaged object is caught and
+/// named before anything else reads it.
+fn verify_name(name: &str, stored: &[u8], what: &str) -> Result<()> {
+    if ObjectId::of_bytes(stored).to_hex() != name {
+        return Err(Error::Corrupt {
+            what: what.to_owned(),
+            reason: "its bytes do not match its name (SHA-256): the object was changed or damaged".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A repository with its index loaded. Cloning is cheap: the index is shared.
+#[derive(Debug, Clone)]
+pub struct IndexedRepository {
+    repo: Repository,
+    index: Arc<Index>,
+}
+
+impl Deref for IndexedRepository {
+    type Target = Repository;
+    fn deref(&self) -> &Repository {
+        &self.repo
+    }
+}
+
+impl IndexedRepository {
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// Reads one blob's plaintext, authenticated and checked against its id.
+    pub async fn read_blob(&self, id: &BlobId, context: &str) -> Result<Vec<u8>> {
+        let location = self
+            .index
+            .get(id)
+            .ok_or_else(|| Error::BlobMissing { id: *id, context: context.to_owned() })?;
+        let sealed = self
+            .backend()
+            .read_range(ObjectKind::Data, &location.pack.to_hex(), location.offset as u64, location.length as u64)
+            .await?;
+        let keys = self.keys().clone();
+        let id = *id;
+        let pack = location.pack;
+        tokio::task::spawn_blocking(move || {
+            open_blob(&keys, location.kind, &id, &sealed, location.raw_length, &format!("blob {id} in pack {pack}"))
+        })
+        .await
+        .map_err(|e| Error::Interrupted(e.to_string()))?
+    }
+
+    /// Reads and parses a tree blob.
+    pub async fn read_tree(&self, id: &BlobId, context: &str) -> Result<Tree> {
+        let bytes = self.read_blob(id, context).await?;
+        Tree::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: format!("tree {id}"), reason: e.to_string() })
+    }
+}
+
+/// Opens a sealed blob: authenticates it against its kind and id, decompresses it, and checks
+/// that its plaintext really has that id.
+pub fn open_blob(
+    keys: &RepositoryKeys,
+    kind: BlobKind,
+    id: &BlobId,
+    sealed: &[u8],
+    raw_length: u32,
+    what: &str,
+) -> Result<Vec<u8>> {
+    let encoded = keys
+        .sealer
+        .open(sealed, &blob_associated_data(kind, id), what)
+        .map_err(crate::format::FormatError::from)?;
+    let plaintext = compress::decode(encoded, raw_length as usize)
+        .map_err(|e| Error::Corrupt { what: what.to_owned(), reason: e.to_string() })?;
+    if keys.blob_id(&plaintext) != *id {
+        return Err(Error::Corrupt { what: what.to_owned(), reason: "content does not match its id".into() });
+    }
+    Ok(plaintext)
+}
