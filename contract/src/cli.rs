@@ -223,7 +223,9 @@ mod tests {
         }
         .to_args();
         assert_eq!(&args[..2], ["restore", "latest"]);
-        assert!(args.windows(2).any(|w| w == ["--before", "2026-11-29T00:00:00Z"]));
+        assert!(args
+            .windows(2)
+            .any(|w| w == ["--before", "2026-11-29T00:00:00Z"]));
         assert!(args.windows(2).any(|w| w == ["--include", "/data/app"]));
     }
 }

@@ -171,8 +171,24 @@ mod tests {
         let t1: Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
         let t2: Timestamp = "2026-01-01T02:00:00Z".parse().unwrap();
         let mut conditions = Vec::new();
-        set_condition(&mut conditions, types::READY, ConditionStatus::True, reasons::READY, "ok", Some(1), t0);
-        set_condition(&mut conditions, types::READY, ConditionStatus::True, reasons::READY, "still ok", Some(2), t1);
+        set_condition(
+            &mut conditions,
+            types::READY,
+            ConditionStatus::True,
+            reasons::READY,
+            "ok",
+            Some(1),
+            t0,
+        );
+        set_condition(
+            &mut conditions,
+            types::READY,
+            ConditionStatus::True,
+            reasons::READY,
+            "still ok",
+            Some(2),
+            t1,
+        );
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].last_transition_time, Time(t0));
         assert_eq!(conditions[0].message, "still ok");

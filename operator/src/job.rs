@@ -119,7 +119,11 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     let plan_name = plan.name_any();
     let namespace = plan.namespace().unwrap_or_default();
     let mut pod = PodBuilder::default();
-    pod.mount_repository(&spec.repository.password_secret_ref, spec.repository.credentials_secret_ref.as_ref(), spec.repository.ca_secret_ref.as_ref());
+    pod.mount_repository(
+        &spec.repository.password_secret_ref,
+        spec.repository.credentials_secret_ref.as_ref(),
+        spec.repository.ca_secret_ref.as_ref(),
+    );
 
     let mut volumes = run.volumes.clone();
     volumes.sort_by(|a, b| a.source_claim.cmp(&b.source_claim));
@@ -128,14 +132,23 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     for (index, volume) in volumes.iter().enumerate() {
         let path = format!("{DATA_ROOT}/{}", volume.source_claim);
         pod.mount_claim(&format!("data-{index}"), &volume.mounted_claim, &path, true);
-        excludes.extend(volume.excludes.iter().map(|pattern| scoped_exclude(&path, pattern)));
+        excludes.extend(
+            volume
+                .excludes
+                .iter()
+                .map(|pattern| scoped_exclude(&path, pattern)),
+        );
         paths.push(path);
     }
 
     let mut databases = Vec::new();
     for database in &spec.databases {
-        let port = database.port.map(|p| p as u16).unwrap_or(database.engine.default_port());
-        let (username_var, password_file) = pod.mount_database_credentials(&database.name, &database.credentials_secret_ref);
+        let port = database
+            .port
+            .map(|p| p as u16)
+            .unwrap_or(database.engine.default_port());
+        let (username_var, password_file) =
+            pod.mount_database_credentials(&database.name, &database.credentials_secret_ref);
         let base = database_uri(database.engine, &username_var, &database.host, port);
         if database.databases.is_empty() {
             databases.push(DatabaseArg {
@@ -211,34 +224,60 @@ pub struct RestoreRun {
 }
 
 /// Builds the Job that runs `restore`, reading from `plan`'s repository.
-pub fn restore_job(restore: &Restore, plan: &BackupPlan, run: &RestoreRun, settings: &JobSettings) -> Job {
+pub fn restore_job(
+    restore: &Restore,
+    plan: &BackupPlan,
+    run: &RestoreRun,
+    settings: &JobSettings,
+) -> Job {
     let spec = &restore.spec;
     let repository = &plan.spec.repository;
     let namespace = restore.namespace().unwrap_or_default();
     let plan_name = plan.name_any();
     let mut pod = PodBuilder::default();
-    pod.mount_repository(&repository.password_secret_ref, repository.credentials_secret_ref.as_ref(), repository.ca_secret_ref.as_ref());
+    pod.mount_repository(
+        &repository.password_secret_ref,
+        repository.credentials_secret_ref.as_ref(),
+        repository.ca_secret_ref.as_ref(),
+    );
 
     let mut includes = Vec::new();
     for (index, volume) in spec.volumes.iter().enumerate() {
         let snapshot_path = format!("{DATA_ROOT}/{}", volume.source_claim_name);
         // The target is mounted where the restore writes the source's files: /restore/data/<source>.
-        pod.mount_claim(&format!("target-{index}"), &volume.target_claim_name, &format!("{RESTORE_ROOT}{snapshot_path}"), false);
+        pod.mount_claim(
+            &format!("target-{index}"),
+            &volume.target_claim_name,
+            &format!("{RESTORE_ROOT}{snapshot_path}"),
+            false,
+        );
         if volume.includes.is_empty() {
             includes.push(snapshot_path);
         } else {
-            includes.extend(volume.includes.iter().map(|path| format!("{snapshot_path}/{}", path.trim_start_matches('/'))));
+            includes.extend(
+                volume
+                    .includes
+                    .iter()
+                    .map(|path| format!("{snapshot_path}/{}", path.trim_start_matches('/'))),
+            );
         }
     }
 
     let mut databases = Vec::new();
     let mut databases_allow_non_empty = Vec::new();
     for database in &spec.databases {
-        let Some(engine) = database.engine.or_else(|| run.database_types.get(&database.name).copied()) else {
+        let Some(engine) = database
+            .engine
+            .or_else(|| run.database_types.get(&database.name).copied())
+        else {
             continue;
         };
-        let port = database.port.map(|p| p as u16).unwrap_or(engine.default_port());
-        let (username_var, password_file) = pod.mount_database_credentials(&database.name, &database.credentials_secret_ref);
+        let port = database
+            .port
+            .map(|p| p as u16)
+            .unwrap_or(engine.default_port());
+        let (username_var, password_file) =
+            pod.mount_database_credentials(&database.name, &database.credentials_secret_ref);
         databases.push(DatabaseArg {
             name: database.name.clone(),
             uri: database_uri(engine, &username_var, &database.host, port),
@@ -316,8 +355,14 @@ fn database_uri(engine: DatabaseType, username_var: &str, host: &str, port: u16)
 fn common_labels(operation: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".to_owned(), "neverwiped".to_owned()),
-        ("app.kubernetes.io/component".to_owned(), operation.to_owned()),
-        ("app.kubernetes.io/managed-by".to_owned(), MANAGED_BY.to_owned()),
+        (
+            "app.kubernetes.io/component".to_owned(),
+            operation.to_owned(),
+        ),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            MANAGED_BY.to_owned(),
+        ),
         (LABEL_OPERATION.to_owned(), operation.to_owned()),
     ])
 }
@@ -363,11 +408,27 @@ impl PodBuilder {
         credentials: Option<&CredentialsSecretRef>,
         ca: Option<&SecretKeyRef>,
     ) {
-        let file = self.mount_secret_key("repository-password", &password.name, &password.key, "repository", "password");
+        let file = self.mount_secret_key(
+            "repository-password",
+            &password.name,
+            &password.key,
+            "repository",
+            "password",
+        );
         self.env_value(env::PASSWORD_FILE, file);
         if let Some(credentials) = credentials {
-            self.env_from_secret(env::GATE_USERNAME, &credentials.name, &credentials.username_key);
-            let file = self.mount_secret_key("gate-password", &credentials.name, &credentials.password_key, "gate", "password");
+            self.env_from_secret(
+                env::GATE_USERNAME,
+                &credentials.name,
+                &credentials.username_key,
+            );
+            let file = self.mount_secret_key(
+                "gate-password",
+                &credentials.name,
+                &credentials.password_key,
+                "gate",
+                "password",
+            );
             self.env_value(env::GATE_PASSWORD_FILE, file);
         }
         if let Some(ca) = ca {
@@ -378,7 +439,11 @@ impl PodBuilder {
 
     /// Mounts a database's password as a file and its user name as a variable; returns the
     /// variable's name and the file's path.
-    fn mount_database_credentials(&mut self, entry: &str, credentials: &CredentialsSecretRef) -> (String, String) {
+    fn mount_database_credentials(
+        &mut self,
+        entry: &str,
+        credentials: &CredentialsSecretRef,
+    ) -> (String, String) {
         let username_var = format!("{}{}", env::DB_USERNAME_PREFIX, env_suffix(entry));
         self.env_from_secret(&username_var, &credentials.name, &credentials.username_key);
         let index = self.volumes.len();
@@ -393,7 +458,14 @@ impl PodBuilder {
     }
 
     /// Mounts one key of a Secret as `SECRETS_ROOT/<directory>/<file>`; returns the path.
-    fn mount_secret_key(&mut self, volume: &str, secret: &str, key: &str, directory: &str, file: &str) -> String {
+    fn mount_secret_key(
+        &mut self,
+        volume: &str,
+        secret: &str,
+        key: &str,
+        directory: &str,
+        file: &str,
+    ) -> String {
         let mount_path = format!("{SECRETS_ROOT}/{directory}");
         self.volumes.push(Volume {
             name: volume.into(),
@@ -475,7 +547,9 @@ impl PodBuilder {
         self.env_value("TMPDIR", "/tmp".into());
 
         let (run_as_user, capabilities) = match pod.privileges {
-            Privileges::Root(capabilities) => (0, capabilities.iter().map(|c| c.to_string()).collect()),
+            Privileges::Root(capabilities) => {
+                (0, capabilities.iter().map(|c| c.to_string()).collect())
+            }
             Privileges::Unprivileged => (UNPRIVILEGED_UID, Vec::new()),
         };
         let container = Container {
@@ -542,7 +616,8 @@ impl PodBuilder {
                 ..PodSecurityContext::default()
             }),
             affinity,
-            node_selector: (!pod_settings.node_selector.is_empty()).then_some(pod_settings.node_selector),
+            node_selector: (!pod_settings.node_selector.is_empty())
+                .then_some(pod_settings.node_selector),
             tolerations: (!pod_settings.tolerations.is_empty()).then_some(pod_settings.tolerations),
             priority_class_name: pod_settings.priority_class_name,
             ..PodSpec::default()
@@ -579,8 +654,8 @@ impl PodBuilder {
 mod tests {
     use super::*;
     use crate::api::{
-        BackupPlanSpec, BackupVolume, CopyMethod, DatabaseSource, Limits, Repository, RestoreDatabase,
-        RestoreSpec, RestoreVolume,
+        BackupPlanSpec, BackupVolume, CopyMethod, DatabaseSource, Limits, Repository,
+        RestoreDatabase, RestoreSpec, RestoreVolume,
     };
     use k8s_openapi::api::core::v1::Toleration;
 
@@ -667,14 +742,22 @@ mod tests {
     }
 
     fn env_value<'a>(container: &'a Container, name: &str) -> Option<&'a EnvVar> {
-        container.env.as_ref().unwrap().iter().find(|e| e.name == name)
+        container
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|e| e.name == name)
     }
 
     #[test]
     fn backup_job_runs_the_sidecar_with_the_documented_arguments() {
         let job = backup_job(&plan(), &run(), &settings());
         let container = container(&job);
-        assert_eq!(container.command.as_deref(), Some(&["neverwiped-sidecar".to_string()][..]));
+        assert_eq!(
+            container.command.as_deref(),
+            Some(&["neverwiped-sidecar".to_string()][..])
+        );
         assert_eq!(
             container.args.as_deref().unwrap(),
             [
@@ -709,12 +792,20 @@ mod tests {
         for (claim, path) in [("data", "/data/data"), ("logs", "/data/logs")] {
             let mount = mounts.iter().find(|m| m.mount_path == path).unwrap();
             assert_eq!(mount.read_only, Some(true));
-            let volume = pod.volumes.as_ref().unwrap().iter().find(|v| v.name == mount.name).unwrap();
+            let volume = pod
+                .volumes
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|v| v.name == mount.name)
+                .unwrap();
             let source = volume.persistent_volume_claim.as_ref().unwrap();
             assert_eq!(source.claim_name, claim);
             assert_eq!(source.read_only, Some(true));
         }
-        assert!(mounts.iter().any(|m| m.mount_path == "/tmp" && m.read_only.is_none()));
+        assert!(mounts
+            .iter()
+            .any(|m| m.mount_path == "/tmp" && m.read_only.is_none()));
     }
 
     #[test]
@@ -722,28 +813,54 @@ mod tests {
         let job = backup_job(&plan(), &run(), &settings());
         let container = container(&job);
         assert_eq!(
-            env_value(container, "NEVERWIPED_PASSWORD_FILE").unwrap().value.as_deref(),
+            env_value(container, "NEVERWIPED_PASSWORD_FILE")
+                .unwrap()
+                .value
+                .as_deref(),
             Some("/var/run/neverwiped/repository/password")
         );
         assert_eq!(
-            env_value(container, "NEVERWIPED_GATE_PASSWORD_FILE").unwrap().value.as_deref(),
+            env_value(container, "NEVERWIPED_GATE_PASSWORD_FILE")
+                .unwrap()
+                .value
+                .as_deref(),
             Some("/var/run/neverwiped/gate/password")
         );
         assert_eq!(
-            env_value(container, "NEVERWIPED_GATE_CA_FILE").unwrap().value.as_deref(),
+            env_value(container, "NEVERWIPED_GATE_CA_FILE")
+                .unwrap()
+                .value
+                .as_deref(),
             Some("/var/run/neverwiped/gate-ca/ca.crt")
         );
         let username = env_value(container, "NEVERWIPED_GATE_USERNAME").unwrap();
-        let selector = username.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
-        assert_eq!((selector.name.as_str(), selector.key.as_str()), ("gate", "username"));
+        let selector = username
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (selector.name.as_str(), selector.key.as_str()),
+            ("gate", "username")
+        );
 
         let volumes = pod_spec(&job).volumes.as_ref().unwrap();
-        let password = volumes.iter().find(|v| v.name == "repository-password").unwrap();
+        let password = volumes
+            .iter()
+            .find(|v| v.name == "repository-password")
+            .unwrap();
         let secret = password.secret.as_ref().unwrap();
         assert_eq!(secret.secret_name.as_deref(), Some("repo"));
         assert_eq!(secret.items.as_ref().unwrap()[0].key, "password");
         // No argument names a Secret's value, and none could: they are not known to the builder.
-        assert!(container.args.as_ref().unwrap().iter().all(|a| !a.contains("gate-ca") && !a.contains("repo ")));
+        assert!(container
+            .args
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|a| !a.contains("gate-ca") && !a.contains("repo ")));
     }
 
     #[test]
@@ -756,16 +873,28 @@ mod tests {
         assert_eq!(pod.automount_service_account_token, Some(false));
         assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
         let pod_security = pod.security_context.as_ref().unwrap();
-        assert_eq!(pod_security.seccomp_profile.as_ref().unwrap().type_, "RuntimeDefault");
-        assert_eq!(pod_security.fs_group, None, "fsGroup would chown the claims");
+        assert_eq!(
+            pod_security.seccomp_profile.as_ref().unwrap().type_,
+            "RuntimeDefault"
+        );
+        assert_eq!(
+            pod_security.fs_group, None,
+            "fsGroup would chown the claims"
+        );
         let container = container(&job);
-        assert_eq!(container.termination_message_policy.as_deref(), Some("File"));
+        assert_eq!(
+            container.termination_message_policy.as_deref(),
+            Some("File")
+        );
         let security = container.security_context.as_ref().unwrap();
         assert_eq!(security.read_only_root_filesystem, Some(true));
         assert_eq!(security.allow_privilege_escalation, Some(false));
         let capabilities = security.capabilities.as_ref().unwrap();
         assert_eq!(capabilities.drop.as_deref(), Some(&["ALL".to_string()][..]));
-        assert_eq!(capabilities.add.as_deref(), Some(&["DAC_READ_SEARCH".to_string()][..]));
+        assert_eq!(
+            capabilities.add.as_deref(),
+            Some(&["DAC_READ_SEARCH".to_string()][..])
+        );
     }
 
     #[test]
@@ -775,12 +904,21 @@ mod tests {
         assert_eq!(job.metadata.namespace.as_deref(), Some("shop"));
         let labels = job.metadata.labels.as_ref().unwrap();
         assert_eq!(labels.get(LABEL_PLAN).map(String::as_str), Some("nightly"));
-        assert_eq!(labels.get(LABEL_OPERATION).map(String::as_str), Some("backup"));
+        assert_eq!(
+            labels.get(LABEL_OPERATION).map(String::as_str),
+            Some("backup")
+        );
         let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("BackupPlan", "nightly"));
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("BackupPlan", "nightly")
+        );
         assert_eq!(owner.controller, Some(true));
         let annotations = job.metadata.annotations.as_ref().unwrap();
-        assert_eq!(annotations[ANNOTATION_SCHEDULED_TIME], "2026-11-30T01:30:00Z");
+        assert_eq!(
+            annotations[ANNOTATION_SCHEDULED_TIME],
+            "2026-11-30T01:30:00Z"
+        );
         assert_eq!(annotations[ANNOTATION_TRIGGER], "Schedule");
 
         let pod = pod_spec(&job);
@@ -796,8 +934,14 @@ mod tests {
             .unwrap()
             .node_selector_terms;
         let field = &terms[0].match_fields.as_ref().unwrap()[0];
-        assert_eq!((field.key.as_str(), field.values.as_deref()), ("metadata.name", Some(&["node-7".to_string()][..])));
-        assert_eq!(pod.tolerations.as_ref().unwrap()[0].key.as_deref(), Some("backup"));
+        assert_eq!(
+            (field.key.as_str(), field.values.as_deref()),
+            ("metadata.name", Some(&["node-7".to_string()][..]))
+        );
+        assert_eq!(
+            pod.tolerations.as_ref().unwrap()[0].key.as_deref(),
+            Some("backup")
+        );
     }
 
     #[test]
@@ -845,7 +989,11 @@ mod tests {
         let job = backup_job(&plan, &run, &settings());
         let container = container(&job);
         let args = container.args.as_ref().unwrap();
-        let databases: Vec<_> = args.windows(2).filter(|w| w[0] == "--database").map(|w| w[1].as_str()).collect();
+        let databases: Vec<_> = args
+            .windows(2)
+            .filter(|w| w[0] == "--database")
+            .map(|w| w[1].as_str())
+            .collect();
         assert_eq!(
             databases,
             [
@@ -854,15 +1002,32 @@ mod tests {
                 "shop-db/audit=mariadb://$(NEVERWIPED_DB_USERNAME_SHOP_DB)@mariadb:3307/audit",
             ]
         );
-        assert!(args.windows(2).any(|w| w == ["--database-password-file", "orders=/var/run/neverwiped/databases/orders/password"]));
+        assert!(args.windows(2).any(|w| w
+            == [
+                "--database-password-file",
+                "orders=/var/run/neverwiped/databases/orders/password"
+            ]));
         // The variable the URI names is defined, from the Secret, before use.
         let username = env_value(container, "NEVERWIPED_DB_USERNAME_ORDERS").unwrap();
-        assert_eq!(username.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap().name, "pg-backup");
+        assert_eq!(
+            username
+                .value_from
+                .as_ref()
+                .unwrap()
+                .secret_key_ref
+                .as_ref()
+                .unwrap()
+                .name,
+            "pg-backup"
+        );
 
         let security = container.security_context.as_ref().unwrap();
         assert_eq!(security.run_as_non_root, Some(true));
         assert_eq!(security.capabilities.as_ref().unwrap().add, None);
-        assert_eq!(pod_spec(&job).security_context.as_ref().unwrap().fs_group, Some(UNPRIVILEGED_UID));
+        assert_eq!(
+            pod_spec(&job).security_context.as_ref().unwrap().fs_group,
+            Some(UNPRIVILEGED_UID)
+        );
     }
 
     fn restore() -> Restore {
@@ -938,14 +1103,23 @@ mod tests {
             .find(|m| m.mount_path == "/restore/data/data")
             .unwrap();
         assert_eq!(mount.read_only, Some(false));
-        let capabilities = container.security_context.as_ref().unwrap().capabilities.as_ref().unwrap();
+        let capabilities = container
+            .security_context
+            .as_ref()
+            .unwrap()
+            .capabilities
+            .as_ref()
+            .unwrap();
         assert_eq!(
             capabilities.add.as_deref().unwrap(),
             ["CHOWN".to_string(), "DAC_OVERRIDE".into(), "FOWNER".into()]
         );
         let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
         assert_eq!(owner.kind, "Restore");
-        assert_eq!(job.metadata.labels.as_ref().unwrap()[LABEL_RESTORE], "bring-back");
+        assert_eq!(
+            job.metadata.labels.as_ref().unwrap()[LABEL_RESTORE],
+            "bring-back"
+        );
         // The plan's placement applies to its restores too.
         assert!(pod_spec(&job).tolerations.is_some());
     }

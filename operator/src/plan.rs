@@ -35,7 +35,9 @@ pub enum Problem {
     Deadline(DurationError),
     #[error("Secret {name:?} named by {field} does not exist in this namespace; create it or correct the name")]
     SecretNotFound { name: String, field: String },
-    #[error("Secret {name:?} named by {field} has no key {key:?}; add the key or correct the reference")]
+    #[error(
+        "Secret {name:?} named by {field} has no key {key:?}; add the key or correct the reference"
+    )]
     SecretKeyNotFound {
         name: String,
         key: String,
@@ -55,7 +57,9 @@ pub enum Problem {
     BackupPlanNotFound { name: String },
     #[error("{field}: the BackupPlan has no database entry {name:?}, so its type is unknown; set type or correct the name")]
     UnknownDatabase { name: String, field: String },
-    #[error("{field}: PersistentVolumeClaim {name:?} does not exist; create it or set createClaim")]
+    #[error(
+        "{field}: PersistentVolumeClaim {name:?} does not exist; create it or set createClaim"
+    )]
     TargetVolumeNotFound { name: String, field: String },
     #[error("{field}: PersistentVolumeClaim {name:?} already exists, and createClaim only creates new ones; remove createClaim to restore into it")]
     TargetVolumeExists { name: String, field: String },
@@ -193,7 +197,11 @@ pub fn resolve_claims(
         let field = format!("spec.volumes[{index}]");
         let mut matched = Vec::new();
         if let Some(name) = &volume.claim_name {
-            if claims.iter().filter(live).any(|c| c.metadata.name.as_deref() == Some(name)) {
+            if claims
+                .iter()
+                .filter(live)
+                .any(|c| c.metadata.name.as_deref() == Some(name))
+            {
                 matched.push(name.clone());
             } else {
                 problems.push(Problem::VolumeNotFound {
@@ -285,7 +293,9 @@ pub fn pending_manual_trigger<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{BackupVolume, CredentialsSecretRef, DatabaseSource, DatabaseType, Repository, SecretKeyRef};
+    use crate::api::{
+        BackupVolume, CredentialsSecretRef, DatabaseSource, DatabaseType, Repository, SecretKeyRef,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
     pub(crate) fn spec() -> BackupPlanSpec {
@@ -317,7 +327,12 @@ mod tests {
     fn secrets(entries: &[(&str, &[&str])]) -> SecretKeys {
         entries
             .iter()
-            .map(|(name, keys)| (name.to_string(), keys.iter().map(|k| k.to_string()).collect()))
+            .map(|(name, keys)| {
+                (
+                    name.to_string(),
+                    keys.iter().map(|k| k.to_string()).collect(),
+                )
+            })
             .collect()
     }
 
@@ -325,7 +340,12 @@ mod tests {
         PersistentVolumeClaim {
             metadata: ObjectMeta {
                 name: Some(name.into()),
-                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
                 ..ObjectMeta::default()
             },
             ..PersistentVolumeClaim::default()
@@ -351,8 +371,12 @@ mod tests {
 
     #[test]
     fn a_missing_secret_names_the_secret_and_the_field() {
-        let problems = resolve_plan(&spec(), &secrets(&[("gate", &["username", "password"])]), &[claim("data", &[])])
-            .unwrap_err();
+        let problems = resolve_plan(
+            &spec(),
+            &secrets(&[("gate", &["username", "password"])]),
+            &[claim("data", &[])],
+        )
+        .unwrap_err();
         assert_eq!(
             problems,
             [Problem::SecretNotFound {
@@ -362,7 +386,10 @@ mod tests {
         );
         let (reason, message) = not_ready(&problems).unwrap();
         assert_eq!(reason, "SecretNotFound");
-        assert!(message.contains("\"repo\"") && message.contains("passwordSecretRef"), "{message}");
+        assert!(
+            message.contains("\"repo\"") && message.contains("passwordSecretRef"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -392,7 +419,11 @@ mod tests {
         let problems = resolve_plan(&spec, &all_secrets(), &[claim("other", &[])]).unwrap_err();
         let reasons: Vec<_> = problems.iter().map(Problem::reason).collect();
         assert_eq!(reasons, ["VolumeNotFound", "NoVolumesSelected"]);
-        assert!(problems[1].to_string().contains("backup=yes"), "{}", problems[1]);
+        assert!(
+            problems[1].to_string().contains("backup=yes"),
+            "{}",
+            problems[1]
+        );
     }
 
     #[test]
@@ -412,7 +443,11 @@ mod tests {
                 excludes: vec!["*.tmp".into()],
             },
         ];
-        let claims = [claim("data", &[("backup", "yes")]), claim("logs", &[("backup", "yes")]), claim("scratch", &[])];
+        let claims = [
+            claim("data", &[("backup", "yes")]),
+            claim("logs", &[("backup", "yes")]),
+            claim("scratch", &[]),
+        ];
         let resolved = resolve_plan(&spec, &all_secrets(), &claims).unwrap();
         assert_eq!(
             resolved.claims,
@@ -441,7 +476,10 @@ mod tests {
         let problems = resolve_plan(&spec, &all_secrets(), &[claim("data", &[])]).unwrap_err();
         let (reason, message) = not_ready(&problems).unwrap();
         assert_eq!(reason, "InvalidTimeZone");
-        assert!(message.starts_with("spec.schedule: time zone \"Mars/Olympus\""), "{message}");
+        assert!(
+            message.starts_with("spec.schedule: time zone \"Mars/Olympus\""),
+            "{message}"
+        );
     }
 
     #[test]

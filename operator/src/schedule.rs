@@ -296,9 +296,17 @@ mod tests {
         // 2026-10-25 in Berlin: 03:00 CEST goes back to 02:00 CET; 02:30 happens twice.
         let schedule = berlin_daily_0230();
         let first = schedule.next_after(at("2026-10-24T12:00:00Z")).unwrap();
-        assert_eq!(first, at("2026-10-25T00:30:00Z"), "02:30 CEST, the first one");
+        assert_eq!(
+            first,
+            at("2026-10-25T00:30:00Z"),
+            "02:30 CEST, the first one"
+        );
         let second = schedule.next_after(first).unwrap();
-        assert_eq!(second, at("2026-10-26T01:30:00Z"), "the next day, 02:30 CET");
+        assert_eq!(
+            second,
+            at("2026-10-26T01:30:00Z"),
+            "the next day, 02:30 CET"
+        );
     }
 
     #[test]
@@ -324,7 +332,14 @@ mod tests {
 
     #[test]
     fn macros_and_named_fields_are_accepted() {
-        for expression in ["@hourly", "@daily", "@weekly", "@monthly", "0 3 * * SUN", "*/15 * * * 1-5"] {
+        for expression in [
+            "@hourly",
+            "@daily",
+            "@weekly",
+            "@monthly",
+            "0 3 * * SUN",
+            "*/15 * * * 1-5",
+        ] {
             assert!(Schedule::parse(expression, "UTC").is_ok(), "{expression}");
         }
         let weekly = Schedule::parse("@weekly", "UTC").unwrap();
@@ -337,7 +352,15 @@ mod tests {
 
     #[test]
     fn invalid_schedules_say_what_to_write() {
-        for expression in ["", "* * * *", "0 0 * * * *", "61 * * * *", "0 25 * * *", "every day", "0 0 31 2 *"] {
+        for expression in [
+            "",
+            "* * * *",
+            "0 0 * * * *",
+            "61 * * * *",
+            "0 25 * * *",
+            "every day",
+            "0 0 31 2 *",
+        ] {
             let error = Schedule::parse(expression, "UTC").unwrap_err();
             assert!(
                 matches!(error, ScheduleError::InvalidSchedule { .. }),
@@ -370,7 +393,12 @@ mod tests {
     #[test]
     fn nothing_is_due_before_the_first_scheduled_time_after_creation() {
         let schedule = Schedule::parse("30 2 * * *", "UTC").unwrap();
-        let decision = decide(&schedule, &state(None), at("2026-01-01T01:00:00Z"), DEFAULT_CATCH_UP_WINDOW);
+        let decision = decide(
+            &schedule,
+            &state(None),
+            at("2026-01-01T01:00:00Z"),
+            DEFAULT_CATCH_UP_WINDOW,
+        );
         assert_eq!(decision.run, None);
         assert_eq!(decision.newly_missed, 0);
         assert_eq!(decision.next_run, Some(at("2026-01-01T02:30:00Z")));
@@ -381,7 +409,12 @@ mod tests {
     fn a_run_on_time_is_started_and_not_counted_as_missed() {
         let schedule = Schedule::parse("30 2 * * *", "UTC").unwrap();
         let now = at("2026-01-02T02:30:01Z");
-        let decision = decide(&schedule, &state(Some("2026-01-01T02:30:00Z")), now, DEFAULT_CATCH_UP_WINDOW);
+        let decision = decide(
+            &schedule,
+            &state(Some("2026-01-01T02:30:00Z")),
+            now,
+            DEFAULT_CATCH_UP_WINDOW,
+        );
         assert_eq!(
             decision.run,
             Some(ScheduledRun {
@@ -390,7 +423,10 @@ mod tests {
             })
         );
         assert_eq!(decision.newly_missed, 0);
-        assert_eq!(decision.last_schedule_time, Some(at("2026-01-02T02:30:00Z")));
+        assert_eq!(
+            decision.last_schedule_time,
+            Some(at("2026-01-02T02:30:00Z"))
+        );
         assert_eq!(decision.next_run, Some(at("2026-01-03T02:30:00Z")));
     }
 
@@ -399,7 +435,12 @@ mod tests {
         // Down from before the 2nd until the 4th, 09:00: the 2nd, 3rd and 4th were missed.
         let schedule = Schedule::parse("30 2 * * *", "UTC").unwrap();
         let now = at("2026-01-04T09:00:00Z");
-        let decision = decide(&schedule, &state(Some("2026-01-01T02:30:00Z")), now, DEFAULT_CATCH_UP_WINDOW);
+        let decision = decide(
+            &schedule,
+            &state(Some("2026-01-01T02:30:00Z")),
+            now,
+            DEFAULT_CATCH_UP_WINDOW,
+        );
         assert_eq!(
             decision.run,
             Some(ScheduledRun {
@@ -408,9 +449,17 @@ mod tests {
             })
         );
         assert_eq!(decision.newly_missed, 3);
-        assert_eq!(decision.last_schedule_time, Some(at("2026-01-04T02:30:00Z")));
+        assert_eq!(
+            decision.last_schedule_time,
+            Some(at("2026-01-04T02:30:00Z"))
+        );
         // Acting on the decision does not run it again.
-        let again = decide(&schedule, &state(Some("2026-01-04T02:30:00Z")), now, DEFAULT_CATCH_UP_WINDOW);
+        let again = decide(
+            &schedule,
+            &state(Some("2026-01-04T02:30:00Z")),
+            now,
+            DEFAULT_CATCH_UP_WINDOW,
+        );
         assert_eq!(again.run, None);
         assert_eq!(again.newly_missed, 0);
     }
@@ -419,10 +468,18 @@ mod tests {
     fn a_run_missed_longer_ago_than_the_window_is_counted_but_not_run() {
         let schedule = Schedule::parse("0 0 * * 0", "UTC").unwrap(); // Sundays
         let now = at("2026-01-06T12:00:00Z"); // Tuesday; Sunday the 4th was missed.
-        let decision = decide(&schedule, &state(Some("2025-12-28T00:00:00Z")), now, SignedDuration::from_hours(6));
+        let decision = decide(
+            &schedule,
+            &state(Some("2025-12-28T00:00:00Z")),
+            now,
+            SignedDuration::from_hours(6),
+        );
         assert_eq!(decision.run, None);
         assert_eq!(decision.newly_missed, 1);
-        assert_eq!(decision.last_schedule_time, Some(at("2026-01-04T00:00:00Z")));
+        assert_eq!(
+            decision.last_schedule_time,
+            Some(at("2026-01-04T00:00:00Z"))
+        );
         assert_eq!(decision.next_run, Some(at("2026-01-11T00:00:00Z")));
     }
 
@@ -436,7 +493,10 @@ mod tests {
             DEFAULT_CATCH_UP_WINDOW,
         );
         assert_eq!(decision.newly_missed, MAX_COUNTED_MISSED_RUNS - 1);
-        assert_eq!(decision.run.map(|run| run.trigger), Some(RunTrigger::Schedule));
+        assert_eq!(
+            decision.run.map(|run| run.trigger),
+            Some(RunTrigger::Schedule)
+        );
     }
 
     #[test]
@@ -444,12 +504,20 @@ mod tests {
         let schedule = Schedule::parse("30 2 * * *", "UTC").unwrap();
         let mut suspended = state(Some("2026-01-01T02:30:00Z"));
         suspended.suspended = true;
-        let decision = decide(&schedule, &suspended, at("2026-01-05T03:00:00Z"), DEFAULT_CATCH_UP_WINDOW);
+        let decision = decide(
+            &schedule,
+            &suspended,
+            at("2026-01-05T03:00:00Z"),
+            DEFAULT_CATCH_UP_WINDOW,
+        );
         assert_eq!(decision.run, None);
         assert_eq!(decision.newly_missed, 0);
         assert_eq!(decision.next_run, None);
         // The cursor moves on, so resuming does not count the suspended days as missed.
-        assert_eq!(decision.last_schedule_time, Some(at("2026-01-05T02:30:00Z")));
+        assert_eq!(
+            decision.last_schedule_time,
+            Some(at("2026-01-05T02:30:00Z"))
+        );
     }
 
     #[test]
@@ -476,7 +544,10 @@ mod tests {
     fn durations_parse_hours_minutes_and_seconds() {
         assert_eq!(parse_duration("12h"), Ok(SignedDuration::from_hours(12)));
         assert_eq!(parse_duration("90m"), Ok(SignedDuration::from_mins(90)));
-        assert_eq!(parse_duration("1h30m15s"), Ok(SignedDuration::from_secs(5415)));
+        assert_eq!(
+            parse_duration("1h30m15s"),
+            Ok(SignedDuration::from_secs(5415))
+        );
         for bad in ["", "h", "12", "1m1h", "1h1h", "1.5h", "12 h", "1d", "-1h"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }

@@ -13,7 +13,9 @@ use crate::api::{
     RunTrigger,
 };
 use crate::conditions::{reasons, set_condition, types, ConditionStatus};
-use crate::job::{ANNOTATION_DEADLINE, ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER, SIDECAR_CONTAINER};
+use crate::job::{
+    ANNOTATION_DEADLINE, ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER, SIDECAR_CONTAINER,
+};
 use crate::plan::{not_ready, Problem};
 
 /// How many finished runs `status.history` keeps.
@@ -38,7 +40,11 @@ pub struct JobEnd {
 /// Whether a Job has finished: `Some(true)` complete, `Some(false)` failed, `None` still going.
 pub fn job_finished(job: &Job) -> Option<bool> {
     let conditions = job.status.as_ref()?.conditions.as_ref()?;
-    let is_true = |type_: &str| conditions.iter().any(|c| c.type_ == type_ && c.status == "True");
+    let is_true = |type_: &str| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    };
     if is_true("Complete") {
         Some(true)
     } else if is_true("Failed") {
@@ -73,7 +79,11 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
     let job_status = job.status.as_ref();
     let failed_condition = job_status
         .and_then(|s| s.conditions.as_ref())
-        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Failed" && c.status == "True"));
+        .and_then(|conditions| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == "Failed" && c.status == "True")
+        });
     let start_time = job_status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
     let completion_time = job_status
         .and_then(|s| s.completion_time.as_ref())
@@ -87,7 +97,10 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
             .and_then(|s| s.terminated.as_ref())
             .or(c.last_state.as_ref().and_then(|s| s.terminated.as_ref()))
     });
-    let termination_message = terminated.and_then(|t| t.message.as_deref()).unwrap_or("").trim();
+    let termination_message = terminated
+        .and_then(|t| t.message.as_deref())
+        .unwrap_or("")
+        .trim();
     let result = RunResult::from_json(termination_message).ok();
 
     let end = |outcome, reason: &str, message: Option<String>, result: Option<RunResult>| JobEnd {
@@ -112,7 +125,12 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         let message = format!(
             "the sidecar ran out of memory (memory limit {limit}); raise spec.pod.resources.limits.memory"
         );
-        return Some(end(RunOutcome::Failed, reasons::OOM_KILLED, Some(message), result));
+        return Some(end(
+            RunOutcome::Failed,
+            reasons::OOM_KILLED,
+            Some(message),
+            result,
+        ));
     }
     if failed_condition.and_then(|c| c.reason.as_deref()) == Some("DeadlineExceeded") {
         let deadline = job
@@ -130,7 +148,12 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         let message = format!(
             "the run was still going after its deadline of {deadline} and was stopped; raise spec.deadline, or find out why it is slow"
         );
-        return Some(end(RunOutcome::Failed, reasons::DEADLINE_EXCEEDED, Some(message), result));
+        return Some(end(
+            RunOutcome::Failed,
+            reasons::DEADLINE_EXCEEDED,
+            Some(message),
+            result,
+        ));
     }
     if let Some(result) = result {
         let (outcome, reason, message) = outcome_of(&result);
@@ -141,7 +164,10 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
     }
     if let Some(terminated) = terminated {
         let (reason, message) = if terminated.exit_code == 0 {
-            (reasons::NO_RESULT, "the sidecar exited successfully but wrote no result".to_owned())
+            (
+                reasons::NO_RESULT,
+                "the sidecar exited successfully but wrote no result".to_owned(),
+            )
         } else {
             (
                 reasons::SIDECAR_CRASHED,
@@ -165,12 +191,22 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
                 pod_status.reason.as_deref().unwrap_or("no reason given"),
                 shorten(pod_status.message.as_deref().unwrap_or(""))
             );
-            return Some(end(RunOutcome::Failed, reasons::POD_FAILED, Some(message), None));
+            return Some(end(
+                RunOutcome::Failed,
+                reasons::POD_FAILED,
+                Some(message),
+                None,
+            ));
         }
     }
     if complete {
         let message = "the Job completed, but its pod and the sidecar's result are gone".to_owned();
-        return Some(end(RunOutcome::Failed, reasons::NO_RESULT, Some(message), None));
+        return Some(end(
+            RunOutcome::Failed,
+            reasons::NO_RESULT,
+            Some(message),
+            None,
+        ));
     }
     let message = failed_condition.map(|c| {
         format!(
@@ -187,9 +223,17 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) 
     match result.status {
         ExitStatus::Success => (RunOutcome::Succeeded, reasons::SUCCEEDED, None),
         ExitStatus::Partial => {
-            let first = result.warnings.first().map(|w| format!("; the first: {w}")).unwrap_or_default();
+            let first = result
+                .warnings
+                .first()
+                .map(|w| format!("; the first: {w}"))
+                .unwrap_or_default();
             let message = format!("{} files could not be read{first}", result.warnings_total);
-            (RunOutcome::SucceededWithWarnings, reasons::SUCCEEDED_WITH_WARNINGS, Some(message))
+            (
+                RunOutcome::SucceededWithWarnings,
+                reasons::SUCCEEDED_WITH_WARNINGS,
+                Some(message),
+            )
         }
         status => {
             let reason = match status {
@@ -199,7 +243,10 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) 
                 _ if result.operation == Operation::Restore => reasons::RESTORE_FAILED,
                 _ => reasons::BACKUP_FAILED,
             };
-            let message = result.error.clone().or_else(|| Some(format!("the sidecar reported {status:?}")));
+            let message = result
+                .error
+                .clone()
+                .or_else(|| Some(format!("the sidecar reported {status:?}")));
             (RunOutcome::Failed, reason, message)
         }
     }
@@ -241,9 +288,13 @@ pub fn backup_run_record(job: &Job, end: &JobEnd) -> RunRecord {
         .and_then(|t| t.parse::<Timestamp>().ok())
         .map(Time);
     let result = end.result.as_ref();
-    let duration_seconds = result
-        .map(|r| r.duration_secs.round() as i64)
-        .or_else(|| Some(end.completion_time?.duration_since(end.start_time?).as_secs()));
+    let duration_seconds = result.map(|r| r.duration_secs.round() as i64).or_else(|| {
+        Some(
+            end.completion_time?
+                .duration_since(end.start_time?)
+                .as_secs(),
+        )
+    });
     RunRecord {
         job_name: job.metadata.name.clone().unwrap_or_default(),
         trigger,
@@ -303,8 +354,24 @@ pub fn set_backup_plan_conditions(
 ) {
     let conditions = &mut status.conditions;
     match not_ready(problems) {
-        Some((reason, message)) => set_condition(conditions, types::READY, ConditionStatus::False, reason, message, generation, now),
-        None => set_condition(conditions, types::READY, ConditionStatus::True, reasons::READY, ready_message, generation, now),
+        Some((reason, message)) => set_condition(
+            conditions,
+            types::READY,
+            ConditionStatus::False,
+            reason,
+            message,
+            generation,
+            now,
+        ),
+        None => set_condition(
+            conditions,
+            types::READY,
+            ConditionStatus::True,
+            reasons::READY,
+            ready_message,
+            generation,
+            now,
+        ),
     }
     match &status.active_run {
         Some(active) => set_condition(
@@ -316,14 +383,25 @@ pub fn set_backup_plan_conditions(
             generation,
             now,
         ),
-        None => set_condition(conditions, types::RUNNING, ConditionStatus::False, reasons::IDLE, "no backup is running", generation, now),
+        None => set_condition(
+            conditions,
+            types::RUNNING,
+            ConditionStatus::False,
+            reasons::IDLE,
+            "no backup is running",
+            generation,
+            now,
+        ),
     }
     match &status.last_run {
         Some(run) => {
-            let message = run.message.clone().unwrap_or_else(|| match &run.snapshot_id {
-                Some(id) => format!("Job {} wrote snapshot {id}", run.job_name),
-                None => format!("Job {} finished", run.job_name),
-            });
+            let message = run
+                .message
+                .clone()
+                .unwrap_or_else(|| match &run.snapshot_id {
+                    Some(id) => format!("Job {} wrote snapshot {id}", run.job_name),
+                    None => format!("Job {} finished", run.job_name),
+                });
             set_condition(
                 conditions,
                 types::LAST_BACKUP_SUCCEEDED,
@@ -347,9 +425,18 @@ pub fn set_backup_plan_conditions(
 }
 
 /// Records a finished restore Job on the Restore's status.
-pub fn finish_restore(status: &mut RestoreStatus, end: &JobEnd, generation: Option<i64>, now: Timestamp) {
+pub fn finish_restore(
+    status: &mut RestoreStatus,
+    end: &JobEnd,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
     let succeeded = end.outcome.is_success();
-    status.phase = Some(if succeeded { RestorePhase::Succeeded } else { RestorePhase::Failed });
+    status.phase = Some(if succeeded {
+        RestorePhase::Succeeded
+    } else {
+        RestorePhase::Failed
+    });
     status.start_time = status.start_time.clone().or(end.start_time.map(Time));
     status.completion_time = Some(Time(end.completion_time.unwrap_or(now)));
     if let Some(result) = &end.result {
@@ -357,7 +444,10 @@ pub fn finish_restore(status: &mut RestoreStatus, end: &JobEnd, generation: Opti
         status.files_restored = Some(to_i64(result.files));
         status.bytes_restored = Some(to_i64(result.bytes_read));
     }
-    let message = end.message.clone().unwrap_or_else(|| "the restore finished".into());
+    let message = end
+        .message
+        .clone()
+        .unwrap_or_else(|| "the restore finished".into());
     status.message = Some(message.clone());
     set_condition(
         &mut status.conditions,
@@ -392,7 +482,10 @@ mod tests {
                 name: Some("nightly-29933370".into()),
                 annotations: Some(BTreeMap::from([
                     (ANNOTATION_TRIGGER.to_string(), "CatchUp".to_string()),
-                    (ANNOTATION_SCHEDULED_TIME.to_string(), "2026-11-30T01:30:00Z".to_string()),
+                    (
+                        ANNOTATION_SCHEDULED_TIME.to_string(),
+                        "2026-11-30T01:30:00Z".to_string(),
+                    ),
                     (ANNOTATION_DEADLINE.to_string(), "12h".to_string()),
                 ])),
                 ..ObjectMeta::default()
@@ -400,7 +493,8 @@ mod tests {
             spec: None,
             status: Some(JobStatus {
                 start_time: Some(Time(at("2026-11-30T02:00:00Z"))),
-                completion_time: (condition.map(|c| c.0) == Some("Complete")).then(|| Time(at("2026-11-30T02:10:00Z"))),
+                completion_time: (condition.map(|c| c.0) == Some("Complete"))
+                    .then(|| Time(at("2026-11-30T02:10:00Z"))),
                 conditions: condition.map(|(type_, reason)| {
                     vec![JobCondition {
                         type_: type_.into(),
@@ -449,7 +543,8 @@ mod tests {
             version: RESULT_FORMAT_VERSION,
             operation: Operation::Backup,
             status,
-            snapshot_id: (status == ExitStatus::Success || status == ExitStatus::Partial).then(|| "4f2a9c1b0d".into()),
+            snapshot_id: (status == ExitStatus::Success || status == ExitStatus::Partial)
+                .then(|| "4f2a9c1b0d".into()),
             started_at: "2026-11-30T02:00:01Z".into(),
             finished_at: "2026-11-30T02:09:58Z".into(),
             duration_secs: 597.4,
@@ -472,19 +567,29 @@ mod tests {
     #[test]
     fn a_successful_run_is_recorded_from_the_sidecars_result() {
         let job = job(Some(("Complete", "CompletionsReached")));
-        let pod = pod(terminated(0, "Completed", &result(ExitStatus::Success).to_termination_message()));
+        let pod = pod(terminated(
+            0,
+            "Completed",
+            &result(ExitStatus::Success).to_termination_message(),
+        ));
         let end = job_end(&job, Some(&pod)).unwrap();
         assert_eq!(end.outcome, RunOutcome::Succeeded);
         let record = backup_run_record(&job, &end);
         assert_eq!(record.reason, "Succeeded");
         assert_eq!(record.trigger, RunTrigger::CatchUp);
-        assert_eq!(record.scheduled_time, Some(Time(at("2026-11-30T01:30:00Z"))));
+        assert_eq!(
+            record.scheduled_time,
+            Some(Time(at("2026-11-30T01:30:00Z")))
+        );
         assert_eq!(record.snapshot_id.as_deref(), Some("4f2a9c1b0d"));
         assert_eq!(record.bytes_sent, Some(12_500_000));
         assert_eq!(record.bytes_added, Some(12_000_000));
         assert_eq!(record.files_read, Some(1200));
         assert_eq!(record.duration_seconds, Some(597));
-        assert_eq!(record.completion_time, Some(Time(at("2026-11-30T02:10:00Z"))));
+        assert_eq!(
+            record.completion_time,
+            Some(Time(at("2026-11-30T02:10:00Z")))
+        );
     }
 
     #[test]
@@ -493,10 +598,21 @@ mod tests {
         partial.warnings_total = 2;
         partial.warnings = vec!["/data/app/secret.key: permission denied".into()];
         let job = job(Some(("Failed", "BackoffLimitExceeded")));
-        let end = job_end(&job, Some(&pod(terminated(3, "Error", &partial.to_termination_message())))).unwrap();
+        let end = job_end(
+            &job,
+            Some(&pod(terminated(
+                3,
+                "Error",
+                &partial.to_termination_message(),
+            ))),
+        )
+        .unwrap();
         assert_eq!(end.outcome, RunOutcome::SucceededWithWarnings);
         assert_eq!(end.reason, "SucceededWithWarnings");
-        assert!(end.message.unwrap().contains("2 files could not be read; the first: /data/app/secret.key"));
+        assert!(end
+            .message
+            .unwrap()
+            .contains("2 files could not be read; the first: /data/app/secret.key"));
     }
 
     #[test]
@@ -504,13 +620,35 @@ mod tests {
         let mut failed = result(ExitStatus::WrongPassword);
         failed.error = Some("the password opens no key of the repository".into());
         let job = job(Some(("Failed", "BackoffLimitExceeded")));
-        let end = job_end(&job, Some(&pod(terminated(12, "Error", &failed.to_termination_message())))).unwrap();
-        assert_eq!((end.outcome, end.reason.as_str()), (RunOutcome::Failed, "WrongPassword"));
-        assert_eq!(end.message.as_deref(), Some("the password opens no key of the repository"));
+        let end = job_end(
+            &job,
+            Some(&pod(terminated(
+                12,
+                "Error",
+                &failed.to_termination_message(),
+            ))),
+        )
+        .unwrap();
+        assert_eq!(
+            (end.outcome, end.reason.as_str()),
+            (RunOutcome::Failed, "WrongPassword")
+        );
+        assert_eq!(
+            end.message.as_deref(),
+            Some("the password opens no key of the repository")
+        );
 
         let mut failed = result(ExitStatus::Failed);
         failed.error = Some("connection refused".into());
-        let end = job_end(&job, Some(&pod(terminated(1, "Error", &failed.to_termination_message())))).unwrap();
+        let end = job_end(
+            &job,
+            Some(&pod(terminated(
+                1,
+                "Error",
+                &failed.to_termination_message(),
+            ))),
+        )
+        .unwrap();
         assert_eq!(end.reason, "BackupFailed");
     }
 
@@ -542,7 +680,15 @@ mod tests {
         let job = job(Some(("Failed", "DeadlineExceeded")));
         let mut interrupted = result(ExitStatus::Failed);
         interrupted.error = Some("interrupted by SIGTERM".into());
-        let end = job_end(&job, Some(&pod(terminated(143, "Error", &interrupted.to_termination_message())))).unwrap();
+        let end = job_end(
+            &job,
+            Some(&pod(terminated(
+                143,
+                "Error",
+                &interrupted.to_termination_message(),
+            ))),
+        )
+        .unwrap();
         assert_eq!(end.reason, "DeadlineExceeded");
         assert!(end.message.as_deref().unwrap().contains("deadline of 12h"));
         // The partial statistics are kept.
@@ -562,16 +708,30 @@ mod tests {
             ..ContainerState::default()
         };
         let pod = pod(waiting);
-        assert_eq!(pod_blocked(&pod).map(|(reason, _)| reason), Some("ImagePullFailed"));
+        assert_eq!(
+            pod_blocked(&pod).map(|(reason, _)| reason),
+            Some("ImagePullFailed")
+        );
         let end = job_end(&job(Some(("Failed", "BackoffLimitExceeded"))), Some(&pod)).unwrap();
         assert_eq!(end.reason, "ImagePullFailed");
-        assert!(end.message.unwrap().contains("ghcr.io/neverwiped/sidecar:0.1.0"));
+        assert!(end
+            .message
+            .unwrap()
+            .contains("ghcr.io/neverwiped/sidecar:0.1.0"));
     }
 
     #[test]
     fn a_crash_without_a_result_quotes_what_it_left() {
         let job = job(Some(("Failed", "BackoffLimitExceeded")));
-        let end = job_end(&job, Some(&pod(terminated(101, "Error", "thread 'main' panicked at src/main.rs:3")))).unwrap();
+        let end = job_end(
+            &job,
+            Some(&pod(terminated(
+                101,
+                "Error",
+                "thread 'main' panicked at src/main.rs:3",
+            ))),
+        )
+        .unwrap();
         assert_eq!(end.reason, "SidecarCrashed");
         assert_eq!(
             end.message.as_deref(),
@@ -579,7 +739,10 @@ mod tests {
         );
         let complete = self::job(Some(("Complete", "CompletionsReached")));
         let end = job_end(&complete, Some(&pod(terminated(0, "Completed", "")))).unwrap();
-        assert_eq!((end.outcome, end.reason.as_str()), (RunOutcome::Failed, "NoResult"));
+        assert_eq!(
+            (end.outcome, end.reason.as_str()),
+            (RunOutcome::Failed, "NoResult")
+        );
     }
 
     #[test]
@@ -598,7 +761,11 @@ mod tests {
             completion_time: Some(Time(at(completed))),
             duration_seconds: None,
             result,
-            reason: if result.is_success() { "Succeeded".into() } else { "BackupFailed".into() },
+            reason: if result.is_success() {
+                "Succeeded".into()
+            } else {
+                "BackupFailed".into()
+            },
             message: None,
             snapshot_id: None,
             files_read: None,
@@ -622,32 +789,64 @@ mod tests {
             ..BackupPlanStatus::default()
         };
         let now = at("2026-12-01T00:00:00Z");
-        record_backup_run(&mut status, record("run-0", RunOutcome::Succeeded, "2026-11-01T00:00:00Z"), now);
+        record_backup_run(
+            &mut status,
+            record("run-0", RunOutcome::Succeeded, "2026-11-01T00:00:00Z"),
+            now,
+        );
         assert_eq!(status.active_run, None);
         for day in 1..=12 {
-            let outcome = if day == 12 { RunOutcome::Failed } else { RunOutcome::Succeeded };
-            record_backup_run(&mut status, record(&format!("run-{day}"), outcome, &format!("2026-11-{day:02}T03:00:00Z")), now);
+            let outcome = if day == 12 {
+                RunOutcome::Failed
+            } else {
+                RunOutcome::Succeeded
+            };
+            record_backup_run(
+                &mut status,
+                record(
+                    &format!("run-{day}"),
+                    outcome,
+                    &format!("2026-11-{day:02}T03:00:00Z"),
+                ),
+                now,
+            );
         }
-        record_backup_run(&mut status, record("run-12", RunOutcome::Failed, "2026-11-12T03:00:00Z"), now);
+        record_backup_run(
+            &mut status,
+            record("run-12", RunOutcome::Failed, "2026-11-12T03:00:00Z"),
+            now,
+        );
         assert_eq!(status.history.len(), HISTORY_LIMIT);
         assert_eq!(status.history[0].job_name, "run-12");
         assert_eq!(status.history[9].job_name, "run-3");
         assert_eq!(status.last_run.as_ref().unwrap().job_name, "run-12");
-        assert_eq!(status.last_successful_time, Some(Time(at("2026-11-11T03:00:00Z"))));
+        assert_eq!(
+            status.last_successful_time,
+            Some(Time(at("2026-11-11T03:00:00Z")))
+        );
     }
 
     #[test]
     fn conditions_tell_ready_running_and_last_result() {
         let now = at("2026-12-01T00:00:00Z");
         let mut status = BackupPlanStatus::default();
-        set_backup_plan_conditions(&mut status, &[], "next run at 2026-12-01T01:30:00Z", Some(4), now);
+        set_backup_plan_conditions(
+            &mut status,
+            &[],
+            "next run at 2026-12-01T01:30:00Z",
+            Some(4),
+            now,
+        );
         let get = |status: &BackupPlanStatus, type_: &str| {
             let c = crate::conditions::find_condition(&status.conditions, type_).unwrap();
             (c.status.clone(), c.reason.clone())
         };
         assert_eq!(get(&status, "Ready"), ("True".into(), "Ready".into()));
         assert_eq!(get(&status, "Running"), ("False".into(), "Idle".into()));
-        assert_eq!(get(&status, "LastBackupSucceeded"), ("Unknown".into(), "NoBackupYet".into()));
+        assert_eq!(
+            get(&status, "LastBackupSucceeded"),
+            ("Unknown".into(), "NoBackupYet".into())
+        );
 
         status.last_run = Some(record("run-1", RunOutcome::Failed, "2026-11-30T03:00:00Z"));
         let problems = [Problem::SecretNotFound {
@@ -655,9 +854,18 @@ mod tests {
             field: "spec.repository.passwordSecretRef".into(),
         }];
         set_backup_plan_conditions(&mut status, &problems, "", Some(5), now);
-        assert_eq!(get(&status, "Ready"), ("False".into(), "SecretNotFound".into()));
-        assert_eq!(get(&status, "LastBackupSucceeded"), ("False".into(), "BackupFailed".into()));
-        assert!(status.conditions.iter().all(|c| c.observed_generation == Some(5)));
+        assert_eq!(
+            get(&status, "Ready"),
+            ("False".into(), "SecretNotFound".into())
+        );
+        assert_eq!(
+            get(&status, "LastBackupSucceeded"),
+            ("False".into(), "BackupFailed".into())
+        );
+        assert!(status
+            .conditions
+            .iter()
+            .all(|c| c.observed_generation == Some(5)));
     }
 
     #[test]
@@ -665,7 +873,15 @@ mod tests {
         let mut restored = result(ExitStatus::Success);
         restored.operation = Operation::Restore;
         let job = job(Some(("Complete", "CompletionsReached")));
-        let end = job_end(&job, Some(&pod(terminated(0, "Completed", &restored.to_termination_message())))).unwrap();
+        let end = job_end(
+            &job,
+            Some(&pod(terminated(
+                0,
+                "Completed",
+                &restored.to_termination_message(),
+            ))),
+        )
+        .unwrap();
         let mut status = RestoreStatus::default();
         finish_restore(&mut status, &end, Some(1), at("2026-12-01T00:00:00Z"));
         assert_eq!(status.phase, Some(RestorePhase::Succeeded));
@@ -678,11 +894,22 @@ mod tests {
         failed.status = ExitStatus::Failed;
         failed.snapshot_id = None;
         failed.error = Some("target database \"orders\" is not empty".into());
-        let end = job_end(&job, Some(&pod(terminated(1, "Error", &failed.to_termination_message())))).unwrap();
+        let end = job_end(
+            &job,
+            Some(&pod(terminated(
+                1,
+                "Error",
+                &failed.to_termination_message(),
+            ))),
+        )
+        .unwrap();
         let mut status = RestoreStatus::default();
         finish_restore(&mut status, &end, Some(1), at("2026-12-01T00:00:00Z"));
         assert_eq!(status.phase, Some(RestorePhase::Failed));
         assert_eq!(status.conditions[0].reason, "RestoreFailed");
-        assert_eq!(status.message.as_deref(), Some("target database \"orders\" is not empty"));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("target database \"orders\" is not empty")
+        );
     }
 }

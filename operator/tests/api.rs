@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use kube::core::cel::Validator;
 use kube::CustomResourceExt;
-use neverwiped_operator::api::{self, BackupPlan, CopyMethod, DatabaseType, NonEmptyTargetPolicy, Restore};
+use neverwiped_operator::api::{
+    self, BackupPlan, CopyMethod, DatabaseType, NonEmptyTargetPolicy, Restore,
+};
 use serde_json::{json, Value};
 
 fn repo_root() -> PathBuf {
@@ -15,8 +17,14 @@ fn repo_root() -> PathBuf {
 fn committed_crds_match_the_rust_types() {
     let files = api::crd_files().expect("CRDs serialize");
     assert_eq!(
-        files.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(),
-        ["backupplans.neverwiped.io.yaml", "restores.neverwiped.io.yaml"]
+        files
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "backupplans.neverwiped.io.yaml",
+            "restores.neverwiped.io.yaml"
+        ]
     );
     for (name, generated) in files {
         let path = repo_root().join("crds").join(&name);
@@ -40,9 +48,13 @@ fn the_backupplan_example_parses_and_passes_the_schema_rules() {
     assert_eq!(plan.spec.time_zone, "Europe/Berlin");
     assert_eq!(plan.spec.copy_method, CopyMethod::Auto);
     assert_eq!(plan.spec.databases[0].engine, DatabaseType::Postgresql);
-    assert_eq!(plan.spec.retention.as_ref().and_then(|r| r.keep_daily), Some(7));
+    assert_eq!(
+        plan.spec.retention.as_ref().and_then(|r| r.keep_daily),
+        Some(7)
+    );
     // The operator accepts it too.
-    neverwiped_operator::schedule::Schedule::parse(&plan.spec.schedule, &plan.spec.time_zone).unwrap();
+    neverwiped_operator::schedule::Schedule::parse(&plan.spec.schedule, &plan.spec.time_zone)
+        .unwrap();
     neverwiped_operator::schedule::parse_duration(&plan.spec.deadline).unwrap();
     let value: Value = serde_saphyr::from_str(&text).unwrap();
     cel::<BackupPlan>(&value, None).expect("valid");
@@ -53,7 +65,10 @@ fn the_restore_example_parses_and_passes_the_schema_rules() {
     let text = example("restore.yaml");
     let restore: Restore = serde_saphyr::from_str(&text).expect("the example is a Restore");
     assert_eq!(restore.spec.backup_plan_name, "nightly");
-    assert_eq!(restore.spec.databases[0].on_non_empty_target, NonEmptyTargetPolicy::Refuse);
+    assert_eq!(
+        restore.spec.databases[0].on_non_empty_target,
+        NonEmptyTargetPolicy::Refuse
+    );
     assert!(restore.spec.volumes[0].create_claim.is_some());
     let value: Value = serde_saphyr::from_str(&text).unwrap();
     cel::<Restore>(&value, None).expect("valid");
@@ -62,7 +77,16 @@ fn the_restore_example_parses_and_passes_the_schema_rules() {
 fn schema<K: CustomResourceExt>() -> Value {
     let crd = K::crd();
     let version = &crd.spec.versions[0];
-    serde_json::to_value(version.schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap()).unwrap()
+    serde_json::to_value(
+        version
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 /// The messages of the CEL rules `object` breaks.
@@ -93,8 +117,12 @@ fn plan(spec: Value) -> Value {
 #[test]
 fn a_volume_needs_exactly_one_of_claim_name_and_selector() {
     assert_eq!(cel::<BackupPlan>(&plan(json!({})), None), Ok(()));
-    let both = plan(json!({"volumes": [{"claimName": "a", "selector": {"matchLabels": {"x": "y"}}}]}));
-    assert_eq!(cel::<BackupPlan>(&both, None), Err(vec!["set exactly one of claimName or selector".into()]));
+    let both =
+        plan(json!({"volumes": [{"claimName": "a", "selector": {"matchLabels": {"x": "y"}}}]}));
+    assert_eq!(
+        cel::<BackupPlan>(&both, None),
+        Err(vec!["set exactly one of claimName or selector".into()])
+    );
     let neither = plan(json!({"volumes": [{"excludes": ["cache"]}]}));
     assert!(cel::<BackupPlan>(&neither, None).is_err());
 }
@@ -104,7 +132,9 @@ fn a_plan_backs_up_something() {
     let nothing = plan(json!({"volumes": []}));
     assert_eq!(
         cel::<BackupPlan>(&nothing, None),
-        Err(vec!["a BackupPlan needs at least one entry in volumes or databases".into()])
+        Err(vec![
+            "a BackupPlan needs at least one entry in volumes or databases".into()
+        ])
     );
     let database_only = plan(json!({"volumes": [], "databases": [{
         "name": "orders", "type": "postgresql", "host": "pg", "credentialsSecretRef": {"name": "pg"}
@@ -117,9 +147,14 @@ fn an_empty_retention_would_forget_everything_and_is_rejected() {
     let empty = plan(json!({"retention": {}}));
     assert_eq!(
         cel::<BackupPlan>(&empty, None),
-        Err(vec!["set at least one keep rule, or leave out retention to keep every snapshot".into()])
+        Err(vec![
+            "set at least one keep rule, or leave out retention to keep every snapshot".into()
+        ])
     );
-    assert_eq!(cel::<BackupPlan>(&plan(json!({"retention": {"keepLast": 3}})), None), Ok(()));
+    assert_eq!(
+        cel::<BackupPlan>(&plan(json!({"retention": {"keepLast": 3}})), None),
+        Ok(())
+    );
 }
 
 #[test]
@@ -128,7 +163,10 @@ fn a_deadline_under_a_minute_is_rejected() {
         cel::<BackupPlan>(&plan(json!({"deadline": "30s"})), None),
         Err(vec!["deadline must be at least 1m".into()])
     );
-    assert_eq!(cel::<BackupPlan>(&plan(json!({"deadline": "1h30m"})), None), Ok(()));
+    assert_eq!(
+        cel::<BackupPlan>(&plan(json!({"deadline": "1h30m"})), None),
+        Ok(())
+    );
 }
 
 fn restore(spec: Value) -> Value {
@@ -150,11 +188,20 @@ fn restore(spec: Value) -> Value {
 
 #[test]
 fn taken_before_goes_with_latest_only() {
-    assert_eq!(cel::<Restore>(&restore(json!({"takenBefore": "2026-01-01T00:00:00Z"})), None), Ok(()));
+    assert_eq!(
+        cel::<Restore>(
+            &restore(json!({"takenBefore": "2026-01-01T00:00:00Z"})),
+            None
+        ),
+        Ok(())
+    );
     let with_id = restore(json!({"snapshot": "4f2a9c1b", "takenBefore": "2026-01-01T00:00:00Z"}));
     assert_eq!(
         cel::<Restore>(&with_id, None),
-        Err(vec!["takenBefore picks the newest snapshot before a time; use it with snapshot: latest".into()])
+        Err(vec![
+            "takenBefore picks the newest snapshot before a time; use it with snapshot: latest"
+                .into()
+        ])
     );
 }
 
@@ -164,7 +211,9 @@ fn a_restore_cannot_be_changed_once_created() {
     let changed = restore(json!({"snapshot": "4f2a9c1b"}));
     assert_eq!(
         cel::<Restore>(&changed, Some(&old)),
-        Err(vec!["a Restore runs once and cannot be changed; create a new one".into()])
+        Err(vec![
+            "a Restore runs once and cannot be changed; create a new one".into()
+        ])
     );
     assert_eq!(cel::<Restore>(&old, Some(&old)), Ok(()));
 }
@@ -173,8 +222,14 @@ fn a_restore_cannot_be_changed_once_created() {
 fn crds_have_the_names_users_type() {
     let crd = BackupPlan::crd();
     assert_eq!(crd.spec.scope, "Namespaced");
-    assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["bp".to_string(), "nwbp".into()][..]));
-    assert_eq!(crd.spec.names.categories.as_deref(), Some(&["neverwiped".to_string()][..]));
+    assert_eq!(
+        crd.spec.names.short_names.as_deref(),
+        Some(&["bp".to_string(), "nwbp".into()][..])
+    );
+    assert_eq!(
+        crd.spec.names.categories.as_deref(),
+        Some(&["neverwiped".to_string()][..])
+    );
     let columns: Vec<_> = crd.spec.versions[0]
         .additional_printer_columns
         .as_ref()
@@ -183,10 +238,32 @@ fn crds_have_the_names_users_type() {
         .filter(|c| c.priority.unwrap_or(0) == 0)
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(columns, ["Schedule", "Ready", "Last Result", "Last Success", "Bytes Sent", "Next Run", "Age"]);
-    assert!(crd.spec.versions[0].subresources.as_ref().unwrap().status.is_some());
+    assert_eq!(
+        columns,
+        [
+            "Schedule",
+            "Ready",
+            "Last Result",
+            "Last Success",
+            "Bytes Sent",
+            "Next Run",
+            "Age"
+        ]
+    );
+    assert!(crd.spec.versions[0]
+        .subresources
+        .as_ref()
+        .unwrap()
+        .status
+        .is_some());
 
     let crd = Restore::crd();
-    assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["nwr".to_string(), "nwrestore".into()][..]));
-    assert_eq!(crd.spec.names.categories.as_deref(), Some(&["neverwiped".to_string()][..]));
+    assert_eq!(
+        crd.spec.names.short_names.as_deref(),
+        Some(&["nwr".to_string(), "nwrestore".into()][..])
+    );
+    assert_eq!(
+        crd.spec.names.categories.as_deref(),
+        Some(&["neverwiped".to_string()][..])
+    );
 }

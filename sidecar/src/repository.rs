@@ -22,7 +22,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 /// How many metadata objects are fetched at once.
 const METADATA_READ_CONCURRENCY: usize = 8;
@@ -180,7 +180,7 @@ impl Repository {
                 index.add_file(Some(*id), file);
             }
         }
-        Ok(IndexedRepository { repo: self, index: Arc::new(index) })
+        Ok(IndexedRepository { repo: self, index: Arc::new(RwLock::new(index)) })
     }
 }
 
@@ -196,11 +196,12 @@ fn verify_name(name: &str, stored: &[u8], what: &str) -> Result<()> {
     Ok(())
 }
 
-/// A repository with its index loaded. Cloning is cheap: the index is shared.
+/// A repository with its index loaded. Cloning is cheap: clones share one index, which backups
+/// extend as their packs are indexed.
 #[derive(Debug, Clone)]
 pub struct IndexedRepository {
     repo: Repository,
-    index: Arc<Index>,
+    index: Arc<RwLock<Index>>,
 }
 
 impl Deref for IndexedRepository {
@@ -211,14 +212,23 @@ impl Deref for IndexedRepository {
 }
 
 impl IndexedRepository {
-    pub fn index(&self) -> &Index {
-        &self.index
+    /// The index; do not hold the guard across an `.await`.
+    pub fn index(&self) -> RwLockReadGuard<'_, Index> {
+        self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records the blobs of a pack that was just stored and indexed.
+    pub fn add_to_index(&self, pack: &crate::format::index::IndexedPack) {
+        let mut index = self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for blob in &pack.blobs {
+            index.add_blob(pack.id, blob);
+        }
     }
 
     /// Reads one blob's plaintext, authenticated and checked against its id.
     pub async fn read_blob(&self, id: &BlobId, context: &str) -> Result<Vec<u8>> {
         let location = self
-            .index
+            .index()
             .get(id)
             .ok_or_else(|| Error::BlobMissing { id: *id, context: context.to_owned() })?;
         let sealed = self

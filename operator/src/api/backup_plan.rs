@@ -9,8 +9,7 @@ use super::common::{CredentialsSecretRef, DatabaseType, PodSettings, SecretKeyRe
 
 /// The schedule field's shape: a `@` macro or five whitespace-separated fields. The operator
 /// parses the fields themselves (`Ready=False`, reason `InvalidSchedule`, when they do not parse).
-pub const SCHEDULE_PATTERN: &str =
-    r"^(@(hourly|daily|weekly|monthly|yearly|annually)|[^\s]+\s+[^\s]+\s+[^\s]+\s+[^\s]+\s+[^\s]+)$";
+pub const SCHEDULE_PATTERN: &str = r"^(@(hourly|daily|weekly|monthly|yearly|annually)|[^\s]+\s+[^\s]+\s+[^\s]+\s+[^\s]+\s+[^\s]+)$";
 
 /// A duration in hours, minutes and seconds, such as `12h`, `90m` or `1h30m`.
 pub const DURATION_PATTERN: &str = r"^(([0-9]+h)([0-9]+m)?([0-9]+s)?|([0-9]+m)([0-9]+s)?|[0-9]+s)$";
@@ -58,7 +57,10 @@ pub struct BackupPlanSpec {
     /// stays at 02:30 local time across daylight saving changes; a time skipped by a change runs
     /// at the first time after it, a repeated one runs once.
     #[serde(default = "default_time_zone")]
-    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$"))]
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
+    )]
     pub time_zone: String,
     /// Stops scheduled runs (a running one finishes). A changed `manualTrigger` still runs.
     #[serde(default)]
@@ -182,7 +184,10 @@ pub enum CopyMethod {
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseSource {
     /// Name of this entry: the dump is stored under `/databases/<name>/` in the snapshot.
-    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
     pub name: String,
     /// The server's engine.
     #[serde(rename = "type")]
@@ -198,7 +203,13 @@ pub struct DatabaseSource {
     pub credentials_secret_ref: CredentialsSecretRef,
     /// The databases to dump; empty dumps all of them (with roles, for PostgreSQL).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(length(min = 1, max = 63), regex(pattern = r"^[A-Za-z0-9_][-A-Za-z0-9_.$]*$")))]
+    #[schemars(
+        length(max = 64),
+        inner(
+            length(min = 1, max = 63),
+            regex(pattern = r"^[A-Za-z0-9_][-A-Za-z0-9_.$]*$")
+        )
+    )]
     pub databases: Vec<String>,
 }
 
@@ -327,7 +338,10 @@ pub enum RunOutcome {
 impl RunOutcome {
     /// Whether the run wrote a snapshot.
     pub fn is_success(self) -> bool {
-        matches!(self, RunOutcome::Succeeded | RunOutcome::SucceededWithWarnings)
+        matches!(
+            self,
+            RunOutcome::Succeeded | RunOutcome::SucceededWithWarnings
+        )
     }
 }
 

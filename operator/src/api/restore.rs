@@ -132,7 +132,10 @@ impl AccessMode {
 #[serde(rename_all = "camelCase")]
 pub struct RestoreDatabase {
     /// The name of the plan's database entry (`spec.databases[].name`) that was dumped.
-    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
     pub name: String,
     /// The target server's engine; by default the engine of the plan's entry of that name.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]

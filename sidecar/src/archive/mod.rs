@@ -226,7 +226,7 @@ async fn run_pipeline(
         .map_err(|e| Error::io("starting the packer thread", e))?;
 
     let uploads = tokio::spawn(uploader::run_uploader(
-        (**repo).clone(),
+        repo.clone(),
         pack_rx,
         options.upload_concurrency,
         options.upload_limit_bytes_per_sec.map(Throttle::new),

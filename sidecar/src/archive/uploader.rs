@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
 use crate::ids::ObjectId;
 use crate::progress::Progress;
-use crate::repository::Repository;
+use crate::repository::IndexedRepository;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,7 +53,7 @@ impl Throttle {
 }
 
 struct Shared {
-    repo: Repository,
+    repo: IndexedRepository,
     pending: Mutex<Vec<IndexedPack>>,
     stats: std::sync::Mutex<UploadStats>,
     throttle: Option<Throttle>,
@@ -91,7 +91,11 @@ impl Shared {
         if packs.is_empty() {
             return Ok(());
         }
-        self.repo.write_object(ObjectKind::Index, &IndexFile { packs, supersedes: vec![] }).await?;
+        let file = IndexFile { packs, supersedes: vec![] };
+        self.repo.write_object(ObjectKind::Index, &file).await?;
+        for pack in &file.packs {
+            self.repo.add_to_index(pack);
+        }
         Ok(())
     }
 }
@@ -99,7 +103,7 @@ impl Shared {
 /// Uploads packs as they arrive, `concurrency` at a time, until the channel closes or an upload
 /// fails. Whatever was uploaded is indexed before this returns, even on failure.
 pub async fn run_uploader(
-    repo: Repository,
+    repo: IndexedRepository,
     mut packs: mpsc::Receiver<FinishedPack>,
     concurrency: usize,
     throttle: Option<Throttle>,

@@ -63,10 +63,11 @@ impl Walker {
         excludes: Excludes,
         progress: Arc<Progress>,
     ) -> Walker {
+        let known = repo.index().blob_ids();
         Walker {
             keys: repo.keys().clone(),
             chunker: repo.chunker(),
-            known: repo.index().blob_ids(),
+            known,
             repo,
             runtime,
             jobs,

@@ -73,14 +73,33 @@ pub fn create_entries(
     Ok(warnings)
 }
 
-/// Writes a blob's plaintext into a restored file at `offset`. All-zero blobs are skipped: the
-/// file was created at its full length, so they read back as zeros (and stay holes).
+/// Writes a blob's plaintext into a restored file at `offset`, skipping 4 KiB blocks of zeros:
+/// the file was created at its full length, so they read back as zeros and stay holes.
 pub fn write_at(path: &Path, offset: u64, data: &[u8]) -> Result<()> {
-    if data.iter().all(|&b| b == 0) {
-        return Ok(());
+    const BLOCK: usize = 4096;
+    let is_zero = |block: &[u8]| block.iter().all(|&b| b == 0);
+    let mut file = None;
+    let mut start = 0;
+    while start < data.len() {
+        let end_of = |at: usize| (at + BLOCK).min(data.len());
+        if is_zero(&data[start..end_of(start)]) {
+            start = end_of(start);
+            continue;
+        }
+        let mut end = end_of(start);
+        while end < data.len() && !is_zero(&data[end..end_of(end)]) {
+            end = end_of(end);
+        }
+        if file.is_none() {
+            let opened = OpenOptions::new().write(true).open(path);
+            file = Some(opened.map_err(|e| Error::io(format!("opening {}", path.display()), e))?);
+        }
+        let file = file.as_ref().expect("opened above");
+        file.write_all_at(&data[start..end], offset + start as u64)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        start = end;
     }
-    let file = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    file.write_all_at(data, offset).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    Ok(())
 }
 
 fn timespec(secs: i64, nanos: u32) -> TimeSpec {
