@@ -43,6 +43,8 @@ pub mod reasons {
     pub const VOLUMES_ON_DIFFERENT_NODES: &str = "VolumesOnDifferentNodes";
     /// `Direct` mode: a ReadWriteOncePod volume in use cannot be mounted by a second pod.
     pub const VOLUME_IN_USE_EXCLUSIVELY: &str = "VolumeInUseExclusively";
+    /// `copyMethod: Snapshot` asked of an operator that cannot take CSI snapshots yet.
+    pub const SNAPSHOT_NOT_AVAILABLE: &str = "SnapshotNotAvailable";
     /// A Restore names a BackupPlan that does not exist.
     pub const BACKUP_PLAN_NOT_FOUND: &str = "BackupPlanNotFound";
     /// A Restore's database entry has no `type` and the plan has no entry of that name.

@@ -46,6 +46,8 @@ pub const LABEL_OPERATION: &str = "neverwiped.io/operation";
 pub const ANNOTATION_SCHEDULED_TIME: &str = "neverwiped.io/scheduled-time";
 /// Annotation: the [`RunTrigger`] of a backup.
 pub const ANNOTATION_TRIGGER: &str = "neverwiped.io/trigger";
+/// Annotation: the `spec.manualTrigger` value a manual backup runs for.
+pub const ANNOTATION_MANUAL_TRIGGER: &str = "neverwiped.io/manual-trigger";
 /// Annotation: the deadline of the run, as written in the spec.
 pub const ANNOTATION_DEADLINE: &str = "neverwiped.io/deadline";
 
@@ -83,6 +85,8 @@ pub struct BackupRun {
     pub trigger: RunTrigger,
     /// The scheduled time for schedule and catch-up runs.
     pub scheduled_time: Option<Timestamp>,
+    /// The `spec.manualTrigger` value of a manual run.
+    pub manual_trigger: Option<String>,
     pub volumes: Vec<BackupVolumeMount>,
     /// `Direct` mode: the node where the volumes are in use.
     pub node_name: Option<String>,
@@ -199,6 +203,9 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     annotations.insert(ANNOTATION_DEADLINE.into(), spec.deadline.clone());
     if let Some(time) = run.scheduled_time {
         annotations.insert(ANNOTATION_SCHEDULED_TIME.into(), time.to_string());
+    }
+    if let Some(trigger) = &run.manual_trigger {
+        annotations.insert(ANNOTATION_MANUAL_TRIGGER.into(), trigger.clone());
     }
     pod.finish(FinishedPod {
         name: backup_job_name(plan, run),
@@ -716,6 +723,7 @@ mod tests {
         BackupRun {
             trigger: RunTrigger::Schedule,
             scheduled_time: Some("2026-11-30T01:30:00Z".parse().unwrap()),
+            manual_trigger: None,
             volumes: vec![
                 BackupVolumeMount {
                     source_claim: "logs".into(),

@@ -9,7 +9,7 @@ use jiff::SignedDuration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::core::{Selector, SelectorExt};
 
-use crate::api::{BackupPlanSpec, BackupPlanStatus};
+use crate::api::{BackupPlanSpec, BackupPlanStatus, CredentialsSecretRef, Repository};
 use crate::conditions::reasons;
 use crate::schedule::{parse_duration, DurationError, Schedule, ScheduleError};
 
@@ -53,6 +53,8 @@ pub enum Problem {
     VolumesOnDifferentNodes { nodes: String },
     #[error("copyMethod Direct: PersistentVolumeClaim {name:?} is ReadWriteOncePod and in use by pod {pod:?}, so no other pod can mount it; use copyMethod Snapshot")]
     VolumeInUseExclusively { name: String, pod: String },
+    #[error("copyMethod Snapshot is not available in this version of the operator yet; use Direct or Auto")]
+    SnapshotNotAvailable,
     #[error("BackupPlan {name:?} (spec.backupPlanName) does not exist in this namespace")]
     BackupPlanNotFound { name: String },
     #[error("{field}: the BackupPlan has no database entry {name:?}, so its type is unknown; set type or correct the name")]
@@ -79,6 +81,7 @@ impl Problem {
             Problem::InvalidSelector { .. } => reasons::INVALID_SELECTOR,
             Problem::VolumesOnDifferentNodes { .. } => reasons::VOLUMES_ON_DIFFERENT_NODES,
             Problem::VolumeInUseExclusively { .. } => reasons::VOLUME_IN_USE_EXCLUSIVELY,
+            Problem::SnapshotNotAvailable => reasons::SNAPSHOT_NOT_AVAILABLE,
             Problem::BackupPlanNotFound { .. } => reasons::BACKUP_PLAN_NOT_FOUND,
             Problem::UnknownDatabase { .. } => reasons::UNKNOWN_DATABASE,
             Problem::TargetVolumeNotFound { .. } => reasons::TARGET_VOLUME_NOT_FOUND,
@@ -118,25 +121,23 @@ pub struct ResolvedPlan {
 
 /// Every Secret key a BackupPlan needs.
 pub fn secrets_used(spec: &BackupPlanSpec) -> Vec<SecretUse> {
-    let mut uses = Vec::new();
-    let repository = &spec.repository;
-    uses.push(SecretUse {
+    let mut uses = repository_secrets_used(&spec.repository);
+    for (index, database) in spec.databases.iter().enumerate() {
+        let field = format!("spec.databases[{index}].credentialsSecretRef");
+        uses.extend(credentials_used(&database.credentials_secret_ref, &field));
+    }
+    uses
+}
+
+/// The Secret keys a repository needs (fields named as in a BackupPlan).
+pub fn repository_secrets_used(repository: &Repository) -> Vec<SecretUse> {
+    let mut uses = vec![SecretUse {
         name: repository.password_secret_ref.name.clone(),
         key: repository.password_secret_ref.key.clone(),
         field: "spec.repository.passwordSecretRef".into(),
-    });
+    }];
     if let Some(credentials) = &repository.credentials_secret_ref {
-        let field = "spec.repository.credentialsSecretRef";
-        uses.push(SecretUse {
-            name: credentials.name.clone(),
-            key: credentials.username_key.clone(),
-            field: field.into(),
-        });
-        uses.push(SecretUse {
-            name: credentials.name.clone(),
-            key: credentials.password_key.clone(),
-            field: field.into(),
-        });
+        uses.extend(credentials_used(credentials, "spec.repository.credentialsSecretRef"));
     }
     if let Some(ca) = &repository.ca_secret_ref {
         uses.push(SecretUse {
@@ -145,21 +146,23 @@ pub fn secrets_used(spec: &BackupPlanSpec) -> Vec<SecretUse> {
             field: "spec.repository.caSecretRef".into(),
         });
     }
-    for (index, database) in spec.databases.iter().enumerate() {
-        let credentials = &database.credentials_secret_ref;
-        let field = format!("spec.databases[{index}].credentialsSecretRef");
-        uses.push(SecretUse {
+    uses
+}
+
+/// The two keys of a credentials Secret.
+pub fn credentials_used(credentials: &CredentialsSecretRef, field: &str) -> [SecretUse; 2] {
+    [
+        SecretUse {
             name: credentials.name.clone(),
             key: credentials.username_key.clone(),
-            field: field.clone(),
-        });
-        uses.push(SecretUse {
+            field: field.to_owned(),
+        },
+        SecretUse {
             name: credentials.name.clone(),
             key: credentials.password_key.clone(),
-            field,
-        });
-    }
-    uses
+            field: field.to_owned(),
+        },
+    ]
 }
 
 /// Checks that every Secret key in `uses` exists; one problem per missing Secret or key.

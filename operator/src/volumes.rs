@@ -4,12 +4,53 @@
 //! reads it while the application runs must be placed on the application's node. A
 //! ReadWriteOncePod volume cannot be mounted a second time at all.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 
-use crate::job::LABEL_OPERATION;
+use crate::api::{NewClaim, Restore};
+use crate::job::{LABEL_OPERATION, LABEL_RESTORE};
 use crate::plan::Problem;
+
+/// The PersistentVolumeClaim a Restore creates to restore into. It has no owner: deleting the
+/// Restore must not delete the data it brought back.
+pub fn restore_target_claim(restore: &Restore, name: &str, new: &NewClaim) -> PersistentVolumeClaim {
+    let access_modes = if new.access_modes.is_empty() {
+        vec!["ReadWriteOnce".to_owned()]
+    } else {
+        new.access_modes.iter().map(|m| m.as_str().to_owned()).collect()
+    };
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: restore.namespace(),
+            labels: Some(BTreeMap::from([
+                ("app.kubernetes.io/managed-by".to_owned(), "neverwiped-operator".to_owned()),
+                (LABEL_RESTORE.to_owned(), restore.name_any()),
+            ])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(access_modes),
+            storage_class_name: new.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".to_owned(), new.storage.clone())])),
+                limits: None,
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// Whether `claim` was created by the Restore named `restore`.
+pub fn created_by_restore(claim: &PersistentVolumeClaim, restore: &str) -> bool {
+    claim.labels().get(LABEL_RESTORE).map(String::as_str) == Some(restore)
+}
 
 /// The node a pod reading `claims` directly must run on: `None` when no volume ties it to a node.
 /// `pods` are the namespace's pods; the operator's own Jobs' pods are ignored.
@@ -165,6 +206,36 @@ mod tests {
         let problem = direct_placement(&[&a, &b], &pods).unwrap_err();
         assert_eq!(problem.reason(), "VolumesOnDifferentNodes");
         assert!(problem.to_string().contains("node-1, node-2"));
+    }
+
+    #[test]
+    fn a_restore_creates_an_unowned_claim_of_the_asked_size() {
+        use crate::api::{RestoreSpec, AccessMode};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut restore = Restore::new(
+            "back",
+            RestoreSpec {
+                backup_plan_name: "nightly".into(),
+                snapshot: "latest".into(),
+                taken_before: None,
+                volumes: vec![],
+                databases: vec![],
+                pod: None,
+            },
+        );
+        restore.metadata.namespace = Some("shop".into());
+        let new = NewClaim {
+            storage: Quantity("20Gi".into()),
+            storage_class_name: Some("fast".into()),
+            access_modes: vec![AccessMode::ReadWriteOncePod],
+        };
+        let claim = restore_target_claim(&restore, "data-restored", &new);
+        assert_eq!(claim.metadata.owner_references, None);
+        assert!(created_by_restore(&claim, "back"));
+        let spec = claim.spec.unwrap();
+        assert_eq!(spec.access_modes.unwrap(), ["ReadWriteOncePod"]);
+        assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
+        assert_eq!(spec.resources.unwrap().requests.unwrap()["storage"], Quantity("20Gi".into()));
     }
 
     #[test]

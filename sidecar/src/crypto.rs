@@ -49,10 +49,12 @@ impl MasterKey {
     pub fn derive(&self) -> RepositoryKeys {
         let encryption = blake3::derive_key("neverwiped 2026-11 v1 AES-256-GCM sealing key", &self.0);
         let blob_id = blake3::derive_key("neverwiped 2026-11 v1 blob id key", &self.0);
+        let tree_id = blake3::derive_key("neverwiped 2026-11 v1 tree id key", &self.0);
         let seed = blake3::derive_key("neverwiped 2026-11 v1 chunker seed", &self.0);
         RepositoryKeys {
             sealer: Sealer::new(&encryption),
             blob_id_key: blob_id,
+            tree_id_key: tree_id,
             chunker_seed: u64::from_le_bytes(seed[..8].try_into().expect("8 bytes")),
         }
     }
@@ -69,15 +71,21 @@ impl std::fmt::Debug for MasterKey {
 pub struct RepositoryKeys {
     pub sealer: Sealer,
     blob_id_key: [u8; 32],
+    tree_id_key: [u8; 32],
     /// Secret seed of the content-defined chunker, so cut points reveal nothing about the content.
     pub chunker_seed: u64,
 }
 
 impl RepositoryKeys {
     /// The id of a blob: BLAKE3 of its plaintext, keyed with the repository's secret id key, so the
-    /// storage cannot confirm that it holds a known file.
-    pub fn blob_id(&self, plaintext: &[u8]) -> BlobId {
-        BlobId::from_bytes(*blake3::keyed_hash(&self.blob_id_key, plaintext).as_bytes())
+    /// storage cannot confirm that it holds a known file. Trees have a key of their own, so a file
+    /// chunk that happens to equal a tree's bytes is still a blob of its own kind.
+    pub fn blob_id(&self, kind: BlobKind, plaintext: &[u8]) -> BlobId {
+        let key = match kind {
+            BlobKind::Data => &self.blob_id_key,
+            BlobKind::Tree => &self.tree_id_key,
+        };
+        BlobId::from_bytes(*blake3::keyed_hash(key, plaintext).as_bytes())
     }
 }
 
@@ -162,6 +170,12 @@ impl Default for KdfParams {
 impl KdfParams {
     /// Derives the 32-byte key that wraps the master key.
     pub fn derive(&self, password: &[u8], salt: &[u8]) -> Result<[u8; 32], CryptoError> {
+        // Bounds keep a key object written by someone else from hanging or exhausting every open.
+        if self.memory_kib > 4 * 1024 * 1024 || self.iterations > 64 || self.parallelism > 16 {
+            return Err(CryptoError::KdfParams(format!(
+                "Argon2id parameters {self:?} exceed the limits (4 GiB, 64 passes, 16 lanes)"
+            )));
+        }
         let params = argon2::Params::new(self.memory_kib, self.iterations, self.parallelism, Some(32))
             .map_err(|e| CryptoError::KdfParams(e.to_string()))?;
         let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
@@ -218,9 +232,10 @@ mod tests {
     fn blob_ids_are_keyed_per_repository() {
         let a = MasterKey::from_bytes([1; 32]).derive();
         let b = MasterKey::from_bytes([2; 32]).derive();
-        assert_eq!(a.blob_id(b"data"), a.blob_id(b"data"));
-        assert_ne!(a.blob_id(b"data"), b.blob_id(b"data"));
-        assert_ne!(a.blob_id(b"data").as_bytes(), blake3::hash(b"data").as_bytes());
+        assert_eq!(a.blob_id(BlobKind::Data, b"data"), a.blob_id(BlobKind::Data, b"data"));
+        assert_ne!(a.blob_id(BlobKind::Data, b"data"), b.blob_id(BlobKind::Data, b"data"));
+        assert_ne!(a.blob_id(BlobKind::Data, b"data").as_bytes(), blake3::hash(b"data").as_bytes());
+        assert_ne!(a.blob_id(BlobKind::Data, b"data"), a.blob_id(BlobKind::Tree, b"data"));
     }
 
     #[test]
@@ -228,7 +243,7 @@ mod tests {
         // Golden values: a change here would make every existing repository unreadable.
         let keys = MasterKey::from_bytes([7; 32]).derive();
         assert_eq!(
-            keys.blob_id(b"neverwiped").to_hex(),
+            keys.blob_id(BlobKind::Data, b"neverwiped").to_hex(),
             "6c8ddfd2f9f27f8facd431ade95a455566ac571f098e8370efd991cace6b7d49"
         );
         assert_eq!(keys.chunker_seed, 2362557555301519107);

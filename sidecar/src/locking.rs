@@ -48,7 +48,7 @@ fn describe(lock: &Lock) -> String {
     )
 }
 
-/// Takes a lock: shared for backups and restores, exclusive for prune.
+/// Takes a lock: shared for backups, exclusive for prune.
 pub async fn acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Result<LockGuard> {
     if let Some(lock) = conflicting_locks(repo, exclusive, None).await?.first() {
         return Err(Error::Locked { holder: describe(lock) });
@@ -97,7 +97,9 @@ pub async fn remove_locks(repo: &Repository, all: bool) -> Result<usize> {
         let stale = match repo.read_object::<Lock>(ObjectKind::Locks, &id).await {
             Ok(lock) => lock.is_stale(now),
             Err(Error::Backend(BackendError::NotFound { .. })) => continue,
-            Err(_) => true, // unreadable: it cannot hold anything
+            // Damaged or foreign: it cannot protect anything. Storage errors are not judged here.
+            Err(Error::Corrupt { .. } | Error::Format(_)) => true,
+            Err(error) => return Err(error),
         };
         if all || stale {
             repo.backend().delete(ObjectKind::Locks, &id.to_hex()).await?;

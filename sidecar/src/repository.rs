@@ -65,11 +65,21 @@ impl Repository {
         if key_infos.is_empty() {
             return Err(Error::NoKeys);
         }
+        // A key that opens but does not open the config (left by an interrupted `init`) is skipped,
+        // and so is an unreadable key object: another key may still open the repository.
+        let mut skipped: Option<Error> = None;
+        let mut refused = 0;
         for info in key_infos {
             let what = format!("key {}", info.name);
             let stored = backend.read(ObjectKind::Keys, &info.name).await?;
-            verify_name(&info.name, &stored, &what)?;
-            let key = KeyFile::parse(&stored, &what)?;
+            let key = match verify_name(&info.name, &stored, &what).and_then(|()| Ok(KeyFile::parse(&stored, &what)?)) {
+                Ok(key) => key,
+                Err(error) => {
+                    tracing::warn!(%error, "skipping an unreadable key object");
+                    skipped.get_or_insert(error);
+                    continue;
+                }
+            };
             let password = password.to_vec();
             let unwrapped = tokio::task::spawn_blocking(move || key.unwrap_master(&password, &what))
                 .await
@@ -77,18 +87,33 @@ impl Repository {
             match unwrapped {
                 Ok(master) => {
                     let keys = master.derive();
-                    let params = config.open(&keys.sealer)?;
+                    let params = match config.open(&keys.sealer) {
+                        Ok(params) => params,
+                        Err(error) => {
+                            tracing::warn!(key = %info.name, %error, "a key opens with this password but not the config");
+                            skipped = Some(error.into());
+                            continue;
+                        }
+                    };
                     let key_id = info.name.parse().map_err(|_| Error::Corrupt {
                         what: format!("key {}", info.name),
                         reason: "its name is not a hex id".into(),
                     })?;
                     return Ok(Repository { backend, keys, params, key_id });
                 }
-                Err(UnwrapError::WrongPassword) => continue,
-                Err(UnwrapError::Format(error)) => return Err(error.into()),
+                Err(UnwrapError::WrongPassword) => refused += 1,
+                Err(UnwrapError::Format(error)) => {
+                    skipped.get_or_insert(error.into());
+                }
             }
         }
-        Err(Error::WrongPassword)
+        // A key that opened means the password was right and the repository is damaged; a key that
+        // refused means the password is wrong (a damaged key cannot be told from another's).
+        match skipped {
+            Some(error @ Error::Format(crate::format::FormatError::Crypto(_))) => Err(error),
+            Some(error) if refused == 0 => Err(error),
+            _ => Err(Error::WrongPassword),
+        }
     }
 
     pub fn backend(&self) -> &SharedBackend {
@@ -268,7 +293,7 @@ pub fn open_blob(
         .map_err(crate::format::FormatError::from)?;
     let plaintext = compress::decode(encoded, raw_length as usize)
         .map_err(|e| Error::Corrupt { what: what.to_owned(), reason: e.to_string() })?;
-    if keys.blob_id(&plaintext) != *id {
+    if keys.blob_id(kind, &plaintext) != *id {
         return Err(Error::Corrupt { what: what.to_owned(), reason: "content does not match its id".into() });
     }
     Ok(plaintext)

@@ -158,10 +158,11 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
         Ok(BackupReport { snapshot_id, snapshot, warnings: outcome.warnings })
     }
     .await;
-    let released = lock.release().await;
-    let report = result?;
-    released?;
-    Ok(report)
+    if let Err(error) = lock.release().await {
+        // The snapshot is written: a lock left behind goes stale and is removed by the next run.
+        tracing::warn!(%error, "could not remove the backup's lock");
+    }
+    result
 }
 
 async fn find_parent(
@@ -259,12 +260,8 @@ async fn run_pipeline(
 
     let (root, walk, warnings) = walked;
     // An upload error explains a walker that stopped because the pipeline closed.
-    let upload = match (root.as_ref(), upload_result) {
-        (_, Err(upload_error)) => return Err(upload_error),
-        (Err(_), Ok(_)) => return Err(root.err().expect("checked")),
-        (Ok(_), Ok(upload)) => upload,
-    };
-    let root = root.expect("checked");
+    let upload = upload_result?;
+    let root = root?;
     if walk.sources_read == 0 {
         return Err(Error::NothingRead { reason: warnings.join("; ") });
     }

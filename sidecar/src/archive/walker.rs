@@ -86,7 +86,7 @@ impl Walker {
 
     /// Sends a blob to the workers unless the repository has it; returns its id.
     fn store_blob(&mut self, kind: BlobKind, plaintext: &[u8]) -> Result<BlobId> {
-        let id = self.keys.blob_id(plaintext);
+        let id = self.keys.blob_id(kind, plaintext);
         if self.known.insert(id) {
             let job = BlobJob { kind, id, plaintext: plaintext.to_vec() };
             self.jobs.send(job).map_err(|_| pipeline_stopped())?;
@@ -248,7 +248,8 @@ impl Walker {
                 return Ok(Some(NodeKind::File { size: *size, content: content.clone() }));
             }
         }
-        if let Some(content) = unchanged_content(parent, fs_meta) {
+        let reusable = unchanged_content(parent, fs_meta).filter(|content| content.iter().all(|id| self.known.contains(id)));
+        if let Some(content) = reusable {
             self.stats.total_bytes += fs_meta.len();
             self.progress.add_files(1);
             self.remember_hard_link(fs_meta, inode_key, fs_meta.len(), &content);

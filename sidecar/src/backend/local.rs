@@ -55,7 +55,9 @@ fn write_atomically(path: &Path, data: &[u8]) -> BackendResult<()> {
     let result = (|| {
         temp.0.write_all(data)?;
         temp.0.sync_all()?;
-        std::fs::rename(&temp_path, path)
+        std::fs::rename(&temp_path, path)?;
+        // The rename itself must survive a power loss before anything that refers to it is written.
+        std::fs::File::open(dir)?.sync_all()
     })();
     if let Err(error) = result {
         let _ = std::fs::remove_file(&temp_path);

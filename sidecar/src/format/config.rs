@@ -91,6 +91,9 @@ impl ConfigFile {
             return Err(FormatError::invalid("the config object", "the sealed id does not match the plain id"));
         }
         params.chunker.validate().map_err(|m| FormatError::invalid("the config object", m))?;
+        if !(1 << 20..=1 << 28).contains(&params.pack_target_bytes) {
+            return Err(FormatError::invalid("the config object", "the pack target size is out of range"));
+        }
         Ok(params)
     }
 }

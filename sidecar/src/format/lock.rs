@@ -1,5 +1,6 @@
-//! Lock objects: who is using the repository. Backups take shared locks; prune takes an exclusive
-//! one. A lock not refreshed for [`STALE_AFTER_SECS`] is stale.
+//! Lock objects: who is using the repository. Backups take shared locks; maintenance that deletes
+//! takes an exclusive one. A lock not refreshed for [`STALE_AFTER_SECS`] is stale, and so is one of
+//! this host whose process is gone.
 
 use serde::{Deserialize, Serialize};
 
@@ -52,7 +53,11 @@ impl Lock {
 }
 
 fn process_exists(pid: u32) -> bool {
+    // 0 would signal our own process group; it names no lock holder.
     let Ok(pid) = i32::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
     match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
         Ok(()) => true,
         Err(nix::errno::Errno::EPERM) => true,

@@ -120,8 +120,8 @@ mod tests {
         let mut builder = PackBuilder::default();
         let mut expected = Vec::new();
         for (i, text) in [&b"first"[..], b"second blob", b""].iter().enumerate() {
-            let id = keys.blob_id(text);
             let kind = if i == 1 { BlobKind::Tree } else { BlobKind::Data };
+            let id = keys.blob_id(kind, text);
             let sealed = keys.sealer.seal(text, &crate::crypto::blob_associated_data(kind, &id));
             builder.add(kind, id, &sealed, text.len() as u32);
             expected.push((kind, id, text.to_vec()));

@@ -44,7 +44,7 @@ pub struct SnapshotSummary {
     pub bytes_read: u64,
     /// Total size of the files in the snapshot.
     pub total_bytes: u64,
-    /// Stored (sealed) bytes of the blobs this backup added.
+    /// Bytes of the packs this backup uploaded (sealed blobs and pack headers).
     pub bytes_added: u64,
     pub blobs_added: u64,
     pub warnings: u64,

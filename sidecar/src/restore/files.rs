@@ -37,7 +37,8 @@ pub fn create_entries(
         match &entry.node.kind {
             NodeKind::Dir { .. } => match fs::create_dir(path) {
                 Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::AlreadyExists && path.is_dir() => {}
+                // An existing directory is reused; a symlink in its place is not followed.
+                Err(e) if e.kind() == ErrorKind::AlreadyExists && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) => {}
                 Err(e) => return Err(io(e)),
             },
             NodeKind::File { size, .. } => {

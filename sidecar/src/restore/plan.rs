@@ -84,6 +84,14 @@ pub async fn plan_restore(repo: &IndexedRepository, root: BlobId, includes: &[St
     while let Some((dir_path, tree_id)) = pending.pop() {
         let tree = repo.read_tree(&tree_id, &format!("directory /{}", String::from_utf8_lossy(&dir_path))).await?;
         let mut subdirs = Vec::new();
+        for pair in tree.nodes.windows(2) {
+            if pair[0].name >= pair[1].name {
+                return Err(Error::Corrupt {
+                    what: format!("tree {tree_id}"),
+                    reason: "entries are not sorted by unique names".into(),
+                });
+            }
+        }
         for node in tree.nodes {
             check_name(&node.name, &tree_id)?;
             let mut path = dir_path.clone();

@@ -1,0 +1,278 @@
+//! The reconcilers: fetch what a resource names, decide with the pure functions of this crate,
+//! apply the result (Jobs, status by server-side apply, Events).
+
+pub mod backup_plan;
+pub mod restore;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::SignedDuration;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+
+use crate::api::{BackupPlan, Restore};
+use crate::job::JobSettings;
+use crate::metrics::{ErrorLabels, Metrics};
+use crate::plan::{SecretKeys, SecretUse};
+
+/// The field manager of every status the operator applies.
+pub const FIELD_MANAGER: &str = "neverwiped-operator";
+
+/// Event reasons (besides the condition reasons in [`crate::conditions::reasons`]).
+pub mod events {
+    /// A backup Job was created.
+    pub const BACKUP_STARTED: &str = "BackupStarted";
+    /// A backup wrote a snapshot.
+    pub const BACKUP_SUCCEEDED: &str = "BackupSucceeded";
+    /// A backup failed; the note says why.
+    pub const BACKUP_FAILED: &str = "BackupFailed";
+    /// Scheduled runs were missed.
+    pub const MISSED_RUNS: &str = "MissedRuns";
+    /// A restore Job was created.
+    pub const RESTORE_STARTED: &str = "RestoreStarted";
+    /// A restore finished.
+    pub const RESTORE_SUCCEEDED: &str = "RestoreSucceeded";
+    /// A restore failed; the note says why.
+    pub const RESTORE_FAILED: &str = "RestoreFailed";
+    /// A PersistentVolumeClaim was created for a restore.
+    pub const CLAIM_CREATED: &str = "ClaimCreated";
+}
+
+/// Operator-wide settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub job: JobSettings,
+    /// A missed scheduled run is caught up when noticed within this long.
+    pub catch_up_window: SignedDuration,
+    /// Finished Jobs kept per plan (their status is already recorded).
+    pub finished_jobs_to_keep: usize,
+    /// How soon a resource that is not ready (a Secret or PVC missing) is looked at again; the
+    /// operator does not watch Secrets and PVCs.
+    pub not_ready_recheck: Duration,
+}
+
+impl Settings {
+    /// Settings with the given sidecar image and defaults for the rest.
+    pub fn with_image(image: impl Into<String>) -> Settings {
+        Settings {
+            job: JobSettings {
+                image: image.into(),
+                image_pull_policy: None,
+                default_resources: None,
+            },
+            catch_up_window: crate::schedule::DEFAULT_CATCH_UP_WINDOW,
+            finished_jobs_to_keep: 3,
+            not_ready_recheck: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What every reconcile gets.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+    /// Consecutive failures per object, for the error backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings) -> Context {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            settings,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Publishes an Event about `object`; a failure to publish is logged, never fatal.
+    pub async fn publish<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        type_: EventType,
+        reason: &str,
+        note: impl Into<String>,
+        action: &str,
+    ) {
+        let mut note: String = note.into();
+        if note.len() > 1000 {
+            let mut cut = 1000;
+            while !note.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            note.truncate(cut);
+        }
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
+            tracing::warn!(%error, reason, "cannot publish an Event");
+        }
+    }
+
+    fn reset_failures(&self, key: &str) {
+        if let Ok(mut failures) = self.failures.lock() {
+            failures.remove(key);
+        }
+    }
+
+    /// The next retry delay after a failure: 5 s, doubling, at most 5 minutes.
+    fn backoff(&self, key: &str) -> Duration {
+        let Ok(mut failures) = self.failures.lock() else {
+            return Duration::from_secs(60);
+        };
+        let count = failures.entry(key.to_owned()).or_insert(0);
+        *count = count.saturating_add(1);
+        let secs = 5u64.saturating_mul(1 << (*count - 1).min(6));
+        Duration::from_secs(secs.min(300))
+    }
+}
+
+/// Errors of a reconcile: transient ones, retried with backoff. A bad spec is not an error: it is
+/// a `Ready=False` condition that waits for a change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API request failed: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("the {kind} has no {field}")]
+    Incomplete {
+        kind: &'static str,
+        field: &'static str,
+    },
+}
+
+impl Error {
+    /// A short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(_)) => "api",
+            Error::Kube(_) => "client",
+            Error::Incomplete { .. } => "incomplete_object",
+        }
+    }
+}
+
+fn object_key<K: Resource<DynamicType = ()>>(object: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
+
+fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let kind = K::kind(&()).to_string();
+    tracing::warn!(%error, object = %object_key(object.as_ref()), "reconcile failed");
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&ErrorLabels {
+            kind,
+            error: error.metric_label().into(),
+        })
+        .inc();
+    Action::requeue(ctx.backoff(&object_key(object.as_ref())))
+}
+
+/// Runs both controllers until a shutdown signal.
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let plans = Controller::new(Api::<BackupPlan>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<Job>::all(client.clone()), watcher::Config::default().labels(&format!("{}=backup", crate::job::LABEL_OPERATION)))
+        .shutdown_on_signal()
+        .run(backup_plan::reconcile, error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "BackupPlan controller");
+            }
+        });
+    let restores = Controller::new(Api::<Restore>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<Job>::all(client), watcher::Config::default().labels(&format!("{}=restore", crate::job::LABEL_OPERATION)))
+        .shutdown_on_signal()
+        .run(restore::reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "Restore controller");
+            }
+        });
+    futures::join!(plans, restores);
+}
+
+/// Fetches the keys of the Secrets `uses` names; a Secret that does not exist is left out.
+async fn fetch_secret_keys(client: &Client, namespace: &str, uses: &[SecretUse]) -> Result<SecretKeys, Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let names: BTreeSet<&str> = uses.iter().map(|u| u.name.as_str()).collect();
+    let mut found = BTreeMap::new();
+    for name in names {
+        if let Some(secret) = api.get_opt(name).await? {
+            let mut keys: BTreeSet<String> = secret.data.unwrap_or_default().into_keys().collect();
+            keys.extend(secret.string_data.unwrap_or_default().into_keys());
+            found.insert(name.to_owned(), keys);
+        }
+    }
+    Ok(found)
+}
+
+/// The pod of a Job: owned by it, or labelled with its name; the newest when there are several.
+fn pod_of<'a>(job: &Job, pods: &'a [Pod]) -> Option<&'a Pod> {
+    let name = job.metadata.name.as_deref()?;
+    let uid = job.metadata.uid.as_deref();
+    pods.iter()
+        .filter(|pod| {
+            let owned = pod
+                .metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|owners| owners.iter().any(|o| Some(o.uid.as_str()) == uid));
+            let labels = pod.metadata.labels.as_ref();
+            let labelled = labels.is_some_and(|l| {
+                l.get("batch.kubernetes.io/job-name").map(String::as_str) == Some(name)
+                    || l.get("job-name").map(String::as_str) == Some(name)
+            });
+            owned || labelled
+        })
+        .max_by_key(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// Creates a Job; one that already exists (the same run, created before) is fine.
+async fn create_job(client: &Client, namespace: &str, job: &Job) -> Result<(), Error> {
+    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
+    match api.create(&PostParams::default(), job).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Deletes a Job and its pods; one already gone is fine.
+async fn delete_job(client: &Client, namespace: &str, name: &str) -> Result<(), Error> {
+    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}

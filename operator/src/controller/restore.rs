@@ -1,0 +1,442 @@
+//! The Restore reconciler: a Restore runs once. Fetch its plan, Secrets, target claims and Job;
+//! [`decide`] (pure); apply: create claims and the Job, apply the status, publish Events.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::ResourceExt;
+
+use super::backup_plan::PlannedEvent;
+use super::{create_job, delete_job, events, fetch_secret_keys, pod_of, Context, Error, Settings, FIELD_MANAGER};
+use crate::api::{BackupPlan, Restore, RestorePhase, RestoreStatus, RunOutcome};
+use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
+use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
+use crate::plan::{check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys};
+use crate::schedule::parse_duration;
+use crate::status::{finish_restore, job_end, pod_blocked, JobEnd};
+use crate::volumes::{created_by_restore, restore_target_claim};
+
+/// While the Job runs, its changes wake the reconciler; this only covers a missed watch event.
+const ACTIVE_REQUEUE: Duration = Duration::from_secs(300);
+
+/// What the reconciler fetched for a Restore.
+#[derive(Debug, Clone, Default)]
+pub struct ObservedRestore {
+    pub plan: Option<BackupPlan>,
+    /// Keys of the Secrets the plan's repository and the Restore's databases name.
+    pub secrets: SecretKeys,
+    /// The target claims that exist, by name.
+    pub claims: BTreeMap<String, PersistentVolumeClaim>,
+    /// The restore Job, once created.
+    pub job: Option<Job>,
+    /// The Job's pods.
+    pub pods: Vec<Pod>,
+}
+
+/// What to do for a Restore.
+#[derive(Debug, Clone)]
+pub struct RestoreDecision {
+    pub status: RestoreStatus,
+    pub create_claims: Vec<PersistentVolumeClaim>,
+    pub create_job: Option<Job>,
+    pub delete_job: Option<String>,
+    pub events: Vec<PlannedEvent>,
+    /// `None`: nothing more to do until the Restore changes.
+    pub requeue_after: Option<Duration>,
+}
+
+/// Decides everything about `restore` at `now`, from what was fetched. No I/O.
+pub fn decide(restore: &Restore, observed: &ObservedRestore, now: Timestamp, settings: &Settings) -> RestoreDecision {
+    let generation = restore.metadata.generation;
+    let mut status = restore.status.clone().unwrap_or_default();
+    let mut decision = RestoreDecision {
+        status: RestoreStatus::default(),
+        create_claims: Vec::new(),
+        create_job: None,
+        delete_job: None,
+        events: Vec::new(),
+        requeue_after: None,
+    };
+    if status.phase.is_some_and(RestorePhase::is_finished) {
+        decision.status = status;
+        return decision;
+    }
+    status.observed_generation = generation;
+
+    // The Job exists: follow it to its end.
+    if let Some(job) = &observed.job {
+        let pod = pod_of(job, &observed.pods);
+        let end = job_end(job, pod).or_else(|| {
+            pod.and_then(pod_blocked).map(|(reason, message)| {
+                decision.delete_job = job.metadata.name.clone();
+                JobEnd {
+                    outcome: RunOutcome::Failed,
+                    reason: reason.into(),
+                    message: Some(message),
+                    result: None,
+                    start_time: None,
+                    completion_time: Some(now),
+                }
+            })
+        });
+        match end {
+            Some(end) => {
+                finish_restore(&mut status, &end, generation, now);
+                let succeeded = end.outcome.is_success();
+                decision.events.push(PlannedEvent {
+                    type_: if succeeded { EventType::Normal } else { EventType::Warning },
+                    reason: if succeeded { events::RESTORE_SUCCEEDED } else { events::RESTORE_FAILED }.into(),
+                    note: status.message.clone().unwrap_or_default(),
+                });
+            }
+            None => {
+                status.phase = Some(RestorePhase::Running);
+                status.job_name = job.metadata.name.clone();
+                decision.requeue_after = Some(ACTIVE_REQUEUE);
+            }
+        }
+        decision.status = status;
+        return decision;
+    }
+
+    // Not started: everything it names must exist.
+    let spec = &restore.spec;
+    let mut problems = Vec::new();
+    let mut database_types = BTreeMap::new();
+    let mut deadline = None;
+    match &observed.plan {
+        None => problems.push(Problem::BackupPlanNotFound {
+            name: spec.backup_plan_name.clone(),
+        }),
+        Some(plan) => {
+            let mut uses: Vec<_> = repository_secrets_used(&plan.spec.repository)
+                .into_iter()
+                .map(|mut u| {
+                    u.field = format!("BackupPlan {:?}'s {}", spec.backup_plan_name, u.field);
+                    u
+                })
+                .collect();
+            for (index, database) in spec.databases.iter().enumerate() {
+                let field = format!("spec.databases[{index}].credentialsSecretRef");
+                uses.extend(credentials_used(&database.credentials_secret_ref, &field));
+                let engine = database.engine.or_else(|| {
+                    plan.spec
+                        .databases
+                        .iter()
+                        .find(|d| d.name == database.name)
+                        .map(|d| d.engine)
+                });
+                match engine {
+                    Some(engine) => {
+                        database_types.insert(database.name.clone(), engine);
+                    }
+                    None => problems.push(Problem::UnknownDatabase {
+                        name: database.name.clone(),
+                        field: format!("spec.databases[{index}]"),
+                    }),
+                }
+            }
+            problems.extend(check_secrets(&uses, &observed.secrets));
+            match parse_duration(&plan.spec.deadline) {
+                Ok(parsed) => deadline = Some(parsed),
+                Err(error) => problems.push(Problem::Deadline(error)),
+            }
+        }
+    }
+    for (index, volume) in spec.volumes.iter().enumerate() {
+        let field = format!("spec.volumes[{index}].targetClaimName");
+        let existing = observed.claims.get(&volume.target_claim_name);
+        match (&volume.create_claim, existing) {
+            (None, None) => problems.push(Problem::TargetVolumeNotFound {
+                name: volume.target_claim_name.clone(),
+                field,
+            }),
+            (Some(_), Some(claim)) if !created_by_restore(claim, &restore.name_any()) => {
+                problems.push(Problem::TargetVolumeExists {
+                    name: volume.target_claim_name.clone(),
+                    field,
+                })
+            }
+            (Some(new), None) => decision
+                .create_claims
+                .push(restore_target_claim(restore, &volume.target_claim_name, new)),
+            _ => {}
+        }
+    }
+
+    let ready_before = find_condition(&status.conditions, types::READY).map(|c| (c.status.clone(), c.reason.clone()));
+    match (not_ready(&problems), &observed.plan, deadline) {
+        (None, Some(plan), Some(deadline)) => {
+            set_condition(
+                &mut status.conditions,
+                types::READY,
+                ConditionStatus::True,
+                reasons::READY,
+                "everything the Restore names exists",
+                generation,
+                now,
+            );
+            let job = restore_job(restore, plan, &RestoreRun { deadline, database_types }, &settings.job);
+            decision.events.push(PlannedEvent {
+                type_: EventType::Normal,
+                reason: events::RESTORE_STARTED.into(),
+                note: format!("created Job {}", restore_job_name(restore)),
+            });
+            for claim in &decision.create_claims {
+                decision.events.push(PlannedEvent {
+                    type_: EventType::Normal,
+                    reason: events::CLAIM_CREATED.into(),
+                    note: format!("created PersistentVolumeClaim {}", claim.name_any()),
+                });
+            }
+            status.phase = Some(RestorePhase::Running);
+            status.job_name = job.metadata.name.clone();
+            status.start_time = Some(Time(now));
+            status.message = None;
+            decision.create_job = Some(job);
+            decision.requeue_after = Some(ACTIVE_REQUEUE);
+        }
+        (not_ready, _, _) => {
+            let (reason, message) = not_ready.unwrap_or((reasons::BACKUP_PLAN_NOT_FOUND, String::new()));
+            set_condition(&mut status.conditions, types::READY, ConditionStatus::False, reason, message.clone(), generation, now);
+            status.phase = Some(RestorePhase::Pending);
+            status.message = Some(message.clone());
+            decision.create_claims.clear();
+            let ready_after = find_condition(&status.conditions, types::READY).map(|c| (c.status.clone(), c.reason.clone()));
+            if ready_after != ready_before {
+                decision.events.push(PlannedEvent {
+                    type_: EventType::Warning,
+                    reason: reason.into(),
+                    note: message,
+                });
+            }
+            decision.requeue_after = Some(settings.not_ready_recheck);
+        }
+    }
+    decision.status = status;
+    decision
+}
+
+/// Reconciles one Restore.
+#[tracing::instrument(name = "reconcile", skip_all, fields(kind = "Restore", namespace = restore.namespace().unwrap_or_default(), name = %restore.name_any()))]
+pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = restore.namespace().ok_or(Error::Incomplete {
+        kind: "Restore",
+        field: "namespace",
+    })?;
+    let name = restore.name_any();
+    ctx.metrics
+        .reconciliations
+        .get_or_create(&crate::metrics::ReconcileLabels { kind: "Restore".into() })
+        .inc();
+    if restore.status.as_ref().and_then(|s| s.phase).is_some_and(RestorePhase::is_finished) {
+        return Ok(Action::await_change());
+    }
+    let client = &ctx.client;
+    let plan = Api::<BackupPlan>::namespaced(client.clone(), &namespace)
+        .get_opt(&restore.spec.backup_plan_name)
+        .await?;
+    let mut uses = Vec::new();
+    if let Some(plan) = &plan {
+        uses.extend(repository_secrets_used(&plan.spec.repository));
+    }
+    for database in &restore.spec.databases {
+        uses.extend(credentials_used(&database.credentials_secret_ref, ""));
+    }
+    let claims_api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace);
+    let mut claims = BTreeMap::new();
+    for volume in &restore.spec.volumes {
+        if let Some(claim) = claims_api.get_opt(&volume.target_claim_name).await? {
+            claims.insert(volume.target_claim_name.clone(), claim);
+        }
+    }
+    let job = Api::<Job>::namespaced(client.clone(), &namespace)
+        .get_opt(&restore_job_name(&restore))
+        .await?;
+    let pods = match &job {
+        Some(_) => Api::<Pod>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default().labels(&format!("{LABEL_RESTORE}={name}")))
+            .await?
+            .items,
+        None => Vec::new(),
+    };
+    let observed = ObservedRestore {
+        plan,
+        secrets: fetch_secret_keys(client, &namespace, &uses).await?,
+        claims,
+        job,
+        pods,
+    };
+    let decision = decide(&restore, &observed, Timestamp::now(), &ctx.settings);
+
+    for claim in &decision.create_claims {
+        match claims_api.create(&PostParams::default(), claim).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    if let Some(job) = &decision.create_job {
+        create_job(client, &namespace, job).await?;
+    }
+    let patch = serde_json::json!({
+        "apiVersion": "neverwiped.io/v1alpha1",
+        "kind": "Restore",
+        "status": decision.status,
+    });
+    Api::<Restore>::namespaced(client.clone(), &namespace)
+        .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .await?;
+    for event in &decision.events {
+        ctx.publish(restore.as_ref(), event.type_, &event.reason, event.note.clone(), "Reconcile")
+            .await;
+    }
+    if let Some(job) = &decision.delete_job {
+        delete_job(client, &namespace, job).await?;
+    }
+    ctx.reset_failures(&super::object_key(restore.as_ref()));
+    Ok(decision.requeue_after.map(Action::requeue).unwrap_or_else(Action::await_change))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{
+        BackupPlanSpec, BackupVolume, CopyMethod, NewClaim, Repository, RestoreSpec,
+        RestoreVolume, SecretKeyRef,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn plan() -> BackupPlan {
+        let mut plan = BackupPlan::new(
+            "nightly",
+            BackupPlanSpec {
+                schedule: "@daily".into(),
+                time_zone: "UTC".into(),
+                suspend: false,
+                manual_trigger: None,
+                repository: Repository {
+                    url: "http://127.0.0.1:8000/shop".into(),
+                    password_secret_ref: SecretKeyRef {
+                        name: "repo".into(),
+                        key: "password".into(),
+                    },
+                    credentials_secret_ref: None,
+                    ca_secret_ref: None,
+                },
+                volumes: vec![BackupVolume::claim("data")],
+                copy_method: CopyMethod::Direct,
+                volume_snapshot_class_name: None,
+                databases: vec![],
+                retention: None,
+                limits: None,
+                deadline: "12h".into(),
+                pod: None,
+            },
+        );
+        plan.metadata.namespace = Some("shop".into());
+        plan.metadata.uid = Some("uid-plan".into());
+        plan
+    }
+
+    fn restore(create: bool) -> Restore {
+        let mut restore = Restore::new(
+            "back",
+            RestoreSpec {
+                backup_plan_name: "nightly".into(),
+                snapshot: "latest".into(),
+                taken_before: None,
+                volumes: vec![RestoreVolume {
+                    source_claim_name: "data".into(),
+                    target_claim_name: "data-restored".into(),
+                    create_claim: create.then(|| NewClaim {
+                        storage: Quantity("1Gi".into()),
+                        storage_class_name: None,
+                        access_modes: vec![],
+                    }),
+                    includes: vec![],
+                }],
+                databases: vec![],
+                pod: None,
+            },
+        );
+        restore.metadata.namespace = Some("shop".into());
+        restore.metadata.uid = Some("uid-restore".into());
+        restore.metadata.generation = Some(1);
+        restore
+    }
+
+    fn now() -> Timestamp {
+        "2026-12-01T10:00:00Z".parse().unwrap()
+    }
+
+    fn observed() -> ObservedRestore {
+        ObservedRestore {
+            plan: Some(plan()),
+            secrets: [("repo".to_string(), ["password".to_string()].into())].into(),
+            ..ObservedRestore::default()
+        }
+    }
+
+    #[test]
+    fn a_restore_of_a_missing_plan_waits_pending_with_its_reason() {
+        let observed = ObservedRestore::default();
+        let decision = decide(&restore(true), &observed, now(), &Settings::with_image("s"));
+        assert_eq!(decision.status.phase, Some(RestorePhase::Pending));
+        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+        assert_eq!(ready.reason, "BackupPlanNotFound");
+        assert!(decision.create_job.is_none() && decision.create_claims.is_empty());
+        assert_eq!(decision.events[0].reason, "BackupPlanNotFound");
+    }
+
+    #[test]
+    fn a_ready_restore_creates_its_claim_and_job() {
+        let decision = decide(&restore(true), &observed(), now(), &Settings::with_image("s"));
+        assert_eq!(decision.status.phase, Some(RestorePhase::Running));
+        assert_eq!(decision.create_claims.len(), 1);
+        assert_eq!(decision.create_job.unwrap().metadata.name.as_deref(), Some("back-restore"));
+        assert_eq!(decision.status.job_name.as_deref(), Some("back-restore"));
+    }
+
+    #[test]
+    fn restoring_into_a_claim_that_is_missing_or_not_ours_to_create_is_refused() {
+        let decision = decide(&restore(false), &observed(), now(), &Settings::with_image("s"));
+        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+        assert_eq!(ready.reason, "TargetVolumeNotFound");
+
+        let mut observed = observed();
+        observed.claims.insert(
+            "data-restored".into(),
+            PersistentVolumeClaim {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("data-restored".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        let decision = decide(&restore(true), &observed, now(), &Settings::with_image("s"));
+        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+        assert_eq!(ready.reason, "TargetVolumeExists");
+    }
+
+    #[test]
+    fn a_finished_restore_is_left_alone() {
+        let mut restore = restore(true);
+        restore.status = Some(RestoreStatus {
+            phase: Some(RestorePhase::Succeeded),
+            ..RestoreStatus::default()
+        });
+        let decision = decide(&restore, &observed(), now(), &Settings::with_image("s"));
+        assert!(decision.create_job.is_none());
+        assert_eq!(decision.requeue_after, None);
+    }
+}

@@ -1,0 +1,161 @@
+//! Prometheus metrics, served at `/metrics`.
+//!
+//! The one to alert on is `neverwiped_backup_last_success_timestamp_seconds`: it is set from each
+//! plan's status on every reconcile, so it survives operator restarts, e.g.
+//! `time() - neverwiped_backup_last_success_timestamp_seconds > 26 * 3600`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// Labels of a plan's metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlanLabels {
+    pub namespace: String,
+    pub plan: String,
+}
+
+/// Labels of a finished run.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RunLabels {
+    pub namespace: String,
+    pub plan: String,
+    /// `Succeeded`, `SucceededWithWarnings` or `Failed`.
+    pub result: String,
+    /// The run's reason, e.g. `WrongPassword`.
+    pub reason: String,
+}
+
+/// Labels of reconciliations.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// `BackupPlan` or `Restore`.
+    pub kind: String,
+}
+
+/// Labels of reconcile errors.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub kind: String,
+    /// The error's label, from [`crate::controller::Error::metric_label`].
+    pub error: String,
+}
+
+type HistogramConstructor = fn() -> Histogram;
+
+/// Every metric the operator exports.
+pub struct Metrics {
+    registry: Registry,
+    pub backup_runs: Family<RunLabels, Counter>,
+    pub backup_duration_seconds: Family<PlanLabels, Histogram, HistogramConstructor>,
+    pub backup_last_success_timestamp_seconds: Family<PlanLabels, Gauge>,
+    pub backup_bytes_sent: Family<PlanLabels, Counter>,
+    pub backup_missed_runs: Family<PlanLabels, Counter>,
+    pub reconciliations: Family<ReconcileLabels, Counter>,
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+}
+
+fn duration_histogram() -> Histogram {
+    // 1 s to about 9 hours.
+    Histogram::new(exponential_buckets(1.0, 2.0, 16))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("neverwiped");
+        let metrics = Metrics {
+            backup_runs: Family::default(),
+            backup_duration_seconds: Family::new_with_constructor(duration_histogram as HistogramConstructor),
+            backup_last_success_timestamp_seconds: Family::default(),
+            backup_bytes_sent: Family::default(),
+            backup_missed_runs: Family::default(),
+            reconciliations: Family::default(),
+            reconcile_errors: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "backup_runs",
+            "Finished backup runs by plan, result and reason",
+            metrics.backup_runs.clone(),
+        );
+        registry.register(
+            "backup_duration_seconds",
+            "Duration of finished backup runs",
+            metrics.backup_duration_seconds.clone(),
+        );
+        registry.register(
+            "backup_last_success_timestamp_seconds",
+            "Unix time when the plan's last successful backup completed",
+            metrics.backup_last_success_timestamp_seconds.clone(),
+        );
+        registry.register(
+            "backup_bytes_sent",
+            "Bytes sent to the repository by finished backup runs",
+            metrics.backup_bytes_sent.clone(),
+        );
+        registry.register(
+            "backup_missed_runs",
+            "Scheduled backups that did not start on time",
+            metrics.backup_missed_runs.clone(),
+        );
+        registry.register(
+            "reconciliations",
+            "Reconciliations by kind",
+            metrics.reconciliations.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciliations by kind and error",
+            metrics.reconcile_errors.clone(),
+        );
+        Metrics { registry, ..metrics }
+    }
+}
+
+impl Metrics {
+    /// The metrics in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_exported_with_their_labels() {
+        let metrics = Metrics::default();
+        let plan = PlanLabels {
+            namespace: "shop".into(),
+            plan: "nightly".into(),
+        };
+        metrics
+            .backup_last_success_timestamp_seconds
+            .get_or_create(&plan)
+            .set(1_764_466_200);
+        metrics.backup_duration_seconds.get_or_create(&plan).observe(42.0);
+        metrics
+            .backup_runs
+            .get_or_create(&RunLabels {
+                namespace: "shop".into(),
+                plan: "nightly".into(),
+                result: "Succeeded".into(),
+                reason: "Succeeded".into(),
+            })
+            .inc();
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"neverwiped_backup_last_success_timestamp_seconds{namespace="shop",plan="nightly"} 1764466200"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"neverwiped_backup_runs_total{namespace="shop",plan="nightly",result="Succeeded",reason="Succeeded"} 1"#));
+        assert!(text.contains("neverwiped_backup_duration_seconds_count"));
+    }
+}
