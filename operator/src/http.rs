@@ -27,18 +27,28 @@ pub fn respond(health: &Health, method: &Method, path: &str) -> Response<Full<By
         (&Method::GET, "/readyz") if health.ready.load(Ordering::Relaxed) => {
             (StatusCode::OK, "text/plain", "ok\n".to_owned())
         }
-        (&Method::GET, "/readyz") => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready\n".to_owned()),
+        (&Method::GET, "/readyz") => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready\n".to_owned(),
+        ),
         (&Method::GET, "/metrics") => (
             StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             health.metrics.encode(),
         ),
-        _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".to_owned()),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_owned(),
+        ),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     if let Ok(value) = content_type.parse() {
-        response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
     }
     response
 }
@@ -79,11 +89,26 @@ mod tests {
             ready: AtomicBool::new(false),
             metrics: Arc::new(Metrics::default()),
         };
-        assert_eq!(respond(&health, &Method::GET, "/healthz").status(), StatusCode::OK);
-        assert_eq!(respond(&health, &Method::GET, "/readyz").status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            respond(&health, &Method::GET, "/healthz").status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            respond(&health, &Method::GET, "/readyz").status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
         health.ready.store(true, Ordering::Relaxed);
-        assert_eq!(respond(&health, &Method::GET, "/readyz").status(), StatusCode::OK);
-        assert_eq!(respond(&health, &Method::GET, "/metrics").status(), StatusCode::OK);
-        assert_eq!(respond(&health, &Method::GET, "/nope").status(), StatusCode::NOT_FOUND);
+        assert_eq!(
+            respond(&health, &Method::GET, "/readyz").status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            respond(&health, &Method::GET, "/metrics").status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            respond(&health, &Method::GET, "/nope").status(),
+            StatusCode::NOT_FOUND
+        );
     }
 }

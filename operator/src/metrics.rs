@@ -68,7 +68,9 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("neverwiped");
         let metrics = Metrics {
             backup_runs: Family::default(),
-            backup_duration_seconds: Family::new_with_constructor(duration_histogram as HistogramConstructor),
+            backup_duration_seconds: Family::new_with_constructor(
+                duration_histogram as HistogramConstructor,
+            ),
             backup_last_success_timestamp_seconds: Family::default(),
             backup_bytes_sent: Family::default(),
             backup_missed_runs: Family::default(),
@@ -111,7 +113,10 @@ impl Default for Metrics {
             "Failed reconciliations by kind and error",
             metrics.reconcile_errors.clone(),
         );
-        Metrics { registry, ..metrics }
+        Metrics {
+            registry,
+            ..metrics
+        }
     }
 }
 
@@ -140,7 +145,10 @@ mod tests {
             .backup_last_success_timestamp_seconds
             .get_or_create(&plan)
             .set(1_764_466_200);
-        metrics.backup_duration_seconds.get_or_create(&plan).observe(42.0);
+        metrics
+            .backup_duration_seconds
+            .get_or_create(&plan)
+            .observe(42.0);
         metrics
             .backup_runs
             .get_or_create(&RunLabels {

@@ -137,7 +137,10 @@ pub fn repository_secrets_used(repository: &Repository) -> Vec<SecretUse> {
         field: "spec.repository.passwordSecretRef".into(),
     }];
     if let Some(credentials) = &repository.credentials_secret_ref {
-        uses.extend(credentials_used(credentials, "spec.repository.credentialsSecretRef"));
+        uses.extend(credentials_used(
+            credentials,
+            "spec.repository.credentialsSecretRef",
+        ));
     }
     if let Some(ca) = &repository.ca_secret_ref {
         uses.push(SecretUse {

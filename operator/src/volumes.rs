@@ -18,18 +18,28 @@ use crate::plan::Problem;
 
 /// The PersistentVolumeClaim a Restore creates to restore into. It has no owner: deleting the
 /// Restore must not delete the data it brought back.
-pub fn restore_target_claim(restore: &Restore, name: &str, new: &NewClaim) -> PersistentVolumeClaim {
+pub fn restore_target_claim(
+    restore: &Restore,
+    name: &str,
+    new: &NewClaim,
+) -> PersistentVolumeClaim {
     let access_modes = if new.access_modes.is_empty() {
         vec!["ReadWriteOnce".to_owned()]
     } else {
-        new.access_modes.iter().map(|m| m.as_str().to_owned()).collect()
+        new.access_modes
+            .iter()
+            .map(|m| m.as_str().to_owned())
+            .collect()
     };
     PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: restore.namespace(),
             labels: Some(BTreeMap::from([
-                ("app.kubernetes.io/managed-by".to_owned(), "neverwiped-operator".to_owned()),
+                (
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    "neverwiped-operator".to_owned(),
+                ),
                 (LABEL_RESTORE.to_owned(), restore.name_any()),
             ])),
             ..ObjectMeta::default()
@@ -38,7 +48,10 @@ pub fn restore_target_claim(restore: &Restore, name: &str, new: &NewClaim) -> Pe
             access_modes: Some(access_modes),
             storage_class_name: new.storage_class_name.clone(),
             resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([("storage".to_owned(), new.storage.clone())])),
+                requests: Some(BTreeMap::from([(
+                    "storage".to_owned(),
+                    new.storage.clone(),
+                )])),
                 limits: None,
             }),
             ..PersistentVolumeClaimSpec::default()
@@ -178,10 +191,7 @@ mod tests {
             pod("app-0", "node-3", "data", "Running"),
             pod("old", "node-9", "data", "Succeeded"),
         ];
-        assert_eq!(
-            direct_placement(&[&data], &pods),
-            Ok(Some("node-3".into()))
-        );
+        assert_eq!(direct_placement(&[&data], &pods), Ok(Some("node-3".into())));
         assert_eq!(direct_placement(&[&data], &[]), Ok(None));
     }
 
@@ -210,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_restore_creates_an_unowned_claim_of_the_asked_size() {
-        use crate::api::{RestoreSpec, AccessMode};
+        use crate::api::{AccessMode, RestoreSpec};
         use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
         let mut restore = Restore::new(
             "back",
@@ -235,7 +245,10 @@ mod tests {
         let spec = claim.spec.unwrap();
         assert_eq!(spec.access_modes.unwrap(), ["ReadWriteOncePod"]);
         assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
-        assert_eq!(spec.resources.unwrap().requests.unwrap()["storage"], Quantity("20Gi".into()));
+        assert_eq!(
+            spec.resources.unwrap().requests.unwrap()["storage"],
+            Quantity("20Gi".into())
+        );
     }
 
     #[test]

@@ -174,8 +174,14 @@ impl Repository {
 
     /// The snapshot named by `spec`: `latest`, or a unique prefix of its id.
     pub async fn find_snapshot(&self, spec: &str) -> Result<(SnapshotId, Snapshot)> {
+        self.find_snapshot_where(spec, &SnapshotFilter::default()).await
+    }
+
+    /// Like [`Repository::find_snapshot`]; `latest` means the newest that passes `filter`.
+    pub async fn find_snapshot_where(&self, spec: &str, filter: &SnapshotFilter) -> Result<(SnapshotId, Snapshot)> {
         if spec == "latest" {
-            return self.snapshots().await?.pop().ok_or_else(|| Error::SnapshotNotFound(spec.into()));
+            let newest = self.snapshots().await?.into_iter().rev().find(|(_, s)| filter.matches(s));
+            return newest.ok_or_else(|| Error::SnapshotNotFound(filter.describe(spec)));
         }
         let ids = self.list_ids(ObjectKind::Snapshots).await?;
         let matches: Vec<ObjectId> = ids.into_iter().filter(|id| id.to_hex().starts_with(spec)).collect();
@@ -206,6 +212,36 @@ impl Repository {
             }
         }
         Ok(IndexedRepository { repo: self, index: Arc::new(RwLock::new(index)) })
+    }
+}
+
+/// Which snapshots `latest` may pick.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotFilter {
+    /// Only snapshots of this host (the operator's `NAMESPACE/PLAN`).
+    pub host: Option<String>,
+    /// Only snapshots taken before this time.
+    pub before: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl SnapshotFilter {
+    fn matches(&self, snapshot: &Snapshot) -> bool {
+        let host_ok = self.host.as_ref().is_none_or(|host| *host == snapshot.hostname);
+        let time_ok = self.before.is_none_or(|before| {
+            chrono::DateTime::parse_from_rfc3339(&snapshot.time).is_ok_and(|time| time < before)
+        });
+        host_ok && time_ok
+    }
+
+    fn describe(&self, spec: &str) -> String {
+        let mut text = spec.to_owned();
+        if let Some(host) = &self.host {
+            text.push_str(&format!(" of host {host}"));
+        }
+        if let Some(before) = &self.before {
+            text.push_str(&format!(" taken before {}", before.to_rfc3339()));
+        }
+        text
     }
 }
 

@@ -58,7 +58,11 @@ impl Run {
     /// Panics with the whole output unless the run exited with `code`.
     #[track_caller]
     fn expect_code(self, code: i32) -> Run {
-        assert_eq!(self.code, code, "exit code; stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, code,
+            "exit code; stdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 
@@ -69,14 +73,22 @@ impl Run {
 
     /// The lines the sidecar printed as `error: ...` (there should be exactly one on failure).
     fn error_lines(&self) -> Vec<&str> {
-        self.stderr.lines().filter(|line| line.starts_with("error: ")).collect()
+        self.stderr
+            .lines()
+            .filter(|line| line.starts_with("error: "))
+            .collect()
     }
 
     /// The single error line of a failed run.
     #[track_caller]
     fn error_line(&self) -> String {
         let lines = self.error_lines();
-        assert_eq!(lines.len(), 1, "expected one `error:` line; stderr:\n{}", self.stderr);
+        assert_eq!(
+            lines.len(),
+            1,
+            "expected one `error:` line; stderr:\n{}",
+            self.stderr
+        );
         lines[0].to_owned()
     }
 }
@@ -96,7 +108,12 @@ impl Sidecar {
         let secrets = tempfile::tempdir().unwrap();
         let password_file = secrets.path().join("password");
         fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-        Sidecar { repo: repo.into(), password_file, env: Vec::new(), _secrets: secrets }
+        Sidecar {
+            repo: repo.into(),
+            password_file,
+            env: Vec::new(),
+            _secrets: secrets,
+        }
     }
 
     fn local(repo: &Path) -> Sidecar {
@@ -107,7 +124,10 @@ impl Sidecar {
     /// `NEVERWIPED_*` environment.
     fn command(&self) -> Command {
         let mut command = bare_command();
-        command.arg("--repo").arg(&self.repo).env("NEVERWIPED_PASSWORD_FILE", &self.password_file);
+        command
+            .arg("--repo")
+            .arg(&self.repo)
+            .env("NEVERWIPED_PASSWORD_FILE", &self.password_file);
         for (name, value) in &self.env {
             command.env(name, value);
         }
@@ -123,14 +143,20 @@ impl Sidecar {
     /// The snapshots as `snapshots --json` lists them.
     fn snapshots(&self) -> Vec<serde_json::Value> {
         let run = self.run(&["snapshots", "--json"]).expect_ok();
-        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("snapshots --json is not JSON ({e}):\n{}", run.stdout))
+        serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("snapshots --json is not JSON ({e}):\n{}", run.stdout))
     }
 
     /// Restores `snapshot` into `target` and checks that it holds `source` at its absolute path.
     fn restore_and_compare(&self, snapshot: &str, source: &Path) {
         let target = tempfile::tempdir().unwrap();
-        self.run(&[OsStr::new("restore"), OsStr::new(snapshot), OsStr::new("--target"), target.path().as_os_str()])
-            .expect_ok();
+        self.run(&[
+            OsStr::new("restore"),
+            OsStr::new(snapshot),
+            OsStr::new("--target"),
+            target.path().as_os_str(),
+        ])
+        .expect_ok();
         assert_same_tree(source, &restored(target.path(), source), is_root());
     }
 }
@@ -160,8 +186,10 @@ fn text(path: &Path) -> &str {
 }
 
 fn read_result(path: &Path) -> RunResult {
-    let json = fs::read_to_string(path).unwrap_or_else(|e| panic!("no result file at {}: {e}", path.display()));
-    RunResult::from_json(&json).unwrap_or_else(|e| panic!("the result file is not a RunResult ({e}):\n{json}"))
+    let json = fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("no result file at {}: {e}", path.display()));
+    RunResult::from_json(&json)
+        .unwrap_or_else(|e| panic!("the result file is not a RunResult ({e}):\n{json}"))
 }
 
 /// A work folder with a repository initialised through the CLI.
@@ -170,7 +198,11 @@ fn initialised() -> (TempDir, PathBuf, Sidecar) {
     let repo = work.path().join("repo");
     let sidecar = Sidecar::local(&repo);
     let init = sidecar.run(&["init"]).expect_ok();
-    assert!(init.stdout.contains("created neverwiped repository"), "{}", init.stdout);
+    assert!(
+        init.stdout.contains("created neverwiped repository"),
+        "{}",
+        init.stdout
+    );
     (work, repo, sidecar)
 }
 
@@ -186,7 +218,11 @@ fn small_tree(work: &Path, name: &str) -> PathBuf {
 
 /// Total size of the files below a folder.
 fn folder_bytes(dir: &Path) -> u64 {
-    fixtures::walk(dir).iter().filter(|p| p.is_file()).map(|p| fs::metadata(p).unwrap().len()).sum()
+    fixtures::walk(dir)
+        .iter()
+        .filter(|p| p.is_file())
+        .map(|p| fs::metadata(p).unwrap().len())
+        .sum()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,8 +235,14 @@ fn init_backup_snapshots_ls_and_restore_give_back_every_kind_of_entry() {
     let source = work.path().join("source");
     build_fidelity_tree(&source);
 
-    let backup = sidecar.run(&[OsStr::new("backup"), source.as_os_str()]).expect_ok();
-    assert!(backup.stdout.contains("snapshot ") && backup.stdout.contains(" saved: "), "{}", backup.stdout);
+    let backup = sidecar
+        .run(&[OsStr::new("backup"), source.as_os_str()])
+        .expect_ok();
+    assert!(
+        backup.stdout.contains("snapshot ") && backup.stdout.contains(" saved: "),
+        "{}",
+        backup.stdout
+    );
 
     // The table: a header, one row with the short id and the path, a count.
     let snapshots = sidecar.snapshots();
@@ -208,25 +250,68 @@ fn init_backup_snapshots_ls_and_restore_give_back_every_kind_of_entry() {
     let id = snapshots[0]["id"].as_str().expect("an id").to_owned();
     assert_eq!(id.len(), 64, "{id}");
     assert_eq!(snapshots[0]["paths"], serde_json::json!([text(&source)]));
-    assert!(snapshots[0]["summary"]["files"].as_u64().unwrap() >= 14, "{}", snapshots[0]);
+    assert!(
+        snapshots[0]["summary"]["files"].as_u64().unwrap() >= 14,
+        "{}",
+        snapshots[0]
+    );
     let table = sidecar.run(&["snapshots"]).expect_ok().stdout;
     let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].starts_with("id") && lines[0].contains("paths"), "{table}");
-    assert!(lines.iter().any(|l| l.starts_with(&id[..8]) && l.ends_with(text(&source))), "{table}");
+    assert!(
+        lines[0].starts_with("id") && lines[0].contains("paths"),
+        "{table}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&id[..8]) && l.ends_with(text(&source))),
+        "{table}"
+    );
     assert_eq!(lines.last(), Some(&"1 snapshot(s)"), "{table}");
 
     // `ls` by id prefix and by `latest`, and below a path.
     let listing = sidecar.run(&["ls", &id[..10]]).expect_ok().stdout;
-    for entry in ["small.txt", "dir/large.bin", "dir/nested/deeper/leaf.txt", "link-relative", "fifo", "empty-dir"] {
+    for entry in [
+        "small.txt",
+        "dir/large.bin",
+        "dir/nested/deeper/leaf.txt",
+        "link-relative",
+        "fifo",
+        "empty-dir",
+    ] {
         let wanted = format!("  {}/{entry}", text(&source));
-        assert!(listing.lines().any(|l| l.ends_with(&wanted)), "ls lacks {wanted}:\n{listing}");
+        assert!(
+            listing.lines().any(|l| l.ends_with(&wanted)),
+            "ls lacks {wanted}:\n{listing}"
+        );
     }
-    assert!(listing.lines().any(|l| l.starts_with('d') && l.ends_with(&format!("  {}/dir", text(&source)))), "{listing}");
-    assert!(listing.lines().any(|l| l.starts_with('l') && l.ends_with("/link-relative")), "{listing}");
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with('d') && l.ends_with(&format!("  {}/dir", text(&source)))),
+        "{listing}"
+    );
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with('l') && l.ends_with("/link-relative")),
+        "{listing}"
+    );
     assert_eq!(sidecar.run(&["ls", "latest"]).expect_ok().stdout, listing);
-    let below = sidecar.run(&["ls", "latest", &format!("{}/dir/nested", text(&source))]).expect_ok().stdout;
-    assert!(below.lines().any(|l| l.ends_with("/dir/nested/deeper/leaf.txt")), "{below}");
-    assert!(!below.contains("small.txt"), "ls of a path lists only what is below it:\n{below}");
+    let below = sidecar
+        .run(&["ls", "latest", &format!("{}/dir/nested", text(&source))])
+        .expect_ok()
+        .stdout;
+    assert!(
+        below
+            .lines()
+            .any(|l| l.ends_with("/dir/nested/deeper/leaf.txt")),
+        "{below}"
+    );
+    assert!(
+        !below.contains("small.txt"),
+        "ls of a path lists only what is below it:\n{below}"
+    );
 
     // A full restore into an empty folder.
     sidecar.restore_and_compare("latest", &source);
@@ -235,20 +320,39 @@ fn init_backup_snapshots_ls_and_restore_give_back_every_kind_of_entry() {
     let target = tempfile::tempdir().unwrap();
     let nested = source.join("dir/nested");
     sidecar
-        .run(&["restore", &id[..8], "--target", text(target.path()), "--include", text(&nested)])
+        .run(&[
+            "restore",
+            &id[..8],
+            "--target",
+            text(target.path()),
+            "--include",
+            text(&nested),
+        ])
         .expect_ok();
     assert_same_tree(&nested, &restored(target.path(), &nested), is_root());
     let restored_source = restored(target.path(), &source);
-    assert!(!restored_source.join("small.txt").exists(), "an include restores only what it names");
-    assert!(!restored_source.join("dir/large.bin").exists(), "an include restores only what it names");
+    assert!(
+        !restored_source.join("small.txt").exists(),
+        "an include restores only what it names"
+    );
+    assert!(
+        !restored_source.join("dir/large.bin").exists(),
+        "an include restores only what it names"
+    );
 }
 
 #[test]
 fn backup_json_prints_the_snapshot_id_and_summary() {
     let (work, _repo, sidecar) = initialised();
     let source = small_tree(work.path(), "source");
-    let run = sidecar.run(&["backup", "--json", text(&source)]).expect_ok();
-    let line = run.stdout.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no JSON:\n{}", run.stdout));
+    let run = sidecar
+        .run(&["backup", "--json", text(&source)])
+        .expect_ok();
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON:\n{}", run.stdout));
     let value: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(value["snapshotId"], sidecar.snapshots()[0]["id"]);
     assert_eq!(value["summary"]["files"], 3);
@@ -263,7 +367,9 @@ fn result_file_describes_a_successful_backup_and_restore() {
     let (work, _repo, sidecar) = initialised();
     let source = small_tree(work.path(), "source");
     let result_file = work.path().join("result.json");
-    sidecar.run(&["backup", text(&source), "--result-file", text(&result_file)]).expect_ok();
+    sidecar
+        .run(&["backup", text(&source), "--result-file", text(&result_file)])
+        .expect_ok();
     let result = read_result(&result_file);
     assert_eq!(result.status, ExitStatus::Success);
     assert_eq!(result.operation, Operation::Backup);
@@ -271,18 +377,34 @@ fn result_file_describes_a_successful_backup_and_restore() {
     assert_eq!(serde_json::json!(snapshot_id), sidecar.snapshots()[0]["id"]);
     assert_eq!(result.files, 3);
     assert_eq!(result.bytes_read, folder_bytes(&source));
-    assert!(result.bytes_added > 0 && result.bytes_transferred >= result.bytes_added, "{result:?}");
-    assert!(result.error.is_none() && result.warnings.is_empty() && result.warnings_total == 0, "{result:?}");
+    assert!(
+        result.bytes_added > 0 && result.bytes_transferred >= result.bytes_added,
+        "{result:?}"
+    );
+    assert!(
+        result.error.is_none() && result.warnings.is_empty() && result.warnings_total == 0,
+        "{result:?}"
+    );
 
     let target = tempfile::tempdir().unwrap();
     let restore_result = work.path().join("restore-result.json");
     sidecar
-        .run(&["restore", "latest", "--target", text(target.path()), "--result-file", text(&restore_result)])
+        .run(&[
+            "restore",
+            "latest",
+            "--target",
+            text(target.path()),
+            "--result-file",
+            text(&restore_result),
+        ])
         .expect_ok();
     let result = read_result(&restore_result);
     assert_eq!(result.status, ExitStatus::Success);
     assert_eq!(result.snapshot_id.as_deref(), Some(snapshot_id.as_str()));
-    assert_eq!((result.files, result.bytes_read), (3, folder_bytes(&source)));
+    assert_eq!(
+        (result.files, result.bytes_read),
+        (3, folder_bytes(&source))
+    );
 }
 
 #[test]
@@ -292,7 +414,9 @@ fn result_file_of_a_failed_run_holds_the_error_and_the_failing_status() {
     let wrong = Sidecar::local(&repo);
     fs::write(&wrong.password_file, "not the password").unwrap();
     let result_file = work.path().join("result.json");
-    wrong.run(&["backup", text(&source), "--result-file", text(&result_file)]).expect_code(12);
+    wrong
+        .run(&["backup", text(&source), "--result-file", text(&result_file)])
+        .expect_code(12);
     let result = read_result(&result_file);
     assert_eq!(result.status, ExitStatus::WrongPassword);
     assert_eq!(result.operation, Operation::Backup);
@@ -313,7 +437,31 @@ fn exit_code_0_for_each_command_that_succeeds() {
     sidecar.run(&["snapshots"]).expect_code(0);
     sidecar.run(&["ls", "latest"]).expect_code(0);
     let target = tempfile::tempdir().unwrap();
-    sidecar.run(&["restore", "latest", "--target", text(target.path())]).expect_code(0);
+    sidecar
+        .run(&["restore", "latest", "--target", text(target.path())])
+        .expect_code(0);
+}
+
+#[test]
+fn init_refuses_a_folder_that_already_holds_a_repository() {
+    let (_work, repo, sidecar) = initialised();
+    let config = fs::read(repo.join("config")).unwrap();
+    let run = sidecar.run(&["init"]).expect_code(1);
+    assert!(
+        run.error_line().contains("already exists"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        fs::read(repo.join("config")).unwrap(),
+        config,
+        "the repository is untouched"
+    );
+    assert_eq!(
+        fs::read_dir(repo.join("keys")).unwrap().count(),
+        1,
+        "no key was added"
+    );
 }
 
 #[test]
@@ -324,14 +472,28 @@ fn exit_code_10_for_an_empty_folder_or_a_missing_repository() {
     let source = small_tree(work.path(), "source");
     for repo in [empty.clone(), work.path().join("does/not/exist")] {
         let sidecar = Sidecar::local(&repo);
-        for args in [vec!["snapshots"], vec!["backup", text(&source)], vec!["ls", "latest"]] {
+        for args in [
+            vec!["snapshots"],
+            vec!["backup", text(&source)],
+            vec!["ls", "latest"],
+        ] {
             let run = sidecar.run(&args).expect_code(10);
             let error = run.error_line();
-            assert!(error.contains("does not exist") && error.contains(text(&repo)), "{args:?}: {error}");
+            assert!(
+                error.contains("does not exist") && error.contains(text(&repo)),
+                "{args:?}: {error}"
+            );
         }
     }
-    assert_eq!(fs::read_dir(&empty).unwrap().count(), 0, "nothing was written into the empty folder");
-    assert!(!work.path().join("does").exists(), "no folder was created for a missing repository");
+    assert_eq!(
+        fs::read_dir(&empty).unwrap().count(),
+        0,
+        "nothing was written into the empty folder"
+    );
+    assert!(
+        !work.path().join("does").exists(),
+        "no folder was created for a missing repository"
+    );
 }
 
 #[test]
@@ -339,7 +501,11 @@ fn exit_code_10_for_a_folder_holding_another_tools_repository() {
     let work = tempfile::tempdir().unwrap();
     let repo = work.path().join("restic-repo");
     fs::create_dir_all(repo.join("keys")).unwrap();
-    fs::write(repo.join("config"), br#"{"version":2,"id":"x","chunker_polynomial":"3da3358b4dc173"}"#).unwrap();
+    fs::write(
+        repo.join("config"),
+        br#"{"version":2,"id":"x","chunker_polynomial":"3da3358b4dc173"}"#,
+    )
+    .unwrap();
     let run = Sidecar::local(&repo).run(&["snapshots"]);
     let error = run.error_line();
     assert!(error.contains("not a neverwiped repository"), "{error}");
@@ -353,9 +519,17 @@ fn exit_code_12_and_a_clear_message_for_a_wrong_password() {
     let source = small_tree(work.path(), "source");
     let wrong = Sidecar::local(&repo);
     fs::write(&wrong.password_file, "wrong\n").unwrap();
-    for args in [vec!["snapshots"], vec!["backup", text(&source)], vec!["restore", "latest", "--target", text(work.path())]] {
+    for args in [
+        vec!["snapshots"],
+        vec!["backup", text(&source)],
+        vec!["restore", "latest", "--target", text(work.path())],
+    ] {
         let run = wrong.run(&args).expect_code(12);
-        assert!(run.error_line().contains("wrong password"), "{args:?}: {}", run.stderr);
+        assert!(
+            run.error_line().contains("wrong password"),
+            "{args:?}: {}",
+            run.stderr
+        );
     }
 }
 
@@ -367,7 +541,14 @@ fn exit_code_3_when_some_sources_cannot_be_read_and_the_snapshot_is_still_writte
     let result_file = work.path().join("result.json");
     // `/proc/self/mem` opens, but reading it at offset 0 fails, even for root.
     let run = sidecar
-        .run(&["backup", text(&source), text(&missing), "/proc/self/mem", "--result-file", text(&result_file)])
+        .run(&[
+            "backup",
+            text(&source),
+            text(&missing),
+            "/proc/self/mem",
+            "--result-file",
+            text(&result_file),
+        ])
         .expect_code(3);
     assert!(run.stderr.contains("could not be read"), "{}", run.stderr);
 
@@ -375,8 +556,16 @@ fn exit_code_3_when_some_sources_cannot_be_read_and_the_snapshot_is_still_writte
     assert_eq!(result.status, ExitStatus::Partial);
     assert!(result.error.is_none(), "{result:?}");
     assert_eq!(result.warnings_total, 2, "{:?}", result.warnings);
-    assert!(result.warnings.iter().any(|w| w.contains(text(&missing))), "{:?}", result.warnings);
-    assert!(result.warnings.iter().any(|w| w.contains("/proc/self/mem")), "{:?}", result.warnings);
+    assert!(
+        result.warnings.iter().any(|w| w.contains(text(&missing))),
+        "{:?}",
+        result.warnings
+    );
+    assert!(
+        result.warnings.iter().any(|w| w.contains("/proc/self/mem")),
+        "{:?}",
+        result.warnings
+    );
 
     // The snapshot was written, with what could be read.
     let snapshots = sidecar.snapshots();
@@ -390,14 +579,29 @@ fn exit_code_1_and_no_snapshot_when_nothing_at_all_could_be_read() {
     let (work, _repo, sidecar) = initialised();
     let result_file = work.path().join("result.json");
     let (a, b) = (work.path().join("missing-a"), work.path().join("missing-b"));
-    let run = sidecar.run(&["backup", text(&a), text(&b), "--result-file", text(&result_file)]).expect_code(1);
+    let run = sidecar
+        .run(&[
+            "backup",
+            text(&a),
+            text(&b),
+            "--result-file",
+            text(&result_file),
+        ])
+        .expect_code(1);
     let error = run.error_line();
-    assert!(error.contains("nothing was backed up") && error.contains(text(&a)), "{error}");
+    assert!(
+        error.contains("nothing was backed up") && error.contains(text(&a)),
+        "{error}"
+    );
     let result = read_result(&result_file);
     assert_eq!(result.status, ExitStatus::Failed);
     assert!(result.snapshot_id.is_none(), "{result:?}");
     assert!(result.error.unwrap().contains("nothing was backed up"));
-    assert_eq!(sidecar.snapshots(), Vec::<serde_json::Value>::new(), "no snapshot may be written");
+    assert_eq!(
+        sidecar.snapshots(),
+        Vec::<serde_json::Value>::new(),
+        "no snapshot may be written"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -405,15 +609,30 @@ async fn exit_code_11_while_another_process_holds_an_exclusive_lock_naming_the_h
     let (work, repo_dir, sidecar) = initialised();
     let source = small_tree(work.path(), "source");
     let backend: SharedBackend = Arc::new(LocalBackend::new(&repo_dir));
-    let repo = Repository::open(backend, PASSWORD.as_bytes()).await.unwrap();
-    let guard = neverwiped::locking::acquire(&repo, true, "prune").await.unwrap();
+    let repo = Repository::open(backend, PASSWORD.as_bytes())
+        .await
+        .unwrap();
+    let guard = neverwiped::locking::acquire(&repo, true, "prune")
+        .await
+        .unwrap();
 
     let result_file = work.path().join("result.json");
-    let run = sidecar.run(&["backup", text(&source), "--result-file", text(&result_file)]).expect_code(11);
+    let run = sidecar
+        .run(&["backup", text(&source), "--result-file", text(&result_file)])
+        .expect_code(11);
     let error = run.error_line();
-    assert!(error.contains("locked by an exclusive lock of prune"), "{error}");
-    assert!(error.contains(&format!("pid {}", std::process::id())), "the holder's pid: {error}");
-    assert!(error.contains(&neverwiped::host::hostname()), "the holder's host: {error}");
+    assert!(
+        error.contains("locked by an exclusive lock of prune"),
+        "{error}"
+    );
+    assert!(
+        error.contains(&format!("pid {}", std::process::id())),
+        "the holder's pid: {error}"
+    );
+    assert!(
+        error.contains(&neverwiped::host::hostname()),
+        "the holder's host: {error}"
+    );
     assert_eq!(read_result(&result_file).status, ExitStatus::LockFailed);
     assert!(sidecar.snapshots().is_empty());
 
@@ -431,13 +650,23 @@ fn backup_of_standard_input_lands_under_its_name_and_restores_byte_for_byte() {
     let mut dump = Vec::new();
     let mut noise = Noise::new(99);
     for row in 0..60_000 {
-        dump.extend_from_slice(format!("INSERT INTO items VALUES ({row}, '{:x}');\n", noise.next()).as_bytes());
+        dump.extend_from_slice(
+            format!("INSERT INTO items VALUES ({row}, '{:x}');\n", noise.next()).as_bytes(),
+        );
     }
     dump.extend(noise.bytes(3 * 1024 * 1024 + 7));
 
     let mut command = sidecar.command();
-    command.args(["backup", "--stdin", "--stdin-name", "databases/main/dump.sql"]);
-    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.args([
+        "backup",
+        "--stdin",
+        "--stdin-name",
+        "databases/main/dump.sql",
+    ]);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = command.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let input = dump.clone();
@@ -451,13 +680,26 @@ fn backup_of_standard_input_lands_under_its_name_and_restores_byte_for_byte() {
         .lines()
         .find(|l| l.ends_with("  /databases/main/dump.sql"))
         .unwrap_or_else(|| panic!("ls lacks /databases/main/dump.sql:\n{listing}"));
-    assert!(line.starts_with('-') && line.contains(&format!(" {}  ", dump.len())), "{line}");
-    assert_eq!(sidecar.snapshots()[0]["paths"], serde_json::json!(["/databases/main/dump.sql"]));
+    assert!(
+        line.starts_with('-') && line.contains(&format!(" {}  ", dump.len())),
+        "{line}"
+    );
+    assert_eq!(
+        sidecar.snapshots()[0]["paths"],
+        serde_json::json!(["/databases/main/dump.sql"])
+    );
 
     let target = tempfile::tempdir().unwrap();
-    sidecar.run(&["restore", "latest", "--target", text(target.path())]).expect_ok();
+    sidecar
+        .run(&["restore", "latest", "--target", text(target.path())])
+        .expect_ok();
     let restored = fs::read(target.path().join("databases/main/dump.sql")).unwrap();
-    assert!(restored == dump, "the restored dump differs ({} bytes, {} expected)", restored.len(), dump.len());
+    assert!(
+        restored == dump,
+        "the restored dump differs ({} bytes, {} expected)",
+        restored.len(),
+        dump.len()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -471,17 +713,30 @@ fn the_password_may_come_from_neverwiped_password() {
     let source = small_tree(work.path(), "source");
     let with_env = |args: &[&str]| {
         let mut command = bare_command();
-        command.arg("--repo").arg(&repo).args(args).env("NEVERWIPED_PASSWORD", PASSWORD);
+        command
+            .arg("--repo")
+            .arg(&repo)
+            .args(args)
+            .env("NEVERWIPED_PASSWORD", PASSWORD);
         run(command)
     };
     with_env(&["init"]).expect_ok();
     with_env(&["backup", text(&source)]).expect_ok();
+    // The repository may come from NEVERWIPED_REPOSITORY as well.
+    let mut command = bare_command();
+    command
+        .env("NEVERWIPED_REPOSITORY", &repo)
+        .env("NEVERWIPED_PASSWORD", PASSWORD)
+        .arg("snapshots");
+    assert!(run(command).expect_ok().stdout.contains("1 snapshot(s)"));
     // The same password from a file (ending in a newline) opens it too.
     let sidecar = Sidecar::local(&repo);
     sidecar.restore_and_compare("latest", &source);
     // NEVERWIPED_PASSWORD_FILE wins over NEVERWIPED_PASSWORD.
     let mut command = sidecar.command();
-    command.arg("snapshots").env("NEVERWIPED_PASSWORD", "something else");
+    command
+        .arg("snapshots")
+        .env("NEVERWIPED_PASSWORD", "something else");
     run(command).expect_ok();
 }
 
@@ -490,13 +745,22 @@ fn a_password_file_ending_in_a_newline_means_the_password_without_it() {
     let (work, repo, _sidecar) = initialised(); // the password file holds "PASSWORD\n"
     let source = small_tree(work.path(), "source");
     let mut command = bare_command();
-    command.arg("--repo").arg(&repo).args(["backup", text(&source)]).env("NEVERWIPED_PASSWORD", PASSWORD);
+    command
+        .arg("--repo")
+        .arg(&repo)
+        .args(["backup", text(&source)])
+        .env("NEVERWIPED_PASSWORD", PASSWORD);
     run(command).expect_ok();
     // `--password-file` works as the variable does, with a CRLF ending too.
     let crlf = work.path().join("crlf");
     fs::write(&crlf, format!("{PASSWORD}\r\n")).unwrap();
     let mut command = bare_command();
-    command.arg("--repo").arg(&repo).arg("--password-file").arg(&crlf).arg("snapshots");
+    command
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--password-file")
+        .arg(&crlf)
+        .arg("snapshots");
     run(command).expect_ok();
 }
 
@@ -508,18 +772,37 @@ fn an_empty_password_is_refused() {
         let sidecar = Sidecar::local(&repo);
         fs::write(&sidecar.password_file, content).unwrap();
         let run = sidecar.run(&["init"]).expect_code(1);
-        assert!(run.error_line().contains("password is empty"), "{content:?}: {}", run.stderr);
+        assert!(
+            run.error_line().contains("password is empty"),
+            "{content:?}: {}",
+            run.stderr
+        );
     }
     let mut command = bare_command();
-    command.arg("--repo").arg(&repo).arg("init").env("NEVERWIPED_PASSWORD", "");
+    command
+        .arg("--repo")
+        .arg(&repo)
+        .arg("init")
+        .env("NEVERWIPED_PASSWORD", "");
     let refused = run(command).expect_code(1);
-    assert!(refused.error_line().contains("password is empty"), "{}", refused.stderr);
-    assert!(!repo.join("config").exists(), "no repository may be created with an empty password");
+    assert!(
+        refused.error_line().contains("password is empty"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        !repo.join("config").exists(),
+        "no repository may be created with an empty password"
+    );
 
     let mut command = bare_command();
     command.arg("--repo").arg(&repo).arg("init");
     let refused = run(command).expect_code(1);
-    assert!(refused.error_line().contains("no repository password"), "{}", refused.stderr);
+    assert!(
+        refused.error_line().contains("no repository password"),
+        "{}",
+        refused.stderr
+    );
 }
 
 #[test]
@@ -529,7 +812,11 @@ fn credentials_in_the_gate_address_are_refused_naming_the_variables_to_use() {
         let run = sidecar.run(&args).expect_code(1);
         let error = run.error_line();
         assert!(error.contains("NEVERWIPED_GATE_USERNAME"), "{error}");
-        assert!(!run.stderr.contains("hunter2"), "the password is repeated: {}", run.stderr);
+        assert!(
+            !run.stderr.contains("hunter2"),
+            "the password is repeated: {}",
+            run.stderr
+        );
     }
 }
 
@@ -539,7 +826,13 @@ fn credentials_in_the_gate_address_are_refused_naming_the_variables_to_use() {
 
 #[test]
 fn backup_and_restore_through_the_gate_with_credentials_from_the_environment() {
-    let Some(server) = RestServer::start("cli_gate", RestServerOptions { auth: true, ..Default::default() }) else {
+    let Some(server) = RestServer::start(
+        "cli_gate",
+        RestServerOptions {
+            auth: true,
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -548,12 +841,21 @@ fn backup_and_restore_through_the_gate_with_credentials_from_the_environment() {
     let gate_password = work.path().join("gate-password");
     fs::write(&gate_password, format!("{}\n", server.password().unwrap())).unwrap();
     let mut sidecar = Sidecar::new(format!("rest:{}", server.url()));
-    sidecar.env.push(("NEVERWIPED_GATE_USERNAME".into(), server.username().unwrap().into()));
-    sidecar.env.push(("NEVERWIPED_GATE_PASSWORD_FILE".into(), text(&gate_password).into()));
+    sidecar.env.push((
+        "NEVERWIPED_GATE_USERNAME".into(),
+        server.username().unwrap().into(),
+    ));
+    sidecar.env.push((
+        "NEVERWIPED_GATE_PASSWORD_FILE".into(),
+        text(&gate_password).into(),
+    ));
 
     sidecar.run(&["init"]).expect_ok();
     sidecar.run(&["backup", text(&source)]).expect_ok();
-    assert!(server.data_dir().join("repo/config").is_file(), "the repository is on the server");
+    assert!(
+        server.data_dir().join("repo/config").is_file(),
+        "the repository is on the server"
+    );
     assert_eq!(sidecar.snapshots().len(), 1);
     sidecar.restore_and_compare("latest", &source);
 
@@ -568,28 +870,53 @@ fn backup_and_restore_through_the_gate_with_credentials_from_the_environment() {
 
 #[test]
 fn wrong_gate_credentials_give_a_clear_401_message_and_exit_1() {
-    let Some(server) = RestServer::start("cli_gate_401", RestServerOptions { auth: true, ..Default::default() }) else {
+    let Some(server) = RestServer::start(
+        "cli_gate_401",
+        RestServerOptions {
+            auth: true,
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
     let source = small_tree(work.path(), "source");
     let address = format!("rest:{}", server.url());
     let mut good = Sidecar::new(&address);
-    good.env.push(("NEVERWIPED_GATE_USERNAME".into(), server.username().unwrap().into()));
-    good.env.push(("NEVERWIPED_GATE_PASSWORD".into(), server.password().unwrap().into()));
+    good.env.push((
+        "NEVERWIPED_GATE_USERNAME".into(),
+        server.username().unwrap().into(),
+    ));
+    good.env.push((
+        "NEVERWIPED_GATE_PASSWORD".into(),
+        server.password().unwrap().into(),
+    ));
     good.run(&["init"]).expect_ok();
 
     let mut wrong = Sidecar::new(&address);
-    wrong.env.push(("NEVERWIPED_GATE_USERNAME".into(), server.username().unwrap().into()));
-    wrong.env.push(("NEVERWIPED_GATE_PASSWORD".into(), "not-the-gate-password".into()));
+    wrong.env.push((
+        "NEVERWIPED_GATE_USERNAME".into(),
+        server.username().unwrap().into(),
+    ));
+    wrong.env.push((
+        "NEVERWIPED_GATE_PASSWORD".into(),
+        "not-the-gate-password".into(),
+    ));
     let anonymous = Sidecar::new(&address);
     for sidecar in [&wrong, &anonymous] {
         for args in [vec!["snapshots"], vec!["backup", text(&source)]] {
             let run = sidecar.run(&args).expect_code(1);
             let error = run.error_line();
             assert!(error.contains("401"), "{args:?}: {error}");
-            assert!(error.contains("NEVERWIPED_GATE_USERNAME"), "{args:?}: {error}");
-            assert!(!run.stderr.contains("not-the-gate-password"), "the password is repeated: {}", run.stderr);
+            assert!(
+                error.contains("NEVERWIPED_GATE_USERNAME"),
+                "{args:?}: {error}"
+            );
+            assert!(
+                !run.stderr.contains("not-the-gate-password"),
+                "the password is repeated: {}",
+                run.stderr
+            );
         }
     }
     assert!(good.snapshots().is_empty());
@@ -611,7 +938,11 @@ fn spawn_backup(sidecar: &Sidecar, source: &Path, logs: &Path, extra: &[&str]) -
 
 fn child_output(logs: &Path) -> String {
     let read = |name: &str| fs::read_to_string(logs.join(name)).unwrap_or_default();
-    format!("stdout:\n{}\nstderr:\n{}", read("killed.stdout"), read("killed.stderr"))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        read("killed.stdout"),
+        read("killed.stderr")
+    )
 }
 
 /// The objects in a folder of the repository (temporary files of writes in progress left out).
@@ -628,39 +959,86 @@ fn objects_in(dir: &Path) -> Vec<PathBuf> {
 /// Bytes of the packs that the repository's index lists (what a restore can use).
 async fn indexed_pack_bytes(repo_dir: &Path) -> u64 {
     let backend: SharedBackend = Arc::new(LocalBackend::new(repo_dir));
-    let repo = Repository::open(backend, PASSWORD.as_bytes()).await.unwrap().load_index().await.unwrap();
+    let repo = Repository::open(backend, PASSWORD.as_bytes())
+        .await
+        .unwrap()
+        .load_index()
+        .await
+        .unwrap();
     let packs: Vec<String> = repo.index().packs().iter().map(|p| p.to_hex()).collect();
-    packs.iter().map(|name| fs::metadata(repo_dir.join("data").join(&name[..2]).join(name)).unwrap().len()).sum()
+    packs
+        .iter()
+        .map(|name| {
+            fs::metadata(repo_dir.join("data").join(&name[..2]).join(name))
+                .unwrap()
+                .len()
+        })
+        .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_backup_killed_halfway_runs_again_reusing_what_was_uploaded() {
-    let (work, repo_dir, sidecar) = initialised();
-    let source = work.path().join("data");
-    build_mixed_data(&source, 300, 3);
+/// Adds `megabytes` MiB that do not compress below `source`, in 24 MiB files.
+fn add_incompressible(source: &Path, megabytes: usize, seed: u64) {
+    fs::create_dir_all(source.join("video")).unwrap();
+    let mut noise = Noise::new(seed);
+    for part in 0..megabytes / 24 {
+        fs::write(
+            source.join(format!("video/part-{part}.bin")),
+            noise.bytes(24 * 1024 * 1024),
+        )
+        .unwrap();
+    }
+}
 
-    let mut child = spawn_backup(&sidecar, &source, work.path(), &["--limit-upload", "40M"]);
+/// Starts a backup of `source` at 40 MiB/s, SIGKILLs it once the first index object (8 packs)
+/// is stored, runs it again and checks that the second run reused what the first indexed and that
+/// the snapshot restores. `storage` is the repository's folder (or the server's copy of it).
+async fn killed_halfway_then_run_again(
+    sidecar: &Sidecar,
+    storage: &Path,
+    source: &Path,
+    logs: &Path,
+) {
+    let mut child = spawn_backup(sidecar, source, logs, &["--limit-upload", "40M"]);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while objects_in(&repo_dir.join("index")).is_empty() {
+    while objects_in(&storage.join("index")).is_empty() {
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("the backup ended ({status}) before it wrote an index object:\n{}", child_output(work.path()));
+            panic!(
+                "the backup ended ({status}) before it wrote an index object:\n{}",
+                child_output(logs)
+            );
         }
-        assert!(Instant::now() < deadline, "no index object within 60 s:\n{}", child_output(work.path()));
+        assert!(
+            Instant::now() < deadline,
+            "no index object within 60 s:\n{}",
+            child_output(logs)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(child.try_wait().unwrap().is_none(), "the backup must still run when it is killed");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the backup must still run when it is killed"
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    assert!(sidecar.snapshots().is_empty(), "a killed backup leaves no snapshot");
-    let indexed_by_killed_run = indexed_pack_bytes(&repo_dir).await;
+    assert!(
+        sidecar.snapshots().is_empty(),
+        "a killed backup leaves no snapshot"
+    );
+    let indexed_by_killed_run = indexed_pack_bytes(storage).await;
     assert!(indexed_by_killed_run > 0);
 
-    let result_file = work.path().join("result.json");
-    sidecar.run(&["backup", text(&source), "--result-file", text(&result_file)]).expect_ok();
+    let result_file = logs.join("result.json");
+    sidecar
+        .run(&["backup", text(source), "--result-file", text(&result_file)])
+        .expect_ok();
     let second = read_result(&result_file);
     assert_eq!(second.status, ExitStatus::Success);
-    assert_eq!(second.bytes_read, folder_bytes(&source), "no parent snapshot: every file is read");
-    let final_indexed = indexed_pack_bytes(&repo_dir).await;
+    assert_eq!(
+        second.bytes_read,
+        folder_bytes(source),
+        "no parent snapshot: every file is read"
+    );
+    let final_indexed = indexed_pack_bytes(storage).await;
     println!(
         "killed run indexed {indexed_by_killed_run} B; second run added {} B; repository data {final_indexed} B",
         second.bytes_added
@@ -675,18 +1053,70 @@ async fn a_backup_killed_halfway_runs_again_reusing_what_was_uploaded() {
         "the repository's data is what the two runs indexed"
     );
     let id = second.snapshot_id.expect("a snapshot id");
-    sidecar.restore_and_compare(&id, &source);
+    sidecar.restore_and_compare(&id, source);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_killed_halfway_runs_again_reusing_what_was_uploaded() {
+    let (work, repo_dir, sidecar) = initialised();
+    let source = work.path().join("data");
+    build_mixed_data(&source, 300, 3);
+    // The mixed data compresses to about 150 MB: more that does not compress, so that about half
+    // of the packs are still to come when the first index object (of 8 packs) appears.
+    add_incompressible(&source, 96, 33);
+    killed_halfway_then_run_again(&sidecar, &repo_dir, &source, work.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_to_the_gate_killed_halfway_runs_again_reusing_what_was_uploaded() {
+    let Some(server) = RestServer::start(
+        "cli_gate_killed",
+        RestServerOptions {
+            auth: true,
+            ..Default::default()
+        },
+    ) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("data");
+    build_mixed_data(&source, 60, 5);
+    add_incompressible(&source, 144, 55);
+    let mut sidecar = Sidecar::new(format!("rest:{}", server.url()));
+    sidecar.env.push((
+        "NEVERWIPED_GATE_USERNAME".into(),
+        server.username().unwrap().into(),
+    ));
+    sidecar.env.push((
+        "NEVERWIPED_GATE_PASSWORD".into(),
+        server.password().unwrap().into(),
+    ));
+    sidecar.run(&["init"]).expect_ok();
+    // rest-server keeps the repository in the same layout as a local one.
+    let storage = server.data_dir().join("repo");
+    killed_halfway_then_run_again(&sidecar, &storage, &source, work.path()).await;
 }
 
 #[test]
-fn a_backup_killed_at_once_runs_again() {
+fn a_backup_killed_at_once_and_again_later_runs_again() {
     let (work, _repo_dir, sidecar) = initialised();
     let source = work.path().join("data");
     build_mixed_data(&source, 40, 4);
-    let mut child = spawn_backup(&sidecar, &source, work.path(), &[]);
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    add_incompressible(&source, 24, 44);
+    // Very early (opening the repository, taking the lock), then while packs are sealed, sent
+    // and indexed.
+    for (delay_millis, limit) in [(300, "1G"), (900, "8M"), (2500, "8M")] {
+        let mut child = spawn_backup(&sidecar, &source, work.path(), &["--limit-upload", limit]);
+        std::thread::sleep(Duration::from_millis(delay_millis));
+        if child.try_wait().unwrap().is_some() {
+            panic!(
+                "the backup ended before it was killed:\n{}",
+                child_output(work.path())
+            );
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
     sidecar.run(&["backup", text(&source)]).expect_ok();
     assert_eq!(sidecar.snapshots().len(), 1);
     sidecar.restore_and_compare("latest", &source);
@@ -731,28 +1161,48 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let unmounted = Command::new("umount").arg(self.dir.path()).status().map(|s| s.success()).unwrap_or(false);
+        let unmounted = Command::new("umount")
+            .arg(self.dir.path())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
         if !unmounted {
-            let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(self.dir.path())
+                .status();
         }
     }
 }
 
 #[test]
 fn restore_onto_a_full_disk_fails_with_one_clear_line_and_the_repository_stays_fine() {
-    let Some(small_disk) = Tmpfs::mount("restore_onto_a_full_disk", "16m") else { return };
+    let Some(small_disk) = Tmpfs::mount("restore_onto_a_full_disk", "16m") else {
+        return;
+    };
     let (work, _repo, sidecar) = initialised();
     let source = work.path().join("big");
     fs::create_dir(&source).unwrap();
     let mut noise = Noise::new(8);
     for file in 0..5 {
-        fs::write(source.join(format!("part-{file}.bin")), noise.bytes(8 * 1024 * 1024)).unwrap();
+        fs::write(
+            source.join(format!("part-{file}.bin")),
+            noise.bytes(8 * 1024 * 1024),
+        )
+        .unwrap();
     }
     sidecar.run(&["backup", text(&source)]).expect_ok();
 
     let result_file = work.path().join("result.json");
     let run = sidecar
-        .run(&["restore", "latest", "--target", text(small_disk.path()), "--result-file", text(&result_file)])
+        .run(&[
+            "restore",
+            "latest",
+            "--target",
+            text(small_disk.path()),
+            "--result-file",
+            text(&result_file),
+        ])
         .expect_code(1);
     let error = run.error_line();
     assert!(error.to_lowercase().contains("no space left"), "{error}");
@@ -760,10 +1210,79 @@ fn restore_onto_a_full_disk_fails_with_one_clear_line_and_the_repository_stays_f
     assert_eq!(result.status, ExitStatus::Failed);
     let message = result.error.expect("an error");
     assert!(!message.contains('\n'), "one line: {message:?}");
-    assert!(message.to_lowercase().contains("no space left"), "{message}");
+    assert!(
+        message.to_lowercase().contains("no space left"),
+        "{message}"
+    );
 
     // Nothing in the repository was harmed.
     sidecar.restore_and_compare("latest", &source);
+}
+
+#[test]
+fn a_backup_onto_a_full_repository_disk_fails_with_one_clear_line_and_the_repository_stays_valid() {
+    let Some(small_disk) = Tmpfs::mount("a_backup_onto_a_full_repository_disk", "24m") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let repo = small_disk.path().join("repo");
+    let sidecar = Sidecar::local(&repo);
+    sidecar.run(&["init"]).expect_ok();
+    let small = small_tree(work.path(), "small");
+    sidecar.run(&["backup", text(&small)]).expect_ok();
+
+    let big = work.path().join("big");
+    add_incompressible(&big, 48, 9);
+    let result_file = work.path().join("result.json");
+    let run = sidecar
+        .run(&["backup", text(&big), "--result-file", text(&result_file)])
+        .expect_code(1);
+    let error = run.error_line();
+    assert!(error.to_lowercase().contains("no space left"), "{error}");
+    let result = read_result(&result_file);
+    assert_eq!(result.status, ExitStatus::Failed);
+    assert!(!result.error.unwrap().contains('\n'), "one line");
+
+    // The failed backup left no snapshot and no lock; the first snapshot still restores.
+    assert_eq!(sidecar.snapshots().len(), 1);
+    assert!(
+        objects_in(&repo.join("locks")).is_empty(),
+        "the lock was released"
+    );
+    sidecar.restore_and_compare("latest", &small);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command-line mistakes
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_command_line_mistake_exits_1_and_still_writes_the_result_file() {
+    let work = tempfile::tempdir().unwrap();
+    let sidecar = Sidecar::local(&work.path().join("repo"));
+    let result_file = work.path().join("result.json");
+    let run = sidecar.run(&[
+        "--result-file",
+        text(&result_file),
+        "backup",
+        "--limit-upload",
+        "0",
+        "/tmp",
+    ]);
+    assert!(
+        run.stderr.contains("upload limit must be above zero"),
+        "{}",
+        run.stderr
+    );
+    // restic's codes: 1 for a command that failed; the contract knows no other failure code.
+    run.expect_code(ExitStatus::Failed.code());
+    // The operator reads the result file (the termination log) whatever went wrong.
+    let result = read_result(&result_file);
+    assert_eq!(result.status, ExitStatus::Failed);
+    assert!(result
+        .error
+        .unwrap()
+        .contains("upload limit must be above zero"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -775,18 +1294,34 @@ fn a_damaged_pack_fails_the_restore_with_exit_1_naming_the_pack() {
     let (work, repo, sidecar) = initialised();
     let source = work.path().join("source");
     fs::create_dir(&source).unwrap();
-    fs::write(source.join("data.bin"), Noise::new(21).bytes(2 * 1024 * 1024)).unwrap();
+    fs::write(
+        source.join("data.bin"),
+        Noise::new(21).bytes(2 * 1024 * 1024),
+    )
+    .unwrap();
     sidecar.run(&["backup", text(&source)]).expect_ok();
     // The largest pack holds the file's data; damage the middle of it (inside a blob).
-    let packs: Vec<PathBuf> = objects_in(&repo.join("data")).iter().flat_map(|dir| objects_in(dir)).collect();
-    let pack = packs.iter().max_by_key(|p| fs::metadata(p).unwrap().len()).unwrap();
+    let packs: Vec<PathBuf> = objects_in(&repo.join("data"))
+        .iter()
+        .flat_map(|dir| objects_in(dir))
+        .collect();
+    let pack = packs
+        .iter()
+        .max_by_key(|p| fs::metadata(p).unwrap().len())
+        .unwrap();
     let mut bytes = fs::read(pack).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x40;
     fs::write(pack, bytes).unwrap();
 
     let target = tempfile::tempdir().unwrap();
-    let run = sidecar.run(&["restore", "latest", "--target", text(target.path())]).expect_code(1);
+    let run = sidecar
+        .run(&["restore", "latest", "--target", text(target.path())])
+        .expect_code(1);
     let name = pack.file_name().unwrap().to_str().unwrap();
-    assert!(run.error_line().contains(name), "the error names pack {name}: {}", run.stderr);
+    assert!(
+        run.error_line().contains(name),
+        "the error names pack {name}: {}",
+        run.stderr
+    );
 }

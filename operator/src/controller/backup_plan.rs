@@ -13,17 +13,24 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
-use super::{create_job, delete_job, events, fetch_secret_keys, pod_of, Context, Error, Settings, FIELD_MANAGER};
-use crate::api::{ActiveRun, BackupPlan, BackupPlanStatus, CopyMethod, RunOutcome, RunRecord, RunTrigger};
+use super::{
+    create_job, delete_job, events, fetch_secret_keys, pod_of, Context, Error, Settings,
+    FIELD_MANAGER,
+};
+use crate::api::{
+    ActiveRun, BackupPlan, BackupPlanStatus, CopyMethod, RunOutcome, RunRecord, RunTrigger,
+};
 use crate::conditions::{find_condition, types};
 use crate::job::{
-    backup_job, backup_job_name, BackupRun, BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SCHEDULED_TIME,
-    ANNOTATION_TRIGGER, LABEL_OPERATION, LABEL_PLAN,
+    backup_job, backup_job_name, BackupRun, BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER,
+    ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER, LABEL_OPERATION, LABEL_PLAN,
 };
 use crate::metrics::{PlanLabels, ReconcileLabels, RunLabels};
 use crate::plan::{pending_manual_trigger, resolve_plan, secrets_used, Problem, SecretKeys};
 use crate::schedule::{self, ScheduleState};
-use crate::status::{backup_run_record, job_end, pod_blocked, record_backup_run, set_backup_plan_conditions, JobEnd};
+use crate::status::{
+    backup_run_record, job_end, pod_blocked, record_backup_run, set_backup_plan_conditions, JobEnd,
+};
 use crate::volumes::direct_placement;
 
 /// A safety net: even without a watch event, a plan is looked at this often.
@@ -70,7 +77,11 @@ pub struct PlanDecision {
 }
 
 fn annotation<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
-    job.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 fn owned_by(job: &Job, plan: &BackupPlan) -> bool {
@@ -78,7 +89,11 @@ fn owned_by(job: &Job, plan: &BackupPlan) -> bool {
     job.metadata
         .owner_references
         .as_ref()
-        .is_some_and(|owners| owners.iter().any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid))
+        .is_some_and(|owners| {
+            owners
+                .iter()
+                .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+        })
 }
 
 fn finished_event(record: &RunRecord) -> PlannedEvent {
@@ -100,24 +115,38 @@ fn finished_event(record: &RunRecord) -> PlannedEvent {
                 "{} wrote snapshot {}{}",
                 record.job_name,
                 record.snapshot_id.as_deref().unwrap_or("?"),
-                record.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default()
+                record
+                    .message
+                    .as_deref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
             ),
         },
     }
 }
 
 /// Decides everything about `plan` at `now`, from what was fetched. No I/O.
-pub fn decide(plan: &BackupPlan, observed: &ObservedPlan, now: Timestamp, settings: &Settings) -> PlanDecision {
+pub fn decide(
+    plan: &BackupPlan,
+    observed: &ObservedPlan,
+    now: Timestamp,
+    settings: &Settings,
+) -> PlanDecision {
     let spec = &plan.spec;
     let generation = plan.metadata.generation;
     let mut status = plan.status.clone().unwrap_or_default();
-    let ready_before = find_condition(&status.conditions, types::READY).map(|c| (c.status.clone(), c.reason.clone()));
+    let ready_before = find_condition(&status.conditions, types::READY)
+        .map(|c| (c.status.clone(), c.reason.clone()));
     let mut planned_events = Vec::new();
     let mut finished = Vec::new();
     let mut delete = Vec::new();
 
     // 1. What the plan's Jobs say: record finished runs, fail stuck ones, find the running one.
-    let mut jobs: Vec<&Job> = observed.jobs.iter().filter(|job| owned_by(job, plan)).collect();
+    let mut jobs: Vec<&Job> = observed
+        .jobs
+        .iter()
+        .filter(|job| owned_by(job, plan))
+        .collect();
     jobs.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
     let mut active: Option<&Job> = None;
     for job in &jobs {
@@ -137,7 +166,11 @@ pub fn decide(plan: &BackupPlan, observed: &ObservedPlan, now: Timestamp, settin
                         reason: reason.into(),
                         message: Some(message),
                         result: None,
-                        start_time: job.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+                        start_time: job
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.start_time.as_ref())
+                            .map(|t| t.0),
                         completion_time: Some(now),
                     }
                 }
@@ -166,8 +199,14 @@ pub fn decide(plan: &BackupPlan, observed: &ObservedPlan, now: Timestamp, settin
     });
     // A run whose status was not written (the apply failed after the create) is still acted on.
     if let Some(job) = active {
-        if let Some(time) = annotation(job, ANNOTATION_SCHEDULED_TIME).and_then(|t| t.parse::<Timestamp>().ok()) {
-            if status.last_schedule_time.as_ref().is_none_or(|last| last.0 < time) {
+        if let Some(time) =
+            annotation(job, ANNOTATION_SCHEDULED_TIME).and_then(|t| t.parse::<Timestamp>().ok())
+        {
+            if status
+                .last_schedule_time
+                .as_ref()
+                .is_none_or(|last| last.0 < time)
+            {
                 status.last_schedule_time = Some(Time(time));
             }
         }
@@ -206,7 +245,12 @@ pub fn decide(plan: &BackupPlan, observed: &ObservedPlan, now: Timestamp, settin
                 let claims: Vec<&PersistentVolumeClaim> = plan_volumes
                     .claims
                     .iter()
-                    .filter_map(|c| observed.claims.iter().find(|pvc| pvc.metadata.name.as_deref() == Some(&c.name)))
+                    .filter_map(|c| {
+                        observed
+                            .claims
+                            .iter()
+                            .find(|pvc| pvc.metadata.name.as_deref() == Some(&c.name))
+                    })
                     .collect();
                 match direct_placement(&claims, &observed.pods) {
                     Ok(node) => node_name = node,
@@ -235,15 +279,23 @@ pub fn decide(plan: &BackupPlan, observed: &ObservedPlan, now: Timestamp, settin
                 }
                 let state = ScheduleState {
                     last_schedule_time: status.last_schedule_time.as_ref().map(|t| t.0),
-                    created: plan.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now),
+                    created: plan
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(|t| t.0)
+                        .unwrap_or(now),
                     suspended: spec.suspend,
                 };
                 // A manual run goes first; a scheduled time due meanwhile catches up after it.
                 if run.is_none() {
-                    let decision = schedule::decide(&resolved.schedule, &state, now, settings.catch_up_window);
+                    let decision =
+                        schedule::decide(&resolved.schedule, &state, now, settings.catch_up_window);
                     newly_missed = decision.newly_missed;
                     status.last_schedule_time = decision.last_schedule_time.map(Time);
-                    run = decision.run.map(|r| (r.trigger, Some(r.scheduled_time), None));
+                    run = decision
+                        .run
+                        .map(|r| (r.trigger, Some(r.scheduled_time), None));
                     next_run = decision.next_run;
                 } else if !spec.suspend {
                     next_run = resolved.schedule.next_after(now);
@@ -305,9 +357,12 @@ pub fn decide(plan: &BackupPlan, observed: &ObservedPlan, now: Timestamp, settin
     // 4. Conditions, and an Event when readiness changes.
     set_backup_plan_conditions(&mut status, &problems, &ready_message, generation, now);
     status.observed_generation = generation;
-    let ready_after = find_condition(&status.conditions, types::READY).map(|c| (c.status.clone(), c.reason.clone()));
+    let ready_after = find_condition(&status.conditions, types::READY)
+        .map(|c| (c.status.clone(), c.reason.clone()));
     if ready_after != ready_before {
-        if let Some(condition) = find_condition(&status.conditions, types::READY).filter(|c| c.status == "False") {
+        if let Some(condition) =
+            find_condition(&status.conditions, types::READY).filter(|c| c.status == "False")
+        {
             planned_events.push(PlannedEvent {
                 type_: EventType::Warning,
                 reason: condition.reason.clone(),
@@ -388,11 +443,21 @@ pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Actio
         "status": decision.status,
     });
     Api::<BackupPlan>::namespaced(client.clone(), &namespace)
-        .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
         .await?;
     for event in &decision.events {
-        ctx.publish(plan.as_ref(), event.type_, &event.reason, event.note.clone(), "Reconcile")
-            .await;
+        ctx.publish(
+            plan.as_ref(),
+            event.type_,
+            &event.reason,
+            event.note.clone(),
+            "Reconcile",
+        )
+        .await;
     }
     for job in &decision.delete {
         delete_job(client, &namespace, job).await?;
@@ -413,10 +478,16 @@ pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Actio
             })
             .inc();
         if let Some(duration) = record.duration_seconds {
-            ctx.metrics.backup_duration_seconds.get_or_create(&labels).observe(duration as f64);
+            ctx.metrics
+                .backup_duration_seconds
+                .get_or_create(&labels)
+                .observe(duration as f64);
         }
         if let Some(bytes) = record.bytes_sent {
-            ctx.metrics.backup_bytes_sent.get_or_create(&labels).inc_by(bytes.max(0) as u64);
+            ctx.metrics
+                .backup_bytes_sent
+                .get_or_create(&labels)
+                .inc_by(bytes.max(0) as u64);
         }
     }
     if decision.newly_missed > 0 {
@@ -438,10 +509,14 @@ pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Actio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{BackupPlanSpec, BackupVolume, CredentialsSecretRef, Repository, SecretKeyRef};
+    use crate::api::{
+        BackupPlanSpec, BackupVolume, CredentialsSecretRef, Repository, SecretKeyRef,
+    };
     use crate::job::SIDECAR_CONTAINER;
     use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
-    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
     use std::collections::BTreeMap;
@@ -492,7 +567,10 @@ mod tests {
         ObservedPlan {
             secrets: [
                 ("repo".to_string(), ["password".to_string()].into()),
-                ("gate".to_string(), ["username".to_string(), "password".to_string()].into()),
+                (
+                    "gate".to_string(),
+                    ["username".to_string(), "password".to_string()].into(),
+                ),
             ]
             .into(),
             claims: vec![PersistentVolumeClaim {
@@ -519,8 +597,14 @@ mod tests {
         assert_eq!(job.metadata.name.as_deref(), Some("nightly-29933430"));
         let active = decision.status.active_run.as_ref().unwrap();
         assert_eq!(active.trigger, RunTrigger::Schedule);
-        assert_eq!(decision.status.last_schedule_time, Some(Time(at("2026-11-30T02:30:00Z"))));
-        assert_eq!(decision.status.next_schedule_time, Some(Time(at("2026-12-01T02:30:00Z"))));
+        assert_eq!(
+            decision.status.last_schedule_time,
+            Some(Time(at("2026-11-30T02:30:00Z")))
+        );
+        assert_eq!(
+            decision.status.next_schedule_time,
+            Some(Time(at("2026-12-01T02:30:00Z")))
+        );
         let running = find_condition(&decision.status.conditions, types::RUNNING).unwrap();
         assert_eq!(running.status, "True");
         assert_eq!(decision.events[0].reason, "BackupStarted");
@@ -553,7 +637,10 @@ mod tests {
         let decision = decide(&plan, &observed, at("2026-11-30T02:30:00Z"), &settings());
         assert!(decision.create.is_none());
         let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "SecretNotFound"));
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "SecretNotFound")
+        );
         assert_eq!(decision.events.len(), 1);
         assert_eq!(decision.events[0].type_, EventType::Warning);
         assert_eq!(decision.requeue_after, settings().not_ready_recheck);
@@ -568,15 +655,20 @@ mod tests {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 creation_timestamp: Some(Time(at(created))),
-                owner_references: Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                    api_version: "neverwiped.io/v1alpha1".into(),
-                    kind: "BackupPlan".into(),
-                    name: "nightly".into(),
-                    uid: "uid-1".into(),
-                    controller: Some(true),
-                    block_owner_deletion: None,
-                }]),
-                annotations: Some(BTreeMap::from([(ANNOTATION_TRIGGER.to_string(), "Manual".to_string())])),
+                owner_references: Some(vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: "neverwiped.io/v1alpha1".into(),
+                        kind: "BackupPlan".into(),
+                        name: "nightly".into(),
+                        uid: "uid-1".into(),
+                        controller: Some(true),
+                        block_owner_deletion: None,
+                    },
+                ]),
+                annotations: Some(BTreeMap::from([(
+                    ANNOTATION_TRIGGER.to_string(),
+                    "Manual".to_string(),
+                )])),
                 ..ObjectMeta::default()
             },
             spec: None,
@@ -613,7 +705,10 @@ mod tests {
         Pod {
             metadata: ObjectMeta {
                 name: Some(format!("{job}-x")),
-                labels: Some(BTreeMap::from([("batch.kubernetes.io/job-name".to_string(), job.to_string())])),
+                labels: Some(BTreeMap::from([(
+                    "batch.kubernetes.io/job-name".to_string(),
+                    job.to_string(),
+                )])),
                 ..ObjectMeta::default()
             },
             spec: None,
@@ -641,7 +736,9 @@ mod tests {
         let mut observed = observed();
         for day in 1..=5 {
             let name = format!("nightly-{day}");
-            observed.jobs.push(finished_job(&name, &format!("2026-11-0{day}T02:30:00Z")));
+            observed
+                .jobs
+                .push(finished_job(&name, &format!("2026-11-0{day}T02:30:00Z")));
             observed.pods.push(pod_for(&name));
         }
         let mut plan = plan();
@@ -649,11 +746,28 @@ mod tests {
         let decision = decide(&plan, &observed, now, &settings());
         assert_eq!(decision.finished.len(), 5);
         assert_eq!(decision.status.history[0].job_name, "nightly-5");
-        assert_eq!(decision.status.last_run.as_ref().unwrap().snapshot_id.as_deref(), Some("abcdef12"));
+        assert_eq!(
+            decision
+                .status
+                .last_run
+                .as_ref()
+                .unwrap()
+                .snapshot_id
+                .as_deref(),
+            Some("abcdef12")
+        );
         assert_eq!(decision.delete, ["nightly-2", "nightly-1"]);
-        let succeeded = find_condition(&decision.status.conditions, types::LAST_BACKUP_SUCCEEDED).unwrap();
+        let succeeded =
+            find_condition(&decision.status.conditions, types::LAST_BACKUP_SUCCEEDED).unwrap();
         assert_eq!(succeeded.status, "True");
-        assert_eq!(decision.events.iter().filter(|e| e.reason == "BackupSucceeded").count(), 5);
+        assert_eq!(
+            decision
+                .events
+                .iter()
+                .filter(|e| e.reason == "BackupSucceeded")
+                .count(),
+            5
+        );
 
         plan.status = Some(decision.status);
         let again = decide(&plan, &observed, now, &settings());
@@ -674,9 +788,15 @@ mod tests {
         });
         let decision = decide(&plan, &observed, at("2026-11-30T02:30:00Z"), &settings());
         assert!(decision.create.is_none());
-        assert_eq!(decision.status.active_run.as_ref().unwrap().job_name, "nightly-manual-1");
+        assert_eq!(
+            decision.status.active_run.as_ref().unwrap().job_name,
+            "nightly-manual-1"
+        );
         // The scheduled time is not consumed: it catches up when the running one ends.
-        assert_eq!(decision.status.last_schedule_time, Some(Time(at("2026-11-29T02:30:00Z"))));
+        assert_eq!(
+            decision.status.last_schedule_time,
+            Some(Time(at("2026-11-29T02:30:00Z")))
+        );
     }
 
     #[test]
@@ -691,7 +811,10 @@ mod tests {
             job.metadata.annotations.as_ref().unwrap()[ANNOTATION_MANUAL_TRIGGER],
             "restore-drill"
         );
-        assert_eq!(decision.status.last_manual_trigger.as_deref(), Some("restore-drill"));
+        assert_eq!(
+            decision.status.last_manual_trigger.as_deref(),
+            Some("restore-drill")
+        );
         assert_eq!(decision.status.next_schedule_time, None);
     }
 }

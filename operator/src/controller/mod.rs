@@ -180,7 +180,11 @@ fn object_key<K: Resource<DynamicType = ()>>(object: &K) -> String {
     )
 }
 
-fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy<K: Resource<DynamicType = ()>>(
+    object: Arc<K>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
     let kind = K::kind(&()).to_string();
     tracing::warn!(%error, object = %object_key(object.as_ref()), "reconcile failed");
     ctx.metrics
@@ -196,29 +200,45 @@ fn error_policy<K: Resource<DynamicType = ()>>(object: Arc<K>, error: &Error, ct
 /// Runs both controllers until a shutdown signal.
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let plans = Controller::new(Api::<BackupPlan>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<Job>::all(client.clone()), watcher::Config::default().labels(&format!("{}=backup", crate::job::LABEL_OPERATION)))
-        .shutdown_on_signal()
-        .run(backup_plan::reconcile, error_policy, ctx.clone())
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "BackupPlan controller");
-            }
-        });
-    let restores = Controller::new(Api::<Restore>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<Job>::all(client), watcher::Config::default().labels(&format!("{}=restore", crate::job::LABEL_OPERATION)))
-        .shutdown_on_signal()
-        .run(restore::reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "Restore controller");
-            }
-        });
+    let plans = Controller::new(
+        Api::<BackupPlan>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<Job>::all(client.clone()),
+        watcher::Config::default().labels(&format!("{}=backup", crate::job::LABEL_OPERATION)),
+    )
+    .shutdown_on_signal()
+    .run(backup_plan::reconcile, error_policy, ctx.clone())
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            tracing::debug!(%error, "BackupPlan controller");
+        }
+    });
+    let restores = Controller::new(
+        Api::<Restore>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<Job>::all(client),
+        watcher::Config::default().labels(&format!("{}=restore", crate::job::LABEL_OPERATION)),
+    )
+    .shutdown_on_signal()
+    .run(restore::reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            tracing::debug!(%error, "Restore controller");
+        }
+    });
     futures::join!(plans, restores);
 }
 
 /// Fetches the keys of the Secrets `uses` names; a Secret that does not exist is left out.
-async fn fetch_secret_keys(client: &Client, namespace: &str, uses: &[SecretUse]) -> Result<SecretKeys, Error> {
+async fn fetch_secret_keys(
+    client: &Client,
+    namespace: &str,
+    uses: &[SecretUse],
+) -> Result<SecretKeys, Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let names: BTreeSet<&str> = uses.iter().map(|u| u.name.as_str()).collect();
     let mut found = BTreeMap::new();

@@ -15,11 +15,16 @@ use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
 use super::backup_plan::PlannedEvent;
-use super::{create_job, delete_job, events, fetch_secret_keys, pod_of, Context, Error, Settings, FIELD_MANAGER};
+use super::{
+    create_job, delete_job, events, fetch_secret_keys, pod_of, Context, Error, Settings,
+    FIELD_MANAGER,
+};
 use crate::api::{BackupPlan, Restore, RestorePhase, RestoreStatus, RunOutcome};
 use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
-use crate::plan::{check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys};
+use crate::plan::{
+    check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys,
+};
 use crate::schedule::parse_duration;
 use crate::status::{finish_restore, job_end, pod_blocked, JobEnd};
 use crate::volumes::{created_by_restore, restore_target_claim};
@@ -54,7 +59,12 @@ pub struct RestoreDecision {
 }
 
 /// Decides everything about `restore` at `now`, from what was fetched. No I/O.
-pub fn decide(restore: &Restore, observed: &ObservedRestore, now: Timestamp, settings: &Settings) -> RestoreDecision {
+pub fn decide(
+    restore: &Restore,
+    observed: &ObservedRestore,
+    now: Timestamp,
+    settings: &Settings,
+) -> RestoreDecision {
     let generation = restore.metadata.generation;
     let mut status = restore.status.clone().unwrap_or_default();
     let mut decision = RestoreDecision {
@@ -92,8 +102,17 @@ pub fn decide(restore: &Restore, observed: &ObservedRestore, now: Timestamp, set
                 finish_restore(&mut status, &end, generation, now);
                 let succeeded = end.outcome.is_success();
                 decision.events.push(PlannedEvent {
-                    type_: if succeeded { EventType::Normal } else { EventType::Warning },
-                    reason: if succeeded { events::RESTORE_SUCCEEDED } else { events::RESTORE_FAILED }.into(),
+                    type_: if succeeded {
+                        EventType::Normal
+                    } else {
+                        EventType::Warning
+                    },
+                    reason: if succeeded {
+                        events::RESTORE_SUCCEEDED
+                    } else {
+                        events::RESTORE_FAILED
+                    }
+                    .into(),
                     note: status.message.clone().unwrap_or_default(),
                 });
             }
@@ -159,20 +178,22 @@ pub fn decide(restore: &Restore, observed: &ObservedRestore, now: Timestamp, set
                 name: volume.target_claim_name.clone(),
                 field,
             }),
-            (Some(_), Some(claim)) if !created_by_restore(claim, &restore.name_any()) => {
-                problems.push(Problem::TargetVolumeExists {
+            (Some(_), Some(claim)) if !created_by_restore(claim, &restore.name_any()) => problems
+                .push(Problem::TargetVolumeExists {
                     name: volume.target_claim_name.clone(),
                     field,
-                })
-            }
-            (Some(new), None) => decision
-                .create_claims
-                .push(restore_target_claim(restore, &volume.target_claim_name, new)),
+                }),
+            (Some(new), None) => decision.create_claims.push(restore_target_claim(
+                restore,
+                &volume.target_claim_name,
+                new,
+            )),
             _ => {}
         }
     }
 
-    let ready_before = find_condition(&status.conditions, types::READY).map(|c| (c.status.clone(), c.reason.clone()));
+    let ready_before = find_condition(&status.conditions, types::READY)
+        .map(|c| (c.status.clone(), c.reason.clone()));
     match (not_ready(&problems), &observed.plan, deadline) {
         (None, Some(plan), Some(deadline)) => {
             set_condition(
@@ -184,7 +205,15 @@ pub fn decide(restore: &Restore, observed: &ObservedRestore, now: Timestamp, set
                 generation,
                 now,
             );
-            let job = restore_job(restore, plan, &RestoreRun { deadline, database_types }, &settings.job);
+            let job = restore_job(
+                restore,
+                plan,
+                &RestoreRun {
+                    deadline,
+                    database_types,
+                },
+                &settings.job,
+            );
             decision.events.push(PlannedEvent {
                 type_: EventType::Normal,
                 reason: events::RESTORE_STARTED.into(),
@@ -205,12 +234,22 @@ pub fn decide(restore: &Restore, observed: &ObservedRestore, now: Timestamp, set
             decision.requeue_after = Some(ACTIVE_REQUEUE);
         }
         (not_ready, _, _) => {
-            let (reason, message) = not_ready.unwrap_or((reasons::BACKUP_PLAN_NOT_FOUND, String::new()));
-            set_condition(&mut status.conditions, types::READY, ConditionStatus::False, reason, message.clone(), generation, now);
+            let (reason, message) =
+                not_ready.unwrap_or((reasons::BACKUP_PLAN_NOT_FOUND, String::new()));
+            set_condition(
+                &mut status.conditions,
+                types::READY,
+                ConditionStatus::False,
+                reason,
+                message.clone(),
+                generation,
+                now,
+            );
             status.phase = Some(RestorePhase::Pending);
             status.message = Some(message.clone());
             decision.create_claims.clear();
-            let ready_after = find_condition(&status.conditions, types::READY).map(|c| (c.status.clone(), c.reason.clone()));
+            let ready_after = find_condition(&status.conditions, types::READY)
+                .map(|c| (c.status.clone(), c.reason.clone()));
             if ready_after != ready_before {
                 decision.events.push(PlannedEvent {
                     type_: EventType::Warning,
@@ -235,9 +274,16 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
     let name = restore.name_any();
     ctx.metrics
         .reconciliations
-        .get_or_create(&crate::metrics::ReconcileLabels { kind: "Restore".into() })
+        .get_or_create(&crate::metrics::ReconcileLabels {
+            kind: "Restore".into(),
+        })
         .inc();
-    if restore.status.as_ref().and_then(|s| s.phase).is_some_and(RestorePhase::is_finished) {
+    if restore
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .is_some_and(RestorePhase::is_finished)
+    {
         return Ok(Action::await_change());
     }
     let client = &ctx.client;
@@ -262,10 +308,12 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         .get_opt(&restore_job_name(&restore))
         .await?;
     let pods = match &job {
-        Some(_) => Api::<Pod>::namespaced(client.clone(), &namespace)
-            .list(&ListParams::default().labels(&format!("{LABEL_RESTORE}={name}")))
-            .await?
-            .items,
+        Some(_) => {
+            Api::<Pod>::namespaced(client.clone(), &namespace)
+                .list(&ListParams::default().labels(&format!("{LABEL_RESTORE}={name}")))
+                .await?
+                .items
+        }
         None => Vec::new(),
     };
     let observed = ObservedRestore {
@@ -293,25 +341,38 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         "status": decision.status,
     });
     Api::<Restore>::namespaced(client.clone(), &namespace)
-        .patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
         .await?;
     for event in &decision.events {
-        ctx.publish(restore.as_ref(), event.type_, &event.reason, event.note.clone(), "Reconcile")
-            .await;
+        ctx.publish(
+            restore.as_ref(),
+            event.type_,
+            &event.reason,
+            event.note.clone(),
+            "Reconcile",
+        )
+        .await;
     }
     if let Some(job) = &decision.delete_job {
         delete_job(client, &namespace, job).await?;
     }
     ctx.reset_failures(&super::object_key(restore.as_ref()));
-    Ok(decision.requeue_after.map(Action::requeue).unwrap_or_else(Action::await_change))
+    Ok(decision
+        .requeue_after
+        .map(Action::requeue)
+        .unwrap_or_else(Action::await_change))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::{
-        BackupPlanSpec, BackupVolume, CopyMethod, NewClaim, Repository, RestoreSpec,
-        RestoreVolume, SecretKeyRef,
+        BackupPlanSpec, BackupVolume, CopyMethod, NewClaim, Repository, RestoreSpec, RestoreVolume,
+        SecretKeyRef,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -399,16 +460,29 @@ mod tests {
 
     #[test]
     fn a_ready_restore_creates_its_claim_and_job() {
-        let decision = decide(&restore(true), &observed(), now(), &Settings::with_image("s"));
+        let decision = decide(
+            &restore(true),
+            &observed(),
+            now(),
+            &Settings::with_image("s"),
+        );
         assert_eq!(decision.status.phase, Some(RestorePhase::Running));
         assert_eq!(decision.create_claims.len(), 1);
-        assert_eq!(decision.create_job.unwrap().metadata.name.as_deref(), Some("back-restore"));
+        assert_eq!(
+            decision.create_job.unwrap().metadata.name.as_deref(),
+            Some("back-restore")
+        );
         assert_eq!(decision.status.job_name.as_deref(), Some("back-restore"));
     }
 
     #[test]
     fn restoring_into_a_claim_that_is_missing_or_not_ours_to_create_is_refused() {
-        let decision = decide(&restore(false), &observed(), now(), &Settings::with_image("s"));
+        let decision = decide(
+            &restore(false),
+            &observed(),
+            now(),
+            &Settings::with_image("s"),
+        );
         let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
         assert_eq!(ready.reason, "TargetVolumeNotFound");
 

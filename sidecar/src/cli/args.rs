@@ -58,6 +58,15 @@ pub enum Command {
     Restore(RestoreArgs),
     /// Remove stale locks (of processes that are gone).
     Unlock(UnlockArgs),
+    /// Verify the repository: structure, and with --read-data every byte.
+    Check(super::maintenance::CheckArgs),
+    /// Remove snapshots that a keep policy does not keep (their data stays until prune).
+    Forget(super::maintenance::ForgetArgs),
+    /// Remove data no snapshot needs.
+    Prune(super::maintenance::PruneArgs),
+    /// Manage the passwords (key objects) that open the repository.
+    #[command(subcommand)]
+    Key(super::maintenance::KeyCommand),
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +97,14 @@ pub struct BackupArgs {
     /// Upload at most this many bytes per second (suffixes K, M, G: powers of 1024).
     #[arg(long, value_parser = parse_byte_rate)]
     pub limit_upload: Option<u64>,
+    /// Dump a database into /databases/NAME/ of the snapshot (repeatable): URI is
+    /// postgresql://USER@HOST[:PORT][/DBNAME], mariadb://… or mysql://… (no DBNAME: all of them);
+    /// the password comes from NEVERWIPED_DB_PASSWORD_<NAME> or --database-password-file.
+    #[arg(long = "database", value_name = "NAME=URI")]
+    pub databases: Vec<String>,
+    /// File holding the password of database NAME (repeatable).
+    #[arg(long = "database-password-file", value_name = "NAME=PATH")]
+    pub database_password_files: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -103,11 +120,34 @@ pub struct RestoreArgs {
     /// Snapshot id prefix, or "latest".
     pub snapshot: String,
     /// Folder to restore into; /data/x of the snapshot lands in TARGET/data/x.
-    #[arg(long, short = 't')]
-    pub target: PathBuf,
+    #[arg(long, short = 't', required_unless_present = "databases", conflicts_with = "databases")]
+    pub target: Option<PathBuf>,
     /// Only these snapshot paths and what is below them (repeatable).
     #[arg(long = "include", short = 'i')]
     pub includes: Vec<String>,
+    /// Restore the dump of database NAME into the server of URI instead of writing files
+    /// (repeatable); the password as for backup.
+    #[arg(long = "database", value_name = "NAME=URI")]
+    pub databases: Vec<String>,
+    /// File holding the password of database NAME (repeatable).
+    #[arg(long = "database-password-file", value_name = "NAME=PATH")]
+    pub database_password_files: Vec<String>,
+    /// Restore into servers that already hold databases: drop them first (all of the server's
+    /// for a dump of every database, the one restored into for a dump of one).
+    #[arg(long, requires = "databases")]
+    pub overwrite_databases: bool,
+    /// With `latest`: the newest snapshot of this host.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// With `latest`: the newest snapshot taken before this time (RFC 3339).
+    #[arg(long, value_parser = parse_time)]
+    pub before: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|time| time.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-11-30T02:00:00Z: {e}"))
 }
 
 #[derive(Debug, Args)]

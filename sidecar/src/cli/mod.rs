@@ -1,6 +1,8 @@
 //! The commands of the CLI: each opens what it needs, calls the engine, and reports.
 
 pub mod args;
+mod databases;
+mod maintenance;
 mod output;
 mod secrets;
 
@@ -13,7 +15,7 @@ use neverwiped::backend::SharedBackend;
 use neverwiped::crypto::KdfParams;
 use neverwiped::format::tree::NodeKind;
 use neverwiped::progress::Progress;
-use neverwiped::repository::{IndexedRepository, Repository};
+use neverwiped::repository::{IndexedRepository, Repository, SnapshotFilter};
 use neverwiped::restore::{self, RestoreOptions};
 use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
 use output::{bytes, ProgressDisplay};
@@ -37,7 +39,9 @@ pub fn operation_of(command: &Command) -> Operation {
         Command::Init => Operation::Init,
         Command::Backup(_) => Operation::Backup,
         Command::Restore(_) | Command::Ls(_) | Command::Snapshots => Operation::Restore,
-        Command::Unlock(_) => Operation::Check,
+        Command::Unlock(_) | Command::Check(_) | Command::Key(_) => Operation::Check,
+        Command::Forget(_) => Operation::Forget,
+        Command::Prune(_) => Operation::Prune,
     }
 }
 
@@ -63,7 +67,7 @@ pub fn run_result(
         bytes_read: outcome.bytes_read,
         bytes_added: outcome.bytes_added,
         bytes_transferred: outcome.bytes_transferred,
-        databases: Vec::new(),
+        databases: databases::results(error.is_some()),
         warnings_total: outcome.warnings.len() as u64,
         warnings: outcome.warnings.iter().take(MAX_WARNINGS_KEPT).cloned().collect(),
         error,
@@ -122,6 +126,13 @@ pub async fn run(cli: &Cli) -> Result<Outcome> {
         Command::Snapshots => snapshots(cli).await,
         Command::Ls(args) => ls(cli, args).await,
         Command::Restore(args) => restore_snapshot(cli, args).await,
+        Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args).await,
+        Command::Forget(args) => maintenance::forget(&open_indexed(cli).await?, args, cli.json).await,
+        Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args).await,
+        Command::Key(command) => {
+            let password = secrets::repository_password(cli.password_file.as_deref())?;
+            maintenance::key(&open_repository(cli).await?, &password, command).await
+        }
         Command::Unlock(args) => {
             let repo = open_repository(cli).await?;
             let removed = neverwiped::locking::remove_locks(&repo, args.remove_all).await?;
@@ -140,11 +151,13 @@ async fn init(cli: &Cli) -> Result<Outcome> {
 }
 
 async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
-    if args.paths.is_empty() && !args.stdin {
-        anyhow::bail!("nothing to back up: give paths, or --stdin");
+    if args.paths.is_empty() && !args.stdin && args.databases.is_empty() {
+        anyhow::bail!("nothing to back up: give paths, --stdin or --database");
     }
+    let database_sources = databases::backup_sources(&args.databases, &args.database_password_files)?;
     let repo = open_indexed(cli).await?;
     let mut sources: Vec<Source> = args.paths.iter().cloned().map(Source::Path).collect();
+    sources.extend(database_sources);
     if args.stdin {
         sources.push(Source::Stream(StreamSource {
             snapshot_path: format!("/{}", args.stdin_name.trim_start_matches('/')),
@@ -252,10 +265,18 @@ async fn ls(cli: &Cli, args: &LsArgs) -> Result<Outcome> {
     Ok(Outcome::default())
 }
 
+/// Which snapshots `restore latest` may pick.
+fn restore_filter(args: &RestoreArgs) -> SnapshotFilter {
+    SnapshotFilter { host: args.host.clone(), before: args.before }
+}
+
 async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
+    let Some(target) = &args.target else {
+        return databases::restore(cli, args).await;
+    };
     let repo = open_indexed(cli).await?;
-    let (snapshot_id, snapshot) = repo.find_snapshot(&args.snapshot).await?;
-    let mut options = RestoreOptions::new(&args.target);
+    let (snapshot_id, snapshot) = repo.find_snapshot_where(&args.snapshot, &restore_filter(args)).await?;
+    let mut options = RestoreOptions::new(target);
     options.includes = args.includes.clone();
     let display = ProgressDisplay::start(options.progress.clone(), cli.quiet, true);
     let report = restore::restore(&repo, snapshot.tree, &options).await;
@@ -268,7 +289,7 @@ async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
         println!(
             "restored snapshot {} to {}: {} files, {}",
             snapshot_id.short(),
-            args.target.display(),
+            target.display(),
             report.files,
             bytes(report.bytes_written)
         );

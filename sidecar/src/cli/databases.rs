@@ -1,0 +1,142 @@
+//! `--database NAME=URI` on `backup` and `restore`: the databases' passwords, their dump streams,
+//! their restores, and their part of the JSON result.
+
+use super::args::RestoreArgs;
+use super::output::bytes;
+use super::{open_indexed, secrets, Outcome};
+use anyhow::{bail, Context, Result};
+use neverwiped::archive::Source;
+use neverwiped::dump::child::{DumpState, DumpStatus};
+use neverwiped::dump::{self, DatabaseTarget, DatabaseUri};
+use neverwiped_contract::DatabaseResult;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use zeroize::Zeroizing;
+
+/// The databases of this run and how each went, for the result file (whatever way the run ends).
+static RECORDED: Mutex<Vec<(String, Arc<DumpStatus>)>> = Mutex::new(Vec::new());
+
+fn record(name: &str, status: Arc<DumpStatus>) {
+    RECORDED.lock().unwrap_or_else(|p| p.into_inner()).push((name.to_owned(), status));
+}
+
+/// One entry per database of the run; when the run failed, a database it never reached says so.
+pub fn results(run_failed: bool) -> Vec<DatabaseResult> {
+    let recorded = RECORDED.lock().unwrap_or_else(|p| p.into_inner());
+    recorded
+        .iter()
+        .map(|(name, status)| {
+            let error = match status.state() {
+                DumpState::Failed(message) => Some(message),
+                DumpState::NotStarted | DumpState::Running if run_failed => {
+                    Some("not done: the run failed before it was complete".to_owned())
+                }
+                _ => None,
+            };
+            DatabaseResult { name: name.clone(), dump_bytes: status.bytes(), error }
+        })
+        .collect()
+}
+
+/// Splits `NAME=VALUE`.
+fn split_assignment<'a>(text: &'a str, option: &str, value: &str) -> Result<(&'a str, &'a str)> {
+    match text.split_once('=') {
+        Some((name, rest)) if !name.is_empty() && !rest.is_empty() => Ok((name, rest)),
+        _ => bail!("{option} takes NAME={value}, not {text:?}"),
+    }
+}
+
+/// The databases of `--database NAME=URI`, with their passwords from `--database-password-file
+/// NAME=PATH` or else `NEVERWIPED_DB_PASSWORD_<NAME>`.
+pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<DatabaseTarget>> {
+    let mut files: BTreeMap<&str, PathBuf> = BTreeMap::new();
+    for assignment in password_files {
+        let (name, path) = split_assignment(assignment, "--database-password-file", "PATH")?;
+        if files.insert(name, PathBuf::from(path)).is_some() {
+            bail!("--database-password-file names database {name} twice");
+        }
+    }
+    let mut targets: Vec<DatabaseTarget> = Vec::new();
+    for assignment in databases {
+        let (name, uri_text) = split_assignment(assignment, "--database", "URI")?;
+        dump::check_name(name)?;
+        let variable = dump::password_variable(name);
+        let uri = DatabaseUri::parse(uri_text).map_err(|error| {
+            anyhow::anyhow!(
+                "database {name}: {error}; a password goes in {variable} or a file given with --database-password-file {name}=PATH"
+            )
+        })?;
+        if targets.iter().any(|t| t.name == name) {
+            bail!("--database names {name} twice");
+        }
+        let password = match files.remove(name) {
+            Some(path) => {
+                let secret = Zeroizing::new(secrets::read_secret_file(&path)?);
+                let text = String::from_utf8(secret.to_vec())
+                    .with_context(|| format!("the password file of database {name} is not UTF-8"))?;
+                Some(Zeroizing::new(text))
+            }
+            None => match std::env::var_os(&variable) {
+                Some(value) => Some(Zeroizing::new(
+                    value.into_string().map_err(|_| anyhow::anyhow!("{variable} is not UTF-8"))?,
+                )),
+                None => None,
+            },
+        };
+        if password.is_none() {
+            tracing::info!(database = name, "no password given ({variable} or --database-password-file): the tools will try without one");
+        }
+        targets.push(DatabaseTarget::new(name, uri, password)?);
+    }
+    if let Some(name) = files.keys().next() {
+        bail!("--database-password-file names database {name}, which no --database gives");
+    }
+    Ok(targets)
+}
+
+/// The dump streams of `backup --database`; each dump starts when the backup reaches it.
+pub fn backup_sources(databases: &[String], password_files: &[String]) -> Result<Vec<Source>> {
+    let mut sources = Vec::new();
+    for target in targets(databases, password_files)? {
+        let (source, status) = dump::dump_source(&target)?;
+        tracing::info!(database = %target.name, uri = %target.uri, path = %source.snapshot_path, "database to dump");
+        record(&target.name, status);
+        sources.push(Source::Stream(source));
+    }
+    Ok(sources)
+}
+
+/// `restore SNAPSHOT --database NAME=URI ...`: each database's dump into its server, in order.
+pub async fn restore(cli: &super::args::Cli, args: &RestoreArgs) -> Result<Outcome> {
+    let targets = targets(&args.databases, &args.database_password_files)?;
+    let statuses: Vec<Arc<DumpStatus>> = targets
+        .iter()
+        .map(|target| {
+            let status = Arc::new(DumpStatus::default());
+            record(&target.name, status.clone());
+            status
+        })
+        .collect();
+    let repo = open_indexed(cli).await?;
+    let (snapshot_id, snapshot) = repo.find_snapshot_where(&args.snapshot, &super::restore_filter(args)).await?;
+    let mut outcome = Outcome { snapshot_id: Some(snapshot_id.to_hex()), ..Outcome::default() };
+    for (target, status) in targets.iter().zip(statuses) {
+        let report = dump::restore::restore_database(&repo, snapshot.tree, target, args.overwrite_databases, status)
+            .await
+            .with_context(|| format!("database {}", target.name))?;
+        let into = target.uri.with_database(report.database.clone());
+        if !cli.quiet {
+            println!(
+                "restored {} of snapshot {} into {}: {}",
+                report.entry,
+                snapshot_id.short(),
+                into,
+                bytes(report.bytes)
+            );
+        }
+        outcome.files += 1;
+        outcome.bytes_read += report.bytes;
+    }
+    Ok(outcome)
+}

@@ -1,0 +1,191 @@
+//! `prune`: remove what no snapshot references, planned first, executed in a crash-safe order.
+//!
+//! Prune holds an exclusive lock, so no backup runs meanwhile (backups hold shared locks; the
+//! operator never schedules the two at once). Order of the steps:
+//! 1. repack: copy the still-used blobs of mostly-unused packs into new packs (sealed blobs are
+//!    copied as they are; each is opened first so damage is not copied);
+//! 2. write the new index objects, then one small index object that supersedes all the old ones;
+//! 3. delete the old index objects;
+//! 4. delete packs nothing indexes any more.
+//!
+//! A crash before step 2 ends leaves the old indexes in force (new packs are unindexed garbage);
+//! after it, the new ones are. Data is only deleted once no index in force names it.
+
+use super::{expected_pack_size, load_index_files};
+use crate::backend::ObjectKind;
+use crate::error::{Error, Result};
+use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
+use crate::format::pack::PackBuilder;
+use crate::format::tree::NodeKind;
+use crate::ids::{BlobId, ObjectId, PackId};
+use crate::repository::{open_blob, IndexedRepository};
+use bytes::Bytes;
+use std::collections::HashSet;
+
+/// A pack with at least this share of unused bytes is repacked.
+const REPACK_UNUSED_SHARE: f64 = 0.2;
+/// Packs listed per new index object.
+const PACKS_PER_INDEX_OBJECT: usize = 256;
+
+/// What a prune will do.
+#[derive(Debug, Default)]
+pub struct PrunePlan {
+    /// Packs kept as they are.
+    pub keep: Vec<IndexedPack>,
+    /// Packs whose used blobs are copied, then deleted.
+    pub repack: Vec<IndexedPack>,
+    /// Packs with nothing in use, or in no index.
+    pub delete: Vec<PackId>,
+    pub old_indexes: Vec<ObjectId>,
+    pub used_blobs: HashSet<BlobId>,
+    pub bytes_kept: u64,
+    pub bytes_freed: u64,
+    pub bytes_repacked: u64,
+}
+
+/// The blobs every snapshot needs: trees and file contents.
+async fn used_blobs(repo: &IndexedRepository) -> Result<HashSet<BlobId>> {
+    let mut used = HashSet::new();
+    for (_, snapshot) in repo.snapshots().await? {
+        let mut pending = vec![snapshot.tree];
+        while let Some(tree_id) = pending.pop() {
+            if !used.insert(tree_id) {
+                continue;
+            }
+            // A tree that cannot be read makes the plan unknowable: stop rather than delete data.
+            let tree = repo.read_tree(&tree_id, "a tree while pruning").await?;
+            for node in tree.nodes {
+                match node.kind {
+                    NodeKind::Dir { subtree } => pending.push(subtree),
+                    NodeKind::File { content, .. } => used.extend(content),
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(used)
+}
+
+pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
+    let used = used_blobs(repo).await?;
+    // Every index object goes, superseded ones included: were one left behind, deleting the
+    // object that supersedes it would bring it back into force.
+    let old_indexes = repo.list_ids(ObjectKind::Index).await?;
+    let index_files = load_index_files(repo).await?;
+    let mut plan = PrunePlan { old_indexes, ..Default::default() };
+    let mut seen_packs = HashSet::new();
+    let mut kept_blobs: HashSet<BlobId> = HashSet::new();
+    for (_, file) in index_files {
+        for pack in file.packs {
+            if !seen_packs.insert(pack.id) {
+                continue;
+            }
+            let size = expected_pack_size(&pack);
+            // A blob stored twice is needed only once: the first copy kept serves.
+            let used_bytes: u64 = pack
+                .blobs
+                .iter()
+                .filter(|b| used.contains(&b.id) && !kept_blobs.contains(&b.id))
+                .map(|b| b.length as u64)
+                .sum();
+            if used_bytes == 0 {
+                plan.bytes_freed += size;
+                plan.delete.push(pack.id);
+            } else if 1.0 - used_bytes as f64 / size as f64 >= REPACK_UNUSED_SHARE {
+                kept_blobs.extend(pack.blobs.iter().filter(|b| used.contains(&b.id)).map(|b| b.id));
+                plan.bytes_freed += size - used_bytes;
+                plan.bytes_repacked += used_bytes;
+                plan.repack.push(pack);
+            } else {
+                kept_blobs.extend(pack.blobs.iter().map(|b| b.id));
+                plan.bytes_kept += size;
+                plan.keep.push(pack);
+            }
+        }
+    }
+    if let Some(missing) = used.iter().find(|id| !kept_blobs.contains(id)) {
+        return Err(Error::BlobMissing { id: *missing, context: "needed by a snapshot; run `check`, prune stops".into() });
+    }
+    // Packs no index names (interrupted backups or prunes). Safe to remove under the exclusive lock.
+    for info in repo.backend().list(ObjectKind::Data).await? {
+        if let Ok(id) = info.name.parse::<PackId>() {
+            if !seen_packs.contains(&id) {
+                plan.bytes_freed += info.size_bytes;
+                plan.delete.push(id);
+            }
+        }
+    }
+    plan.used_blobs = used;
+    Ok(plan)
+}
+
+/// Bytes freed and kept by an executed prune.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PruneReport {
+    pub bytes_freed: u64,
+    pub bytes_kept: u64,
+    pub packs_deleted: u64,
+    pub packs_written: u64,
+}
+
+pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<PruneReport> {
+    let mut report = PruneReport::default();
+    let mut new_packs: Vec<IndexedPack> = plan.keep.clone();
+
+    // 1. Repack the used blobs of mostly-unused packs.
+    let target = repo.params().pack_target_bytes as usize;
+    let mut builder = PackBuilder::with_capacity(target);
+    let mut copied: HashSet<BlobId> = plan.keep.iter().flat_map(|p| p.blobs.iter().map(|b| b.id)).collect();
+    for pack in &plan.repack {
+        for blob in pack.blobs.iter().filter(|b| plan.used_blobs.contains(&b.id)) {
+            if !copied.insert(blob.id) {
+                continue;
+            }
+            let sealed = repo
+                .backend()
+                .read_range(ObjectKind::Data, &pack.id.to_hex(), blob.offset as u64, blob.length as u64)
+                .await?;
+            let what = format!("blob {} in pack {}", blob.id, pack.id);
+            open_blob(repo.keys(), blob.kind, &blob.id, &sealed, blob.raw_length, &what)?;
+            builder.add(blob.kind, blob.id, &sealed, blob.raw_length);
+            if builder.len_bytes() >= target {
+                let full = std::mem::replace(&mut builder, PackBuilder::with_capacity(target));
+                new_packs.push(upload_pack(repo, full).await?);
+                report.packs_written += 1;
+            }
+        }
+    }
+    if !builder.is_empty() {
+        new_packs.push(upload_pack(repo, builder).await?);
+        report.packs_written += 1;
+    }
+
+    // 2. The new index, then the object that retires the old ones.
+    for chunk in new_packs.chunks(PACKS_PER_INDEX_OBJECT) {
+        repo.write_object(ObjectKind::Index, &IndexFile { packs: chunk.to_vec(), supersedes: vec![] }).await?;
+    }
+    let retire = IndexFile { packs: vec![], supersedes: plan.old_indexes.clone() };
+    let retiring_object = repo.write_object(ObjectKind::Index, &retire).await?;
+
+    // 3. The old index objects, then the retiring object itself (nothing it names is left).
+    for id in &plan.old_indexes {
+        repo.backend().delete(ObjectKind::Index, &id.to_hex()).await?;
+    }
+    repo.backend().delete(ObjectKind::Index, &retiring_object.to_hex()).await?;
+
+    // 4. Packs no index in force names.
+    for id in plan.delete.iter().chain(plan.repack.iter().map(|p| &p.id)) {
+        repo.backend().delete(ObjectKind::Data, &id.to_hex()).await?;
+        report.packs_deleted += 1;
+    }
+    report.bytes_freed = plan.bytes_freed;
+    report.bytes_kept = plan.bytes_kept + plan.bytes_repacked;
+    Ok(report)
+}
+
+async fn upload_pack(repo: &IndexedRepository, builder: PackBuilder) -> Result<IndexedPack> {
+    let (bytes, entries) = builder.finish(&repo.keys().sealer);
+    let id = ObjectId::of_bytes(&bytes);
+    repo.backend().write(ObjectKind::Data, &id.to_hex(), Bytes::from(bytes)).await?;
+    Ok(IndexedPack { id, blobs: entries.iter().map(IndexedBlob::from).collect() })
+}
