@@ -6,6 +6,7 @@
 //! - `NEVERWIPED_SIDECAR_IMAGE_PULL_POLICY`: `Always`, `IfNotPresent` or `Never`.
 //! - `NEVERWIPED_HTTP_ADDR`: where `/healthz`, `/readyz` and `/metrics` listen (`0.0.0.0:8080`).
 //! - `NEVERWIPED_CATCH_UP_WINDOW`: how late a missed run may still start (`24h`).
+//! - `NEVERWIPED_WATCH_NAMESPACE`: reconcile only this namespace's resources (default: all).
 //! - `NEVERWIPED_LOG_FORMAT`: `json` for JSON logs; `RUST_LOG` filters them (`info`).
 //! - `KUBECONFIG` or the in-cluster service account: how to reach the API server.
 
@@ -38,6 +39,9 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(window) = std::env::var("NEVERWIPED_CATCH_UP_WINDOW") {
         settings.catch_up_window = parse_duration(&window).context("NEVERWIPED_CATCH_UP_WINDOW")?;
     }
+    settings.watch_namespace = std::env::var("NEVERWIPED_WATCH_NAMESPACE")
+        .ok()
+        .filter(|n| !n.is_empty());
     let address = std::env::var("NEVERWIPED_HTTP_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
 
     let metrics = Arc::new(Metrics::default());
@@ -61,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(version = %version.git_version, "connected to the API server");
     let ctx = Arc::new(Context::new(client, metrics, settings));
     health.ready.store(true, Ordering::Relaxed);
-    controller::run(ctx).await;
+    controller::run(ctx, futures::future::pending()).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -62,6 +62,7 @@ impl Error {
             Error::WrongPassword => ExitStatus::WrongPassword,
             Error::Locked { .. } => ExitStatus::LockFailed,
             Error::Backend(BackendError::NoRepository { .. }) => ExitStatus::NoRepository,
+            Error::Format(FormatError::NotARepository { .. }) => ExitStatus::NoRepository,
             _ => ExitStatus::Failed,
         }
     }

@@ -4,15 +4,19 @@
 mod cli;
 
 use clap::Parser;
+use neverwiped_contract::Operation;
 use cli::args::Cli;
 use neverwiped_contract::ExitStatus;
 use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    cli::init_logging(cli.log_format, cli.quiet);
     let started = chrono::Utc::now();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(error, started),
+    };
+    cli::init_logging(cli.log_format, cli.quiet);
     let operation = cli::operation_of(&cli.command);
     let (status, result) = match cli::run(&cli).await {
         Ok(outcome) => {
@@ -35,4 +39,39 @@ async fn main() -> ExitCode {
         }
     }
     ExitCode::from(status.code() as u8)
+}
+
+/// A command line that does not parse: help and version exit 0; a mistake exits 1 (restic's
+/// "failed", not clap's 2) and still writes the result file, so the operator sees why.
+fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        let _ = error.print();
+        return ExitCode::SUCCESS;
+    }
+    let _ = error.print();
+    let args: Vec<String> = std::env::args().collect();
+    let result_file = args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix("--result-file") {
+        Some("") => args.get(i + 1).cloned(),
+        Some(value) => value.strip_prefix('=').map(str::to_owned),
+        None => None,
+    });
+    if let Some(path) = result_file {
+        let operation = match args.iter().skip(1).find(|arg| !arg.starts_with('-')).map(String::as_str) {
+            Some("restore") => Operation::Restore,
+            Some("init") => Operation::Init,
+            Some("forget") => Operation::Forget,
+            Some("prune") => Operation::Prune,
+            Some("check") => Operation::Check,
+            _ => Operation::Backup,
+        };
+        let message = error.kind().to_string();
+        let detail = error.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
+        let text = if detail.is_empty() { message } else { detail };
+        let result = cli::run_result(operation, ExitStatus::Failed, started, &Default::default(), Some(text));
+        if let Err(write_error) = std::fs::write(&path, result.to_termination_message()) {
+            eprintln!("error: cannot write the result file {path}: {write_error}");
+        }
+    }
+    ExitCode::from(ExitStatus::Failed.code() as u8)
 }

@@ -69,6 +69,7 @@ impl Repository {
         // and so is an unreadable key object: another key may still open the repository.
         let mut skipped: Option<Error> = None;
         let mut refused = 0;
+        let mut config_error: Option<Error> = None;
         for info in key_infos {
             let what = format!("key {}", info.name);
             let stored = backend.read(ObjectKind::Keys, &info.name).await?;
@@ -91,7 +92,7 @@ impl Repository {
                         Ok(params) => params,
                         Err(error) => {
                             tracing::warn!(key = %info.name, %error, "a key opens with this password but not the config");
-                            skipped = Some(error.into());
+                            config_error.get_or_insert(error.into());
                             continue;
                         }
                     };
@@ -109,9 +110,9 @@ impl Repository {
         }
         // A key that opened means the password was right and the repository is damaged; a key that
         // refused means the password is wrong (a damaged key cannot be told from another's).
-        match skipped {
-            Some(error @ Error::Format(crate::format::FormatError::Crypto(_))) => Err(error),
-            Some(error) if refused == 0 => Err(error),
+        match (config_error, skipped) {
+            (Some(error), _) => Err(error),
+            (None, Some(error)) if refused == 0 => Err(error),
             _ => Err(Error::WrongPassword),
         }
     }
@@ -194,24 +195,29 @@ impl Repository {
 
     /// Loads every index object: the repository can then read and add blobs.
     pub async fn load_index(self) -> Result<IndexedRepository> {
+        let index = self.read_index().await?;
+        Ok(IndexedRepository { repo: self, index: Arc::new(RwLock::new(index)) })
+    }
+
+    /// Every index object in force (not superseded by another), with its id.
+    pub async fn index_files(&self) -> Result<Vec<(ObjectId, IndexFile)>> {
         let ids = self.list_ids(ObjectKind::Index).await?;
         let files: Vec<(ObjectId, IndexFile)> = futures::stream::iter(ids)
-            .map(|id| {
-                let repo = &self;
-                async move { repo.read_object::<IndexFile>(ObjectKind::Index, &id).await.map(|f| (id, f)) }
-            })
+            .map(|id| async move { self.read_object::<IndexFile>(ObjectKind::Index, &id).await.map(|f| (id, f)) })
             .buffer_unordered(METADATA_READ_CONCURRENCY)
             .try_collect()
             .await?;
         let superseded: std::collections::HashSet<ObjectId> =
             files.iter().flat_map(|(_, file)| file.supersedes.iter().copied()).collect();
+        Ok(files.into_iter().filter(|(id, _)| !superseded.contains(id)).collect())
+    }
+
+    async fn read_index(&self) -> Result<Index> {
         let mut index = Index::default();
-        for (id, file) in &files {
-            if !superseded.contains(id) {
-                index.add_file(Some(*id), file);
-            }
+        for (id, file) in self.index_files().await? {
+            index.add_file(Some(id), &file);
         }
-        Ok(IndexedRepository { repo: self, index: Arc::new(RwLock::new(index)) })
+        Ok(index)
     }
 }
 
@@ -278,12 +284,23 @@ impl IndexedRepository {
         self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records the blobs of a pack that was just stored and indexed.
-    pub fn add_to_index(&self, pack: &crate::format::index::IndexedPack) {
-        let mut index = self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        for blob in &pack.blobs {
-            index.add_blob(pack.id, blob);
+    /// Reloads the index when its objects changed since it was loaded (a prune ran meanwhile).
+    /// A backup calls this once it holds its lock, so it never trusts blobs a prune removed.
+    pub async fn refresh_index(&self) -> Result<()> {
+        let mut listed = self.list_ids(ObjectKind::Index).await?;
+        let mut loaded = self.index().objects.clone();
+        listed.sort();
+        loaded.sort();
+        if listed != loaded {
+            let fresh = self.read_index().await?;
+            *self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
         }
+        Ok(())
+    }
+
+    /// Records an index object this process just stored.
+    pub fn add_index_file(&self, id: ObjectId, file: &IndexFile) {
+        self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()).add_file(Some(id), file);
     }
 
     /// Reads one blob's plaintext, authenticated and checked against its id.

@@ -11,17 +11,19 @@ use std::time::Duration;
 use futures::StreamExt;
 use jiff::SignedDuration;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{metadata_watcher, watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::api::{BackupPlan, Restore};
 use crate::job::JobSettings;
 use crate::metrics::{ErrorLabels, Metrics};
-use crate::plan::{SecretKeys, SecretUse};
+use crate::plan::{secrets_used, SecretKeys, SecretUse};
 
 /// The field manager of every status the operator applies.
 pub const FIELD_MANAGER: &str = "neverwiped-operator";
@@ -54,9 +56,11 @@ pub struct Settings {
     pub catch_up_window: SignedDuration,
     /// Finished Jobs kept per plan (their status is already recorded).
     pub finished_jobs_to_keep: usize,
-    /// How soon a resource that is not ready (a Secret or PVC missing) is looked at again; the
-    /// operator does not watch Secrets and PVCs.
+    /// How soon a resource that is not ready (a Secret or PVC missing) is looked at again, in
+    /// case a watch event was missed (Secrets and PVCs are watched by metadata).
     pub not_ready_recheck: Duration,
+    /// Watch only this namespace; `None` watches all.
+    pub watch_namespace: Option<String>,
 }
 
 impl Settings {
@@ -71,6 +75,7 @@ impl Settings {
             catch_up_window: crate::schedule::DEFAULT_CATCH_UP_WINDOW,
             finished_jobs_to_keep: 3,
             not_ready_recheck: Duration::from_secs(120),
+            watch_namespace: None,
         }
     }
 }
@@ -197,39 +202,153 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     Action::requeue(ctx.backoff(&object_key(object.as_ref())))
 }
 
-/// Runs both controllers until a shutdown signal.
-pub async fn run(ctx: Arc<Context>) {
+/// An `Api` over every namespace, or over the one the operator is limited to.
+fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Whether `plan` names the Secret `secret` (in its own namespace).
+fn plan_names_secret(plan: &BackupPlan, namespace: Option<&str>, secret: &str) -> bool {
+    plan.namespace().as_deref() == namespace
+        && secrets_used(&plan.spec).iter().any(|u| u.name == secret)
+}
+
+/// Whether a change of a PersistentVolumeClaim in its namespace may change what `plan` decides:
+/// only a plan with volumes that is not ready waits for one.
+fn plan_waits_for_claims(plan: &BackupPlan, namespace: Option<&str>) -> bool {
+    let ready = plan
+        .status
+        .as_ref()
+        .and_then(|s| crate::conditions::find_condition(&s.conditions, crate::conditions::types::READY))
+        .is_some_and(|c| c.status == "True");
+    plan.namespace().as_deref() == namespace && !plan.spec.volumes.is_empty() && !ready
+}
+
+/// Runs both controllers until a shutdown signal, or until `stop` resolves.
+///
+/// Secrets and PersistentVolumeClaims are watched by metadata only (no Secret's data is ever
+/// listed or held): a plan or Restore waiting for one that is missing runs as soon as it appears.
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
+    let namespace = ctx.settings.watch_namespace.clone();
+    let namespace = namespace.as_deref();
+    let stop = futures::FutureExt::shared(Box::pin(stop));
+
     let plans = Controller::new(
-        Api::<BackupPlan>::all(client.clone()),
+        scoped_api::<BackupPlan>(&client, namespace),
         watcher::Config::default(),
     )
     .owns(
-        Api::<Job>::all(client.clone()),
+        scoped_api::<Job>(&client, namespace),
         watcher::Config::default().labels(&format!("{}=backup", crate::job::LABEL_OPERATION)),
+    );
+    let store = plans.store();
+    let secrets = metadata_watcher(
+        scoped_api::<Secret>(&client, namespace),
+        watcher::Config::default(),
     )
-    .shutdown_on_signal()
-    .run(backup_plan::reconcile, error_policy, ctx.clone())
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::debug!(%error, "BackupPlan controller");
-        }
+    .touched_objects();
+    let plans = plans.watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+        let namespace = secret.namespace();
+        let name = secret.name_any();
+        store
+            .state()
+            .into_iter()
+            .filter(|plan| plan_names_secret(plan, namespace.as_deref(), &name))
+            .map(|plan| ObjectRef::from_obj(plan.as_ref()))
+            .collect::<Vec<_>>()
     });
+    let store = plans.store();
+    let claims = metadata_watcher(
+        scoped_api::<PersistentVolumeClaim>(&client, namespace),
+        watcher::Config::default(),
+    )
+    .touched_objects();
+    let plans = plans
+        .watches_stream(claims, move |claim: PartialObjectMeta<PersistentVolumeClaim>| {
+            let namespace = claim.namespace();
+            store
+                .state()
+                .into_iter()
+                .filter(|plan| plan_waits_for_claims(plan, namespace.as_deref()))
+                .map(|plan| ObjectRef::from_obj(plan.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .shutdown_on_signal()
+        .graceful_shutdown_on(stop.clone())
+        .run(backup_plan::reconcile, error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "BackupPlan controller");
+            }
+        });
+
+    // A Restore waits for its plan, Secrets and claims: any change of those in its namespace wakes
+    // the unfinished Restores there (they are few and short-lived).
     let restores = Controller::new(
-        Api::<Restore>::all(client.clone()),
+        scoped_api::<Restore>(&client, namespace),
         watcher::Config::default(),
     )
     .owns(
-        Api::<Job>::all(client),
+        scoped_api::<Job>(&client, namespace),
         watcher::Config::default().labels(&format!("{}=restore", crate::job::LABEL_OPERATION)),
-    )
-    .shutdown_on_signal()
-    .run(restore::reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::debug!(%error, "Restore controller");
+    );
+    let waiting_restores = |store: kube::runtime::reflector::Store<Restore>| {
+        move |namespace: Option<String>| {
+            store
+                .state()
+                .into_iter()
+                .filter(|restore| {
+                    restore.namespace() == namespace
+                        && !restore
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.phase)
+                            .is_some_and(crate::api::RestorePhase::is_finished)
+                })
+                .map(|restore| ObjectRef::from_obj(restore.as_ref()))
+                .collect::<Vec<_>>()
         }
-    });
+    };
+    let for_secret = waiting_restores(restores.store());
+    let for_claim = waiting_restores(restores.store());
+    let for_plan = waiting_restores(restores.store());
+    let restores = restores
+        .watches_stream(
+            metadata_watcher(scoped_api::<Secret>(&client, namespace), watcher::Config::default())
+                .touched_objects(),
+            move |secret: PartialObjectMeta<Secret>| for_secret(secret.namespace()),
+        )
+        .watches_stream(
+            metadata_watcher(
+                scoped_api::<PersistentVolumeClaim>(&client, namespace),
+                watcher::Config::default(),
+            )
+            .touched_objects(),
+            move |claim: PartialObjectMeta<PersistentVolumeClaim>| for_claim(claim.namespace()),
+        )
+        .watches_stream(
+            metadata_watcher(
+                scoped_api::<BackupPlan>(&client, namespace),
+                watcher::Config::default(),
+            )
+            .touched_objects(),
+            move |plan: PartialObjectMeta<BackupPlan>| for_plan(plan.namespace()),
+        )
+        .shutdown_on_signal()
+        .graceful_shutdown_on(stop)
+        .run(restore::reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "Restore controller");
+            }
+        });
     futures::join!(plans, restores);
 }
 

@@ -129,6 +129,7 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
     let paths: Vec<SnapshotPath> = tree.paths.iter().cloned().map(SnapshotPath).collect();
     let lock = locking::acquire(repo, false, "backup").await?;
     let result: Result<BackupReport> = async {
+        repo.refresh_index().await?;
         let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
         let outcome = run_pipeline(repo, tree, parent.map(|(_, tree)| tree), &options).await?;
         let summary = SnapshotSummary {

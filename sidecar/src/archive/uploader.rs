@@ -92,10 +92,8 @@ impl Shared {
             return Ok(());
         }
         let file = IndexFile { packs, supersedes: vec![] };
-        self.repo.write_object(ObjectKind::Index, &file).await?;
-        for pack in &file.packs {
-            self.repo.add_to_index(pack);
-        }
+        let id = self.repo.write_object(ObjectKind::Index, &file).await?;
+        self.repo.add_index_file(id, &file);
         Ok(())
     }
 }

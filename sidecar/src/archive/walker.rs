@@ -140,8 +140,9 @@ impl Walker {
                 }
                 VirtualEntry::Path(path) => match std::fs::symlink_metadata(&path) {
                     Ok(meta) => {
-                        self.stats.sources_read += 1;
-                        self.archive_entry(&path, name, &meta, parent_node.as_ref())?
+                        let node = self.archive_entry(&path, name, &meta, parent_node.as_ref())?;
+                        self.stats.sources_read += u64::from(node.is_some());
+                        node
                     }
                     Err(error) => {
                         self.warn(format!("cannot read {}: {error}", path.display()));

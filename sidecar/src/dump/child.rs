@@ -95,6 +95,13 @@ impl ToolCommand {
     pub fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.args(&self.args);
+        // The sidecar's own secrets (the repository's, the gate's, every database's password)
+        // are no business of the tools.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("NEVERWIPED_") {
+                command.env_remove(name);
+            }
+        }
         for name in &self.env_remove {
             command.env_remove(name);
         }

@@ -58,14 +58,13 @@ impl RepositoryParams {
 impl ConfigFile {
     /// Parses the plain part and checks the format marker and version.
     pub fn parse(stored: &[u8]) -> Result<ConfigFile, FormatError> {
-        let config: ConfigFile = serde_json::from_slice(stored).map_err(|_| {
-            FormatError::invalid("the config object", "this is not a neverwiped repository (maybe a restic or other repository)")
+        let config: ConfigFile = serde_json::from_slice(stored).map_err(|_| FormatError::NotARepository {
+            reason: "the config object is not a neverwiped config (maybe a restic or other repository)".into(),
         })?;
         if config.format != FORMAT_MARKER {
-            return Err(FormatError::invalid(
-                "the config object",
-                format!("format {:?} is not {FORMAT_MARKER:?}", config.format),
-            ));
+            return Err(FormatError::NotARepository {
+                reason: format!("the config object names the format {:?}, not {FORMAT_MARKER:?}", config.format),
+            });
         }
         if config.version != FORMAT_VERSION {
             return Err(FormatError::invalid(

@@ -30,6 +30,8 @@ pub enum FormatError {
     },
     #[error("{what} is not valid: {message}")]
     Invalid { what: String, message: String },
+    #[error("this is not a neverwiped repository: {reason}")]
+    NotARepository { reason: String },
 }
 
 impl FormatError {

@@ -5,7 +5,7 @@
 //! whole, its SHA-256 must match its name, its sealed header must match the index, and every
 //! blob must open (authenticated, decompressed, and hashing to its id).
 
-use super::{expected_pack_size, load_index_files};
+use super::expected_pack_size;
 use crate::backend::ObjectKind;
 use crate::error::{Error, Result};
 use crate::format::index::IndexedPack;
@@ -44,7 +44,7 @@ impl CheckReport {
 
 pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<CheckReport> {
     let mut report = CheckReport::default();
-    let index_files = load_index_files(repo).await?;
+    let index_files = repo.index_files().await?;
     let mut packs: HashMap<ObjectId, IndexedPack> = HashMap::new();
     for (_, file) in index_files {
         for pack in file.packs {

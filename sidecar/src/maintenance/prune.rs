@@ -11,7 +11,7 @@
 //! A crash before step 2 ends leaves the old indexes in force (new packs are unindexed garbage);
 //! after it, the new ones are. Data is only deleted once no index in force names it.
 
-use super::{expected_pack_size, load_index_files};
+use super::expected_pack_size;
 use crate::backend::ObjectKind;
 use crate::error::{Error, Result};
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
@@ -71,7 +71,7 @@ pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
     // Every index object goes, superseded ones included: were one left behind, deleting the
     // object that supersedes it would bring it back into force.
     let old_indexes = repo.list_ids(ObjectKind::Index).await?;
-    let index_files = load_index_files(repo).await?;
+    let index_files = repo.index_files().await?;
     let mut plan = PrunePlan { old_indexes, ..Default::default() };
     let mut seen_packs = HashSet::new();
     let mut kept_blobs: HashSet<BlobId> = HashSet::new();
