@@ -198,11 +198,17 @@ mod tests {
     #[test]
     fn termination_message_fits_even_with_many_warnings_and_a_long_error() {
         let mut result = sample();
-        result.warnings = (0..500).map(|i| format!("cannot read file number {i}")).collect();
+        result.warnings = (0..500)
+            .map(|i| format!("cannot read file number {i}"))
+            .collect();
         result.warnings_total = 500;
         result.error = Some("é".repeat(5000));
         let message = result.to_termination_message();
-        assert!(message.len() <= TERMINATION_MESSAGE_MAX_BYTES, "{}", message.len());
+        assert!(
+            message.len() <= TERMINATION_MESSAGE_MAX_BYTES,
+            "{}",
+            message.len()
+        );
         let parsed = RunResult::from_json(&message).unwrap();
         assert_eq!(parsed.warnings_total, 500);
         assert!(parsed.error.unwrap().ends_with('…'));

@@ -22,24 +22,37 @@ impl Default for ChunkerParams {
     /// 256 KiB / 1 MiB / 4 MiB: few enough chunks to keep the index small, small enough that a
     /// change costs about a megabyte.
     fn default() -> ChunkerParams {
-        ChunkerParams { min_bytes: 256 * 1024, avg_bytes: 1024 * 1024, max_bytes: 4 * 1024 * 1024 }
+        ChunkerParams {
+            min_bytes: 256 * 1024,
+            avg_bytes: 1024 * 1024,
+            max_bytes: 4 * 1024 * 1024,
+        }
     }
 }
 
 impl ChunkerParams {
     /// Checks the bounds FastCDC v2020 accepts and that each is a power of two.
     pub fn validate(&self) -> Result<(), String> {
-        let ChunkerParams { min_bytes, avg_bytes, max_bytes } = *self;
+        let ChunkerParams {
+            min_bytes,
+            avg_bytes,
+            max_bytes,
+        } = *self;
         for (name, value) in [("min", min_bytes), ("avg", avg_bytes), ("max", max_bytes)] {
             if !value.is_power_of_two() {
                 return Err(format!("chunker {name} size {value} is not a power of two"));
             }
         }
-        let in_range = (fastcdc::v2020::MINIMUM_MIN..=fastcdc::v2020::MINIMUM_MAX).contains(&(min_bytes as usize))
-            && (fastcdc::v2020::AVERAGE_MIN..=fastcdc::v2020::AVERAGE_MAX).contains(&(avg_bytes as usize))
-            && (fastcdc::v2020::MAXIMUM_MIN..=fastcdc::v2020::MAXIMUM_MAX).contains(&(max_bytes as usize));
+        let in_range = (fastcdc::v2020::MINIMUM_MIN..=fastcdc::v2020::MINIMUM_MAX)
+            .contains(&(min_bytes as usize))
+            && (fastcdc::v2020::AVERAGE_MIN..=fastcdc::v2020::AVERAGE_MAX)
+                .contains(&(avg_bytes as usize))
+            && (fastcdc::v2020::MAXIMUM_MIN..=fastcdc::v2020::MAXIMUM_MAX)
+                .contains(&(max_bytes as usize));
         if !in_range || min_bytes >= avg_bytes || avg_bytes >= max_bytes {
-            return Err(format!("chunker sizes {min_bytes}/{avg_bytes}/{max_bytes} are out of range"));
+            return Err(format!(
+                "chunker sizes {min_bytes}/{avg_bytes}/{max_bytes} are out of range"
+            ));
         }
         Ok(())
     }
@@ -59,7 +72,13 @@ impl Chunker {
     pub fn new(params: ChunkerParams, seed: u64) -> Chunker {
         let (mask_s, mask_l) = select_masks(params.avg_bytes as usize, Normalization::Level1);
         let (gear, gear_ls) = get_gear_with_seed(seed);
-        Chunker { params, mask_s, mask_l, gear, gear_ls }
+        Chunker {
+            params,
+            mask_s,
+            mask_l,
+            gear,
+            gear_ls,
+        }
     }
 
     pub fn params(&self) -> ChunkerParams {
@@ -108,7 +127,14 @@ struct ChunkStream<'a, R> {
 impl<'a, R: Read> ChunkStream<'a, R> {
     fn new(chunker: &'a Chunker, source: R) -> Self {
         let capacity = 2 * chunker.params.max_bytes as usize;
-        ChunkStream { chunker, source, buffer: vec![0; capacity], start: 0, end: 0, eof: false }
+        ChunkStream {
+            chunker,
+            source,
+            buffer: vec![0; capacity],
+            start: 0,
+            end: 0,
+            eof: false,
+        }
     }
 
     fn fill(&mut self) -> std::io::Result<()> {
@@ -184,7 +210,11 @@ mod tests {
         let chunker = Chunker::new(ChunkerParams::default(), 0x0123_4567_89ab_cdef);
         let lengths = cut_lengths(&chunker, &data);
         assert_eq!(lengths.iter().sum::<usize>(), data.len());
-        assert_eq!(lengths, [1455032, 1099793, 2228284, 1108789, 1886737, 401263, 1354194, 2227111, 821709], "golden cut points");
+        assert_eq!(
+            lengths,
+            [1455032, 1099793, 2228284, 1108789, 1886737, 401263, 1354194, 2227111, 821709],
+            "golden cut points"
+        );
     }
 
     #[test]
@@ -200,7 +230,10 @@ mod tests {
         let data = pseudo_random(16 * 1024 * 1024, 7);
         let chunker = Chunker::new(ChunkerParams::default(), 99);
         let mut changed = data.clone();
-        changed.splice(8 * 1024 * 1024..8 * 1024 * 1024, b"inserted bytes".iter().copied());
+        changed.splice(
+            8 * 1024 * 1024..8 * 1024 * 1024,
+            b"inserted bytes".iter().copied(),
+        );
         let collect = |input: &[u8]| {
             let mut chunks = std::collections::HashSet::new();
             chunker
@@ -234,9 +267,16 @@ mod tests {
     #[test]
     fn invalid_parameters_are_rejected() {
         assert!(ChunkerParams::default().validate().is_ok());
-        let odd = ChunkerParams { min_bytes: 300_000, ..ChunkerParams::default() };
+        let odd = ChunkerParams {
+            min_bytes: 300_000,
+            ..ChunkerParams::default()
+        };
         assert!(odd.validate().unwrap_err().contains("power of two"));
-        let inverted = ChunkerParams { min_bytes: 1 << 20, avg_bytes: 1 << 19, max_bytes: 1 << 22 };
+        let inverted = ChunkerParams {
+            min_bytes: 1 << 20,
+            avg_bytes: 1 << 19,
+            max_bytes: 1 << 22,
+        };
         assert!(inverted.validate().is_err());
     }
 }

@@ -70,7 +70,10 @@ pub fn decode(encoded: Vec<u8>, expected_len: usize) -> Result<Vec<u8>, Compress
         other => return Err(CompressError::UnknownCodec(other)),
     };
     if data.len() != expected_len {
-        return Err(CompressError::WrongLength { expected: expected_len, actual: data.len() });
+        return Err(CompressError::WrongLength {
+            expected: expected_len,
+            actual: data.len(),
+        });
     }
     Ok(data)
 }
@@ -83,10 +86,16 @@ pub fn decode_unsized(encoded: &[u8], limit: usize) -> Result<Vec<u8>, CompressE
         CODEC_ZSTD => {
             let mut decoder = zstd::stream::Decoder::new(body).map_err(CompressError::Zstd)?;
             let mut out = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::Read::take(&mut decoder, limit as u64 + 1), &mut out)
-                .map_err(CompressError::Zstd)?;
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(&mut decoder, limit as u64 + 1),
+                &mut out,
+            )
+            .map_err(CompressError::Zstd)?;
             if out.len() > limit {
-                return Err(CompressError::WrongLength { expected: limit, actual: out.len() });
+                return Err(CompressError::WrongLength {
+                    expected: limit,
+                    actual: out.len(),
+                });
             }
             Ok(out)
         }
@@ -105,7 +114,9 @@ mod tests {
 
     #[test]
     fn text_is_compressed_and_round_trips() {
-        let text = "a line of a log file that repeats\n".repeat(2000).into_bytes();
+        let text = "a line of a log file that repeats\n"
+            .repeat(2000)
+            .into_bytes();
         let encoded = encode(&text, &mut new_compressor());
         assert_eq!(encoded[0], CODEC_ZSTD);
         assert!(encoded.len() < text.len() / 10);
@@ -124,8 +135,14 @@ mod tests {
     #[test]
     fn a_wrong_length_or_codec_is_an_error() {
         let encoded = encode(b"abc", &mut new_compressor());
-        assert!(matches!(decode(encoded, 4), Err(CompressError::WrongLength { .. })));
-        assert!(matches!(decode(vec![9, 1, 2], 2), Err(CompressError::UnknownCodec(9))));
+        assert!(matches!(
+            decode(encoded, 4),
+            Err(CompressError::WrongLength { .. })
+        ));
+        assert!(matches!(
+            decode(vec![9, 1, 2], 2),
+            Err(CompressError::UnknownCodec(9))
+        ));
         assert!(matches!(decode(vec![], 0), Err(CompressError::Empty)));
     }
 }

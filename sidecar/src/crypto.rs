@@ -18,7 +18,9 @@ pub const SEAL_OVERHEAD_BYTES: usize = NONCE_BYTES + TAG_BYTES;
 
 #[derive(Debug, Error)]
 pub enum CryptoError {
-    #[error("{what} failed authentication: it was changed, corrupted, or belongs to another repository")]
+    #[error(
+        "{what} failed authentication: it was changed, corrupted, or belongs to another repository"
+    )]
     Authentication { what: String },
     #[error("{what} is too short to be sealed data ({len} bytes)")]
     Truncated { what: String, len: usize },
@@ -47,7 +49,8 @@ impl MasterKey {
 
     /// The working keys, each derived with its own BLAKE3 context so none reveals another.
     pub fn derive(&self) -> RepositoryKeys {
-        let encryption = blake3::derive_key("neverwiped 2026-11 v1 AES-256-GCM sealing key", &self.0);
+        let encryption =
+            blake3::derive_key("neverwiped 2026-11 v1 AES-256-GCM sealing key", &self.0);
         let blob_id = blake3::derive_key("neverwiped 2026-11 v1 blob id key", &self.0);
         let tree_id = blake3::derive_key("neverwiped 2026-11 v1 tree id key", &self.0);
         let seed = blake3::derive_key("neverwiped 2026-11 v1 chunker seed", &self.0);
@@ -103,7 +106,9 @@ pub struct Sealer {
 
 impl Sealer {
     pub fn new(key: &[u8; 32]) -> Sealer {
-        Sealer { cipher: Aes256Gcm::new(key.into()) }
+        Sealer {
+            cipher: Aes256Gcm::new(key.into()),
+        }
     }
 
     /// Encrypts and authenticates `plaintext`, binding it to `associated_data`.
@@ -115,16 +120,28 @@ impl Sealer {
         out.extend_from_slice(plaintext);
         let tag = self
             .cipher
-            .encrypt_in_place_detached(Nonce::from_slice(&nonce), associated_data, &mut out[NONCE_BYTES..])
+            .encrypt_in_place_detached(
+                Nonce::from_slice(&nonce),
+                associated_data,
+                &mut out[NONCE_BYTES..],
+            )
             .expect("AES-GCM encrypts any message below 64 GiB");
         out.extend_from_slice(&tag);
         out
     }
 
     /// Checks and decrypts what [`Sealer::seal`] produced; `what` names the data in errors.
-    pub fn open(&self, sealed: &[u8], associated_data: &[u8], what: &str) -> Result<Vec<u8>, CryptoError> {
+    pub fn open(
+        &self,
+        sealed: &[u8],
+        associated_data: &[u8],
+        what: &str,
+    ) -> Result<Vec<u8>, CryptoError> {
         if sealed.len() < SEAL_OVERHEAD_BYTES {
-            return Err(CryptoError::Truncated { what: what.to_owned(), len: sealed.len() });
+            return Err(CryptoError::Truncated {
+                what: what.to_owned(),
+                len: sealed.len(),
+            });
         }
         let (nonce, rest) = sealed.split_at(NONCE_BYTES);
         let (ciphertext, tag) = rest.split_at(rest.len() - TAG_BYTES);
@@ -136,7 +153,9 @@ impl Sealer {
                 &mut plaintext,
                 Tag::from_slice(tag),
             )
-            .map_err(|_| CryptoError::Authentication { what: what.to_owned() })?;
+            .map_err(|_| CryptoError::Authentication {
+                what: what.to_owned(),
+            })?;
         Ok(plaintext)
     }
 }
@@ -163,7 +182,11 @@ pub struct KdfParams {
 impl Default for KdfParams {
     /// 64 MiB and 3 passes: about a quarter of a second on one core, costly to guess at scale.
     fn default() -> KdfParams {
-        KdfParams { memory_kib: 64 * 1024, iterations: 3, parallelism: 1 }
+        KdfParams {
+            memory_kib: 64 * 1024,
+            iterations: 3,
+            parallelism: 1,
+        }
     }
 }
 
@@ -176,9 +199,11 @@ impl KdfParams {
                 "Argon2id parameters {self:?} exceed the limits (4 GiB, 64 passes, 16 lanes)"
             )));
         }
-        let params = argon2::Params::new(self.memory_kib, self.iterations, self.parallelism, Some(32))
-            .map_err(|e| CryptoError::KdfParams(e.to_string()))?;
-        let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+        let params =
+            argon2::Params::new(self.memory_kib, self.iterations, self.parallelism, Some(32))
+                .map_err(|e| CryptoError::KdfParams(e.to_string()))?;
+        let argon =
+            argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
         let mut out = [0u8; 32];
         argon
             .hash_password_into(password, salt, &mut out)
@@ -203,7 +228,10 @@ mod tests {
         let keys = MasterKey::generate().derive();
         let sealed = keys.sealer.seal(b"secret payload", b"ad-1");
         assert_eq!(sealed.len(), 14 + SEAL_OVERHEAD_BYTES);
-        assert_eq!(keys.sealer.open(&sealed, b"ad-1", "test").unwrap(), b"secret payload");
+        assert_eq!(
+            keys.sealer.open(&sealed, b"ad-1", "test").unwrap(),
+            b"secret payload"
+        );
         assert!(keys.sealer.open(&sealed, b"ad-2", "test").is_err());
         let other = MasterKey::generate().derive();
         assert!(other.sealer.open(&sealed, b"ad-1", "test").is_err());
@@ -217,25 +245,46 @@ mod tests {
             let mut tampered = sealed.clone();
             tampered[byte] ^= 0x01;
             let error = keys.sealer.open(&tampered, b"ad", "blob x").unwrap_err();
-            assert!(error.to_string().contains("blob x failed authentication"), "{error}");
+            assert!(
+                error.to_string().contains("blob x failed authentication"),
+                "{error}"
+            );
         }
-        assert!(matches!(keys.sealer.open(&sealed[..10], b"ad", "x"), Err(CryptoError::Truncated { .. })));
+        assert!(matches!(
+            keys.sealer.open(&sealed[..10], b"ad", "x"),
+            Err(CryptoError::Truncated { .. })
+        ));
     }
 
     #[test]
     fn the_same_plaintext_seals_differently_each_time() {
         let keys = MasterKey::generate().derive();
-        assert_ne!(keys.sealer.seal(b"same", b""), keys.sealer.seal(b"same", b""));
+        assert_ne!(
+            keys.sealer.seal(b"same", b""),
+            keys.sealer.seal(b"same", b"")
+        );
     }
 
     #[test]
     fn blob_ids_are_keyed_per_repository() {
         let a = MasterKey::from_bytes([1; 32]).derive();
         let b = MasterKey::from_bytes([2; 32]).derive();
-        assert_eq!(a.blob_id(BlobKind::Data, b"data"), a.blob_id(BlobKind::Data, b"data"));
-        assert_ne!(a.blob_id(BlobKind::Data, b"data"), b.blob_id(BlobKind::Data, b"data"));
-        assert_ne!(a.blob_id(BlobKind::Data, b"data").as_bytes(), blake3::hash(b"data").as_bytes());
-        assert_ne!(a.blob_id(BlobKind::Data, b"data"), a.blob_id(BlobKind::Tree, b"data"));
+        assert_eq!(
+            a.blob_id(BlobKind::Data, b"data"),
+            a.blob_id(BlobKind::Data, b"data")
+        );
+        assert_ne!(
+            a.blob_id(BlobKind::Data, b"data"),
+            b.blob_id(BlobKind::Data, b"data")
+        );
+        assert_ne!(
+            a.blob_id(BlobKind::Data, b"data").as_bytes(),
+            blake3::hash(b"data").as_bytes()
+        );
+        assert_ne!(
+            a.blob_id(BlobKind::Data, b"data"),
+            a.blob_id(BlobKind::Tree, b"data")
+        );
     }
 
     #[test]
@@ -251,7 +300,11 @@ mod tests {
 
     #[test]
     fn argon2id_derivation_depends_on_password_and_salt() {
-        let params = KdfParams { memory_kib: 64, iterations: 1, parallelism: 1 };
+        let params = KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        };
         let a = params.derive(b"password", b"salt-salt-salt-1").unwrap();
         assert_eq!(a, params.derive(b"password", b"salt-salt-salt-1").unwrap());
         assert_ne!(a, params.derive(b"Password", b"salt-salt-salt-1").unwrap());

@@ -26,7 +26,9 @@ impl FromStr for Id32 {
     type Err = ParseIdError;
     fn from_str(text: &str) -> Result<Id32, ParseIdError> {
         let mut bytes = [0u8; 32];
-        hex::decode_to_slice(text, &mut bytes).map_err(|_| ParseIdError { text: text.to_owned() })?;
+        hex::decode_to_slice(text, &mut bytes).map_err(|_| ParseIdError {
+            text: text.to_owned(),
+        })?;
         Ok(Id32(bytes))
     }
 }
@@ -141,7 +143,10 @@ mod tests {
     #[test]
     fn ids_round_trip_through_hex_and_json() {
         let id = ObjectId::of_bytes(b"hello");
-        assert_eq!(id.to_hex(), "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+        assert_eq!(
+            id.to_hex(),
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
         let parsed: ObjectId = id.to_hex().parse().unwrap();
         assert_eq!(parsed, id);
         let json = serde_json::to_string(&id).unwrap();

@@ -17,7 +17,11 @@ pub struct LockGuard {
 }
 
 /// The locks of other holders that conflict with the one we want.
-async fn conflicting_locks(repo: &Repository, exclusive: bool, ours: Option<ObjectId>) -> Result<Vec<Lock>> {
+async fn conflicting_locks(
+    repo: &Repository,
+    exclusive: bool,
+    ours: Option<ObjectId>,
+) -> Result<Vec<Lock>> {
     let now = chrono::Utc::now();
     let mut conflicts = Vec::new();
     for id in repo.list_ids(ObjectKind::Locks).await? {
@@ -51,26 +55,58 @@ fn describe(lock: &Lock) -> String {
 /// Takes a lock: shared for backups, exclusive for prune.
 pub async fn acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Result<LockGuard> {
     if let Some(lock) = conflicting_locks(repo, exclusive, None).await?.first() {
-        return Err(Error::Locked { holder: describe(lock) });
+        return Err(Error::Locked {
+            holder: describe(lock),
+        });
     }
-    let id = repo.write_object(ObjectKind::Locks, &Lock::new(exclusive, purpose)).await?;
+    let id = repo
+        .write_object(ObjectKind::Locks, &Lock::new(exclusive, purpose))
+        .await?;
     // Two processes may have passed the first check at once: look again now that ours is visible.
     if let Some(lock) = conflicting_locks(repo, exclusive, Some(id)).await?.first() {
-        repo.backend().delete(ObjectKind::Locks, &id.to_hex()).await?;
-        return Err(Error::Locked { holder: describe(lock) });
+        repo.backend()
+            .delete(ObjectKind::Locks, &id.to_hex())
+            .await?;
+        return Err(Error::Locked {
+            holder: describe(lock),
+        });
     }
     let current = Arc::new(Mutex::new(id));
-    let refresher = tokio::spawn(refresh_forever(repo.clone(), current.clone(), exclusive, purpose.to_owned()));
-    Ok(LockGuard { repo: repo.clone(), current, refresher })
+    let refresher = tokio::spawn(refresh_forever(
+        repo.clone(),
+        current.clone(),
+        exclusive,
+        purpose.to_owned(),
+    ));
+    Ok(LockGuard {
+        repo: repo.clone(),
+        current,
+        refresher,
+    })
 }
 
-async fn refresh_forever(repo: Repository, current: Arc<Mutex<ObjectId>>, exclusive: bool, purpose: String) {
+async fn refresh_forever(
+    repo: Repository,
+    current: Arc<Mutex<ObjectId>>,
+    exclusive: bool,
+    purpose: String,
+) {
     loop {
         tokio::time::sleep(Duration::from_secs(REFRESH_EVERY_SECS)).await;
-        match repo.write_object(ObjectKind::Locks, &Lock::new(exclusive, &purpose)).await {
+        match repo
+            .write_object(ObjectKind::Locks, &Lock::new(exclusive, &purpose))
+            .await
+        {
             Ok(new_id) => {
-                let old_id = std::mem::replace(&mut *current.lock().unwrap_or_else(|p| p.into_inner()), new_id);
-                if let Err(error) = repo.backend().delete(ObjectKind::Locks, &old_id.to_hex()).await {
+                let old_id = std::mem::replace(
+                    &mut *current.lock().unwrap_or_else(|p| p.into_inner()),
+                    new_id,
+                );
+                if let Err(error) = repo
+                    .backend()
+                    .delete(ObjectKind::Locks, &old_id.to_hex())
+                    .await
+                {
                     tracing::warn!(%error, "could not remove the previous lock object");
                 }
             }
@@ -84,7 +120,10 @@ impl LockGuard {
     pub async fn release(self) -> Result<()> {
         self.refresher.abort();
         let id = *self.current.lock().unwrap_or_else(|p| p.into_inner());
-        self.repo.backend().delete(ObjectKind::Locks, &id.to_hex()).await?;
+        self.repo
+            .backend()
+            .delete(ObjectKind::Locks, &id.to_hex())
+            .await?;
         Ok(())
     }
 }
@@ -102,7 +141,9 @@ pub async fn remove_locks(repo: &Repository, all: bool) -> Result<usize> {
             Err(error) => return Err(error),
         };
         if all || stale {
-            repo.backend().delete(ObjectKind::Locks, &id.to_hex()).await?;
+            repo.backend()
+                .delete(ObjectKind::Locks, &id.to_hex())
+                .await?;
             removed += 1;
         }
     }

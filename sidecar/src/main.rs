@@ -4,9 +4,9 @@
 mod cli;
 
 use clap::Parser;
-use neverwiped_contract::Operation;
 use cli::args::Cli;
 use neverwiped_contract::ExitStatus;
+use neverwiped_contract::Operation;
 use std::process::ExitCode;
 
 #[tokio::main]
@@ -20,22 +20,44 @@ async fn main() -> ExitCode {
     let operation = cli::operation_of(&cli.command);
     let (status, result) = match cli::run(&cli).await {
         Ok(outcome) => {
-            let status = if outcome.warnings.is_empty() { ExitStatus::Success } else { ExitStatus::Partial };
-            (status, cli::run_result(operation, status, started, &outcome, None))
+            let status = if outcome.warnings.is_empty() {
+                ExitStatus::Success
+            } else {
+                ExitStatus::Partial
+            };
+            (
+                status,
+                cli::run_result(operation, status, started, &outcome, None),
+            )
         }
         Err(error) => {
             let status = cli::exit_status_of(&error);
             let message = format!("{error:#}");
             eprintln!("error: {message}");
-            (status, cli::run_result(operation, status, started, &Default::default(), Some(message)))
+            (
+                status,
+                cli::run_result(
+                    operation,
+                    status,
+                    started,
+                    &Default::default(),
+                    Some(message),
+                ),
+            )
         }
     };
     if status == ExitStatus::Partial {
-        eprintln!("warning: {} input(s) could not be read; the snapshot lacks them", result.warnings_total);
+        eprintln!(
+            "warning: {} input(s) could not be read; the snapshot lacks them",
+            result.warnings_total
+        );
     }
     if let Some(path) = &cli.result_file {
         if let Err(error) = std::fs::write(path, result.to_termination_message()) {
-            eprintln!("error: cannot write the result file {}: {error}", path.display());
+            eprintln!(
+                "error: cannot write the result file {}: {error}",
+                path.display()
+            );
         }
     }
     ExitCode::from(status.code() as u8)
@@ -45,19 +67,32 @@ async fn main() -> ExitCode {
 /// "failed", not clap's 2) and still writes the result file, so the operator sees why.
 fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> ExitCode {
     use clap::error::ErrorKind;
-    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
         let _ = error.print();
         return ExitCode::SUCCESS;
     }
     let _ = error.print();
     let args: Vec<String> = std::env::args().collect();
-    let result_file = args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix("--result-file") {
-        Some("") => args.get(i + 1).cloned(),
-        Some(value) => value.strip_prefix('=').map(str::to_owned),
-        None => None,
-    });
+    let result_file =
+        args.iter()
+            .enumerate()
+            .find_map(|(i, arg)| match arg.strip_prefix("--result-file") {
+                Some("") => args.get(i + 1).cloned(),
+                Some(value) => value.strip_prefix('=').map(str::to_owned),
+                None => None,
+            });
     if let Some(path) = result_file {
-        let operation = match args.iter().skip(1).find(|arg| !arg.starts_with('-')).map(String::as_str) {
+        let operation = match args
+            .iter()
+            .skip(1)
+            .find(|arg| !arg.starts_with('-'))
+            .map(String::as_str)
+        {
             Some("restore") => Operation::Restore,
             Some("init") => Operation::Init,
             Some("forget") => Operation::Forget,
@@ -66,9 +101,21 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
             _ => Operation::Backup,
         };
         let message = error.kind().to_string();
-        let detail = error.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
+        let detail = error
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_owned();
         let text = if detail.is_empty() { message } else { detail };
-        let result = cli::run_result(operation, ExitStatus::Failed, started, &Default::default(), Some(text));
+        let result = cli::run_result(
+            operation,
+            ExitStatus::Failed,
+            started,
+            &Default::default(),
+            Some(text),
+        );
         if let Err(write_error) = std::fs::write(&path, result.to_termination_message()) {
             eprintln!("error: cannot write the result file {path}: {write_error}");
         }

@@ -39,23 +39,42 @@ pub struct Repository {
 
 impl Repository {
     /// Creates a new repository: folders, a key wrapping a fresh master key, then the config.
-    pub async fn init(backend: SharedBackend, password: &[u8], kdf: KdfParams) -> Result<Repository> {
+    pub async fn init(
+        backend: SharedBackend,
+        password: &[u8],
+        kdf: KdfParams,
+    ) -> Result<Repository> {
         if backend.stat(ObjectKind::Config, "config").await?.is_some() {
-            return Err(BackendError::AlreadyExists { location: backend.location() }.into());
+            return Err(BackendError::AlreadyExists {
+                location: backend.location(),
+            }
+            .into());
         }
         backend.create().await?;
         let master = MasterKey::generate();
         let keys = master.derive();
-        let key = KeyFile::wrap(&master, password, kdf).map_err(crate::format::FormatError::from)?;
+        let key =
+            KeyFile::wrap(&master, password, kdf).map_err(crate::format::FormatError::from)?;
         let key_bytes = key.to_bytes();
         let key_id = ObjectId::of_bytes(&key_bytes);
-        backend.write(ObjectKind::Keys, &key_id.to_hex(), Bytes::from(key_bytes)).await?;
+        backend
+            .write(ObjectKind::Keys, &key_id.to_hex(), Bytes::from(key_bytes))
+            .await?;
         let params = RepositoryParams::new(hex::encode(crate::crypto::random_bytes::<32>()));
         // The config comes last: a repository without one is not a repository yet.
         backend
-            .write(ObjectKind::Config, "config", Bytes::from(params.to_config_bytes(&keys.sealer)))
+            .write(
+                ObjectKind::Config,
+                "config",
+                Bytes::from(params.to_config_bytes(&keys.sealer)),
+            )
             .await?;
-        Ok(Repository { backend, keys, params, key_id })
+        Ok(Repository {
+            backend,
+            keys,
+            params,
+            key_id,
+        })
     }
 
     /// Opens a repository with its password, trying each key object.
@@ -73,7 +92,9 @@ impl Repository {
         for info in key_infos {
             let what = format!("key {}", info.name);
             let stored = backend.read(ObjectKind::Keys, &info.name).await?;
-            let key = match verify_name(&info.name, &stored, &what).and_then(|()| Ok(KeyFile::parse(&stored, &what)?)) {
+            let key = match verify_name(&info.name, &stored, &what)
+                .and_then(|()| Ok(KeyFile::parse(&stored, &what)?))
+            {
                 Ok(key) => key,
                 Err(error) => {
                     tracing::warn!(%error, "skipping an unreadable key object");
@@ -82,9 +103,10 @@ impl Repository {
                 }
             };
             let password = password.to_vec();
-            let unwrapped = tokio::task::spawn_blocking(move || key.unwrap_master(&password, &what))
-                .await
-                .map_err(|e| Error::Interrupted(e.to_string()))?;
+            let unwrapped =
+                tokio::task::spawn_blocking(move || key.unwrap_master(&password, &what))
+                    .await
+                    .map_err(|e| Error::Interrupted(e.to_string()))?;
             match unwrapped {
                 Ok(master) => {
                     let keys = master.derive();
@@ -100,7 +122,12 @@ impl Repository {
                         what: format!("key {}", info.name),
                         reason: "its name is not a hex id".into(),
                     })?;
-                    return Ok(Repository { backend, keys, params, key_id });
+                    return Ok(Repository {
+                        backend,
+                        keys,
+                        params,
+                        key_id,
+                    });
                 }
                 Err(UnwrapError::WrongPassword) => refused += 1,
                 Err(UnwrapError::Format(error)) => {
@@ -139,15 +166,25 @@ impl Repository {
     }
 
     /// Seals and stores a metadata object; its name is the SHA-256 of the stored bytes.
-    pub async fn write_object<T: Serialize>(&self, kind: ObjectKind, value: &T) -> Result<ObjectId> {
+    pub async fn write_object<T: Serialize>(
+        &self,
+        kind: ObjectKind,
+        value: &T,
+    ) -> Result<ObjectId> {
         let stored = seal_object(&self.keys.sealer, kind, value);
         let id = ObjectId::of_bytes(&stored);
-        self.backend.write(kind, &id.to_hex(), Bytes::from(stored)).await?;
+        self.backend
+            .write(kind, &id.to_hex(), Bytes::from(stored))
+            .await?;
         Ok(id)
     }
 
     /// Reads, verifies and opens a metadata object.
-    pub async fn read_object<T: DeserializeOwned>(&self, kind: ObjectKind, id: &ObjectId) -> Result<T> {
+    pub async fn read_object<T: DeserializeOwned>(
+        &self,
+        kind: ObjectKind,
+        id: &ObjectId,
+    ) -> Result<T> {
         let name = id.to_hex();
         let what = format!("{kind}/{name}");
         let stored = self.backend.read(kind, &name).await?;
@@ -158,14 +195,21 @@ impl Repository {
     /// The ids of all objects of a kind.
     pub async fn list_ids(&self, kind: ObjectKind) -> Result<Vec<ObjectId>> {
         let infos = self.backend.list(kind).await?;
-        Ok(infos.into_iter().filter_map(|info| info.name.parse().ok()).collect())
+        Ok(infos
+            .into_iter()
+            .filter_map(|info| info.name.parse().ok())
+            .collect())
     }
 
     /// Every snapshot, oldest first.
     pub async fn snapshots(&self) -> Result<Vec<(SnapshotId, Snapshot)>> {
         let ids = self.list_ids(ObjectKind::Snapshots).await?;
         let mut snapshots: Vec<(SnapshotId, Snapshot)> = futures::stream::iter(ids)
-            .map(|id| async move { self.read_object(ObjectKind::Snapshots, &id).await.map(|s| (id, s)) })
+            .map(|id| async move {
+                self.read_object(ObjectKind::Snapshots, &id)
+                    .await
+                    .map(|s| (id, s))
+            })
             .buffer_unordered(METADATA_READ_CONCURRENCY)
             .try_collect()
             .await?;
@@ -175,41 +219,69 @@ impl Repository {
 
     /// The snapshot named by `spec`: `latest`, or a unique prefix of its id.
     pub async fn find_snapshot(&self, spec: &str) -> Result<(SnapshotId, Snapshot)> {
-        self.find_snapshot_where(spec, &SnapshotFilter::default()).await
+        self.find_snapshot_where(spec, &SnapshotFilter::default())
+            .await
     }
 
     /// Like [`Repository::find_snapshot`]; `latest` means the newest that passes `filter`.
-    pub async fn find_snapshot_where(&self, spec: &str, filter: &SnapshotFilter) -> Result<(SnapshotId, Snapshot)> {
+    pub async fn find_snapshot_where(
+        &self,
+        spec: &str,
+        filter: &SnapshotFilter,
+    ) -> Result<(SnapshotId, Snapshot)> {
         if spec == "latest" {
-            let newest = self.snapshots().await?.into_iter().rev().find(|(_, s)| filter.matches(s));
+            let newest = self
+                .snapshots()
+                .await?
+                .into_iter()
+                .rev()
+                .find(|(_, s)| filter.matches(s));
             return newest.ok_or_else(|| Error::SnapshotNotFound(filter.describe(spec)));
         }
         let ids = self.list_ids(ObjectKind::Snapshots).await?;
-        let matches: Vec<ObjectId> = ids.into_iter().filter(|id| id.to_hex().starts_with(spec)).collect();
+        let matches: Vec<ObjectId> = ids
+            .into_iter()
+            .filter(|id| id.to_hex().starts_with(spec))
+            .collect();
         match matches.as_slice() {
             [] => Err(Error::SnapshotNotFound(spec.into())),
             [id] => Ok((*id, self.read_object(ObjectKind::Snapshots, id).await?)),
-            _ => Err(Error::AmbiguousSnapshot { prefix: spec.into(), count: matches.len() }),
+            _ => Err(Error::AmbiguousSnapshot {
+                prefix: spec.into(),
+                count: matches.len(),
+            }),
         }
     }
 
     /// Loads every index object: the repository can then read and add blobs.
     pub async fn load_index(self) -> Result<IndexedRepository> {
         let index = self.read_index().await?;
-        Ok(IndexedRepository { repo: self, index: Arc::new(RwLock::new(index)) })
+        Ok(IndexedRepository {
+            repo: self,
+            index: Arc::new(RwLock::new(index)),
+        })
     }
 
     /// Every index object in force (not superseded by another), with its id.
     pub async fn index_files(&self) -> Result<Vec<(ObjectId, IndexFile)>> {
         let ids = self.list_ids(ObjectKind::Index).await?;
         let files: Vec<(ObjectId, IndexFile)> = futures::stream::iter(ids)
-            .map(|id| async move { self.read_object::<IndexFile>(ObjectKind::Index, &id).await.map(|f| (id, f)) })
+            .map(|id| async move {
+                self.read_object::<IndexFile>(ObjectKind::Index, &id)
+                    .await
+                    .map(|f| (id, f))
+            })
             .buffer_unordered(METADATA_READ_CONCURRENCY)
             .try_collect()
             .await?;
-        let superseded: std::collections::HashSet<ObjectId> =
-            files.iter().flat_map(|(_, file)| file.supersedes.iter().copied()).collect();
-        Ok(files.into_iter().filter(|(id, _)| !superseded.contains(id)).collect())
+        let superseded: std::collections::HashSet<ObjectId> = files
+            .iter()
+            .flat_map(|(_, file)| file.supersedes.iter().copied())
+            .collect();
+        Ok(files
+            .into_iter()
+            .filter(|(id, _)| !superseded.contains(id))
+            .collect())
     }
 
     async fn read_index(&self) -> Result<Index> {
@@ -232,7 +304,10 @@ pub struct SnapshotFilter {
 
 impl SnapshotFilter {
     fn matches(&self, snapshot: &Snapshot) -> bool {
-        let host_ok = self.host.as_ref().is_none_or(|host| *host == snapshot.hostname);
+        let host_ok = self
+            .host
+            .as_ref()
+            .is_none_or(|host| *host == snapshot.hostname);
         let time_ok = self.before.is_none_or(|before| {
             chrono::DateTime::parse_from_rfc3339(&snapshot.time).is_ok_and(|time| time < before)
         });
@@ -257,7 +332,8 @@ fn verify_name(name: &str, stored: &[u8], what: &str) -> Result<()> {
     if ObjectId::of_bytes(stored).to_hex() != name {
         return Err(Error::Corrupt {
             what: what.to_owned(),
-            reason: "its bytes do not match its name (SHA-256): the object was changed or damaged".into(),
+            reason: "its bytes do not match its name (SHA-256): the object was changed or damaged"
+                .into(),
         });
     }
     Ok(())
@@ -281,7 +357,9 @@ impl Deref for IndexedRepository {
 impl IndexedRepository {
     /// The index; do not hold the guard across an `.await`.
     pub fn index(&self) -> RwLockReadGuard<'_, Index> {
-        self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.index
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Reloads the index when its objects changed since it was loaded (a prune ran meanwhile).
@@ -293,31 +371,49 @@ impl IndexedRepository {
         loaded.sort();
         if listed != loaded {
             let fresh = self.read_index().await?;
-            *self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
+            *self
+                .index
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
         }
         Ok(())
     }
 
     /// Records an index object this process just stored.
     pub fn add_index_file(&self, id: ObjectId, file: &IndexFile) {
-        self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()).add_file(Some(id), file);
+        self.index
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .add_file(Some(id), file);
     }
 
     /// Reads one blob's plaintext, authenticated and checked against its id.
     pub async fn read_blob(&self, id: &BlobId, context: &str) -> Result<Vec<u8>> {
-        let location = self
-            .index()
-            .get(id)
-            .ok_or_else(|| Error::BlobMissing { id: *id, context: context.to_owned() })?;
+        let location = self.index().get(id).ok_or_else(|| Error::BlobMissing {
+            id: *id,
+            context: context.to_owned(),
+        })?;
         let sealed = self
             .backend()
-            .read_range(ObjectKind::Data, &location.pack.to_hex(), location.offset as u64, location.length as u64)
+            .read_range(
+                ObjectKind::Data,
+                &location.pack.to_hex(),
+                location.offset as u64,
+                location.length as u64,
+            )
             .await?;
         let keys = self.keys().clone();
         let id = *id;
         let pack = location.pack;
         tokio::task::spawn_blocking(move || {
-            open_blob(&keys, location.kind, &id, &sealed, location.raw_length, &format!("blob {id} in pack {pack}"))
+            open_blob(
+                &keys,
+                location.kind,
+                &id,
+                &sealed,
+                location.raw_length,
+                &format!("blob {id} in pack {pack}"),
+            )
         })
         .await
         .map_err(|e| Error::Interrupted(e.to_string()))?
@@ -326,7 +422,10 @@ impl IndexedRepository {
     /// Reads and parses a tree blob.
     pub async fn read_tree(&self, id: &BlobId, context: &str) -> Result<Tree> {
         let bytes = self.read_blob(id, context).await?;
-        Tree::from_bytes(&bytes).map_err(|e| Error::Corrupt { what: format!("tree {id}"), reason: e.to_string() })
+        Tree::from_bytes(&bytes).map_err(|e| Error::Corrupt {
+            what: format!("tree {id}"),
+            reason: e.to_string(),
+        })
     }
 }
 
@@ -344,10 +443,15 @@ pub fn open_blob(
         .sealer
         .open(sealed, &blob_associated_data(kind, id), what)
         .map_err(crate::format::FormatError::from)?;
-    let plaintext = compress::decode(encoded, raw_length as usize)
-        .map_err(|e| Error::Corrupt { what: what.to_owned(), reason: e.to_string() })?;
+    let plaintext = compress::decode(encoded, raw_length as usize).map_err(|e| Error::Corrupt {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    })?;
     if keys.blob_id(kind, &plaintext) != *id {
-        return Err(Error::Corrupt { what: what.to_owned(), reason: "content does not match its id".into() });
+        return Err(Error::Corrupt {
+            what: what.to_owned(),
+            reason: "content does not match its id".into(),
+        });
     }
     Ok(plaintext)
 }

@@ -10,7 +10,9 @@ use fixtures::{assert_same_tree, build_fidelity_tree, build_mixed_data, is_root}
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::RestBackend;
-use neverwiped::backend::{Backend, BackendError, BackendResult, ObjectInfo, ObjectKind, SharedBackend};
+use neverwiped::backend::{
+    Backend, BackendError, BackendResult, ObjectInfo, ObjectKind, SharedBackend,
+};
 use neverwiped::crypto::KdfParams;
 use neverwiped::format::snapshot::Snapshot;
 use neverwiped::ids::SnapshotId;
@@ -26,29 +28,64 @@ use std::sync::Arc;
 use support::{RestServer, RestServerOptions};
 
 const PASSWORD: &[u8] = b"maintenance test password";
-const TEST_KDF: KdfParams = KdfParams { memory_kib: 1024, iterations: 1, parallelism: 1 };
+const TEST_KDF: KdfParams = KdfParams {
+    memory_kib: 1024,
+    iterations: 1,
+    parallelism: 1,
+};
 
 async fn init(backend: SharedBackend) -> IndexedRepository {
-    Repository::init(backend, PASSWORD, TEST_KDF).await.unwrap().load_index().await.unwrap()
+    Repository::init(backend, PASSWORD, TEST_KDF)
+        .await
+        .unwrap()
+        .load_index()
+        .await
+        .unwrap()
 }
 
 async fn open(backend: SharedBackend) -> IndexedRepository {
-    Repository::open(backend, PASSWORD).await.unwrap().load_index().await.unwrap()
+    Repository::open(backend, PASSWORD)
+        .await
+        .unwrap()
+        .load_index()
+        .await
+        .unwrap()
 }
 
 async fn backup_dir(repo: &IndexedRepository, source: &Path) -> SnapshotId {
-    backup(repo, BackupOptions::new(vec![Source::Path(source.to_path_buf())])).await.unwrap().snapshot_id
+    backup(
+        repo,
+        BackupOptions::new(vec![Source::Path(source.to_path_buf())]),
+    )
+    .await
+    .unwrap()
+    .snapshot_id
 }
 
 async fn restore_matches(repo: &IndexedRepository, snapshot: &SnapshotId, source: &Path) {
-    let snapshot: Snapshot = repo.read_object(ObjectKind::Snapshots, snapshot).await.unwrap();
+    let snapshot: Snapshot = repo
+        .read_object(ObjectKind::Snapshots, snapshot)
+        .await
+        .unwrap();
     let target = tempfile::tempdir().unwrap();
-    restore(repo, snapshot.tree, &RestoreOptions::new(target.path())).await.unwrap();
-    assert_same_tree(source, &target.path().join(source.strip_prefix("/").unwrap()), is_root());
+    restore(repo, snapshot.tree, &RestoreOptions::new(target.path()))
+        .await
+        .unwrap();
+    assert_same_tree(
+        source,
+        &target.path().join(source.strip_prefix("/").unwrap()),
+        is_root(),
+    );
 }
 
 async fn data_bytes(backend: &SharedBackend) -> u64 {
-    backend.list(ObjectKind::Data).await.unwrap().iter().map(|o| o.size_bytes).sum()
+    backend
+        .list(ObjectKind::Data)
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.size_bytes)
+        .sum()
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -66,7 +103,13 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_year_of_nightly_snapshots_keeps_exactly_the_policy_set_on_rest_server() {
-    let Some(server) = RestServer::start("a_year_of_nightly_snapshots", RestServerOptions { auth: true, ..Default::default() }) else {
+    let Some(server) = RestServer::start(
+        "a_year_of_nightly_snapshots",
+        RestServerOptions {
+            auth: true,
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -74,37 +117,94 @@ async fn a_year_of_nightly_snapshots_keeps_exactly_the_policy_set_on_rest_server
     let backend: SharedBackend = Arc::new(RestBackend::new(server.rest_config()).unwrap());
     let repo = init(backend.clone()).await;
     let real = backup_dir(&repo, work.path()).await;
-    let template: Snapshot = repo.read_object(ObjectKind::Snapshots, &real).await.unwrap();
-    backend.delete(ObjectKind::Snapshots, &real.to_hex()).await.unwrap();
+    let template: Snapshot = repo
+        .read_object(ObjectKind::Snapshots, &real)
+        .await
+        .unwrap();
+    backend
+        .delete(ObjectKind::Snapshots, &real.to_hex())
+        .await
+        .unwrap();
     // A fake clock: one snapshot per night at 02:00 UTC for a year, ending 2026-11-30.
     let start = chrono::DateTime::parse_from_rfc3339("2025-12-01T02:00:00Z").unwrap();
     for day in 0..365 {
-        let time = (start + chrono::Duration::days(day)).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-        repo.write_object(ObjectKind::Snapshots, &Snapshot { time, ..template.clone() }).await.unwrap();
+        let time = (start + chrono::Duration::days(day))
+            .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+        repo.write_object(
+            ObjectKind::Snapshots,
+            &Snapshot {
+                time,
+                ..template.clone()
+            },
+        )
+        .await
+        .unwrap();
     }
-    let policy = KeepPolicy { daily: 7, weekly: 4, monthly: 12, ..Default::default() };
+    let policy = KeepPolicy {
+        daily: 7,
+        weekly: 4,
+        monthly: 12,
+        ..Default::default()
+    };
     let dry = forget(&repo, &policy, None, true).await.unwrap();
-    assert_eq!(repo.snapshots().await.unwrap().len(), 365, "a dry run removes nothing");
+    assert_eq!(
+        repo.snapshots().await.unwrap().len(),
+        365,
+        "a dry run removes nothing"
+    );
     assert_eq!(dry[0].verdicts.iter().filter(|v| v.keep).count(), 20);
 
-    forget(&repo, &policy, Some(&template.hostname), false).await.unwrap();
-    let mut kept: Vec<String> = repo.snapshots().await.unwrap().iter().map(|(_, s)| s.time[..10].to_owned()).collect();
+    forget(&repo, &policy, Some(&template.hostname), false)
+        .await
+        .unwrap();
+    let mut kept: Vec<String> = repo
+        .snapshots()
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, s)| s.time[..10].to_owned())
+        .collect();
     kept.reverse();
     assert_eq!(
         kept,
         [
-            "2026-11-30", "2026-11-29", "2026-11-28", "2026-11-27", "2026-11-26", "2026-11-25", "2026-11-24",
-            "2026-11-22", "2026-11-15", "2026-10-31", "2026-09-30", "2026-08-31", "2026-07-31", "2026-06-30",
-            "2026-05-31", "2026-04-30", "2026-03-31", "2026-02-28", "2026-01-31", "2025-12-31",
+            "2026-11-30",
+            "2026-11-29",
+            "2026-11-28",
+            "2026-11-27",
+            "2026-11-26",
+            "2026-11-25",
+            "2026-11-24",
+            "2026-11-22",
+            "2026-11-15",
+            "2026-10-31",
+            "2026-09-30",
+            "2026-08-31",
+            "2026-07-31",
+            "2026-06-30",
+            "2026-05-31",
+            "2026-04-30",
+            "2026-03-31",
+            "2026-02-28",
+            "2026-01-31",
+            "2025-12-31",
         ]
     );
-    let error = forget(&repo, &KeepPolicy::default(), None, false).await.unwrap_err();
+    let error = forget(&repo, &KeepPolicy::default(), None, false)
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("no keep rule"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prune_after_forget_shrinks_the_repository_and_kept_snapshots_restore_identically() {
-    let Some(server) = RestServer::start("prune_after_forget", RestServerOptions { auth: true, ..Default::default() }) else {
+    let Some(server) = RestServer::start(
+        "prune_after_forget",
+        RestServerOptions {
+            auth: true,
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -115,13 +215,27 @@ async fn prune_after_forget_shrinks_the_repository_and_kept_snapshots_restore_id
     backup_dir(&repo, &source).await;
     // Replace the incompressible files: the old ones become garbage once their snapshot goes.
     for file in 0..5 {
-        std::fs::write(source.join(format!("media/blob-{file}.bin")), fixtures::Noise::new(100 + file).bytes(3_000_000)).unwrap();
+        std::fs::write(
+            source.join(format!("media/blob-{file}.bin")),
+            fixtures::Noise::new(100 + file).bytes(3_000_000),
+        )
+        .unwrap();
     }
     let repo = open(backend.clone()).await;
     let kept = backup_dir(&repo, &source).await;
     let before = data_bytes(&backend).await;
 
-    forget(&repo, &KeepPolicy { last: 1, ..Default::default() }, None, false).await.unwrap();
+    forget(
+        &repo,
+        &KeepPolicy {
+            last: 1,
+            ..Default::default()
+        },
+        None,
+        false,
+    )
+    .await
+    .unwrap();
     let repo = open(backend.clone()).await;
     let plan = plan_prune(&repo).await.unwrap();
     assert!(plan.bytes_freed > 10_000_000, "{plan:?}");
@@ -148,7 +262,10 @@ impl CrashingBackend {
     fn mutate(&self) -> BackendResult<()> {
         let left = self.mutations_left.load(Ordering::SeqCst);
         if left == 0 {
-            return Err(BackendError::Transport { location: "crash".into(), message: "killed".into() });
+            return Err(BackendError::Transport {
+                location: "crash".into(),
+                message: "killed".into(),
+            });
         }
         self.mutations_left.store(left - 1, Ordering::SeqCst);
         Ok(())
@@ -172,7 +289,13 @@ impl Backend for CrashingBackend {
     async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
         self.inner.read(kind, name).await
     }
-    async fn read_range(&self, kind: ObjectKind, name: &str, offset: u64, length: u64) -> BackendResult<Bytes> {
+    async fn read_range(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        offset: u64,
+        length: u64,
+    ) -> BackendResult<Bytes> {
         self.inner.read_range(kind, name, offset, length).await
     }
     async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {
@@ -193,16 +316,33 @@ async fn prune_killed_before_and_after_each_write_and_delete_leaves_a_valid_repo
     let template = work.path().join("template");
     let repo = init(Arc::new(LocalBackend::new(&template))).await;
     backup_dir(&repo, &source).await;
-    std::fs::write(source.join("dir/large.bin"), fixtures::Noise::new(5).bytes(6_000_000)).unwrap();
+    std::fs::write(
+        source.join("dir/large.bin"),
+        fixtures::Noise::new(5).bytes(6_000_000),
+    )
+    .unwrap();
     std::fs::write(source.join("small.txt"), b"changed").unwrap();
     let kept = backup_dir(&open(Arc::new(LocalBackend::new(&template))).await, &source).await;
-    forget(&repo, &KeepPolicy { last: 1, ..Default::default() }, None, false).await.unwrap();
+    forget(
+        &repo,
+        &KeepPolicy {
+            last: 1,
+            ..Default::default()
+        },
+        None,
+        false,
+    )
+    .await
+    .unwrap();
 
     let mut crash_point = 0;
     loop {
         let copy = work.path().join(format!("crash-{crash_point}"));
         copy_dir(&template, &copy);
-        let crashing = Arc::new(CrashingBackend { inner: LocalBackend::new(&copy), mutations_left: AtomicUsize::new(crash_point) });
+        let crashing = Arc::new(CrashingBackend {
+            inner: LocalBackend::new(&copy),
+            mutations_left: AtomicUsize::new(crash_point),
+        });
         let repo = open(crashing).await;
         let plan = plan_prune(&repo).await.unwrap();
         let finished = execute_prune(&repo, plan).await.is_ok();
@@ -210,22 +350,37 @@ async fn prune_killed_before_and_after_each_write_and_delete_leaves_a_valid_repo
         // Whatever step it stopped at, the repository checks clean and restores.
         let repo = open(Arc::new(LocalBackend::new(&copy))).await;
         let checked = check(&repo, ReadData::All).await.unwrap();
-        assert!(checked.is_ok(), "crash after {crash_point} mutations: {:?}", checked.problems);
+        assert!(
+            checked.is_ok(),
+            "crash after {crash_point} mutations: {:?}",
+            checked.problems
+        );
         restore_matches(&repo, &kept, &source).await;
         // And a later prune completes the job.
         let plan = plan_prune(&repo).await.unwrap();
         execute_prune(&repo, plan).await.unwrap();
         let repo = open(Arc::new(LocalBackend::new(&copy))).await;
         let after = check(&repo, ReadData::All).await.unwrap();
-        assert!(after.is_ok(), "second prune after a crash at {crash_point}: {:?}", after.problems);
-        assert!(after.unindexed_packs.is_empty(), "crash at {crash_point}: {:?}", after.unindexed_packs);
+        assert!(
+            after.is_ok(),
+            "second prune after a crash at {crash_point}: {:?}",
+            after.problems
+        );
+        assert!(
+            after.unindexed_packs.is_empty(),
+            "crash at {crash_point}: {:?}",
+            after.unindexed_packs
+        );
         std::fs::remove_dir_all(&copy).unwrap();
         if finished {
             break;
         }
         crash_point += 1;
     }
-    assert!(crash_point >= 4, "prune did only {crash_point} writes and deletes");
+    assert!(
+        crash_point >= 4,
+        "prune did only {crash_point} writes and deletes"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,15 +393,29 @@ async fn prune_and_backup_never_overlap_and_both_restore_afterwards() {
     backup_dir(&repo, &source).await;
 
     // A backup in progress holds a shared lock: prune cannot take its exclusive one.
-    let backup_lock = neverwiped::locking::acquire(&repo, false, "backup").await.unwrap();
-    let error = neverwiped::locking::acquire(&repo, true, "prune").await.unwrap_err();
+    let backup_lock = neverwiped::locking::acquire(&repo, false, "backup")
+        .await
+        .unwrap();
+    let error = neverwiped::locking::acquire(&repo, true, "prune")
+        .await
+        .unwrap_err();
     assert!(matches!(error, neverwiped::Error::Locked { .. }), "{error}");
     backup_lock.release().await.unwrap();
 
     // A prune in progress: a backup waits for nothing and fails clearly (exit code 11).
-    let prune_lock = neverwiped::locking::acquire(&repo, true, "prune").await.unwrap();
-    let error = backup(&repo, BackupOptions::new(vec![Source::Path(source.clone())])).await.unwrap_err();
-    assert!(error.to_string().contains("exclusive lock of prune"), "{error}");
+    let prune_lock = neverwiped::locking::acquire(&repo, true, "prune")
+        .await
+        .unwrap();
+    let error = backup(
+        &repo,
+        BackupOptions::new(vec![Source::Path(source.clone())]),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("exclusive lock of prune"),
+        "{error}"
+    );
     assert_eq!(error.exit_status().code(), 11);
     prune_lock.release().await.unwrap();
 
@@ -271,7 +440,14 @@ async fn check_names_each_kind_of_damage() {
         copy_dir(&template, &copy);
         copy
     };
-    let packs: Vec<String> = repo.backend().list(ObjectKind::Data).await.unwrap().into_iter().map(|o| o.name).collect();
+    let packs: Vec<String> = repo
+        .backend()
+        .list(ObjectKind::Data)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
     let pack_path = |root: &Path, name: &str| root.join("data").join(&name[..2]).join(name);
     let data_pack = packs
         .iter()
@@ -282,15 +458,42 @@ async fn check_names_each_kind_of_damage() {
     // A missing pack.
     let copy = fresh_copy("missing-pack");
     std::fs::remove_file(pack_path(&copy, &data_pack)).unwrap();
-    let report = check(&open(Arc::new(LocalBackend::new(&copy))).await, ReadData::None).await.unwrap();
-    assert!(report.problems.iter().any(|p| p.contains(&data_pack) && p.contains("missing")), "{:?}", report.problems);
+    let report = check(
+        &open(Arc::new(LocalBackend::new(&copy))).await,
+        ReadData::None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains(&data_pack) && p.contains("missing")),
+        "{:?}",
+        report.problems
+    );
 
     // A truncated pack.
     let copy = fresh_copy("truncated-pack");
-    let file = std::fs::OpenOptions::new().write(true).open(pack_path(&copy, &data_pack)).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(pack_path(&copy, &data_pack))
+        .unwrap();
     file.set_len(file.metadata().unwrap().len() - 100).unwrap();
-    let report = check(&open(Arc::new(LocalBackend::new(&copy))).await, ReadData::None).await.unwrap();
-    assert!(report.problems.iter().any(|p| p.contains(&data_pack) && p.contains("truncated")), "{:?}", report.problems);
+    let report = check(
+        &open(Arc::new(LocalBackend::new(&copy))).await,
+        ReadData::None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains(&data_pack) && p.contains("truncated")),
+        "{:?}",
+        report.problems
+    );
 
     // A flipped byte: structure looks fine, reading the data finds it and names the blob.
     let copy = fresh_copy("flipped-byte");
@@ -301,7 +504,14 @@ async fn check_names_each_kind_of_damage() {
     let repo_copy = open(Arc::new(LocalBackend::new(&copy))).await;
     assert!(check(&repo_copy, ReadData::None).await.unwrap().is_ok());
     let report = check(&repo_copy, ReadData::All).await.unwrap();
-    assert!(report.problems.iter().any(|p| p.contains(&data_pack) && p.contains("failed authentication")), "{:?}", report.problems);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains(&data_pack) && p.contains("failed authentication")),
+        "{:?}",
+        report.problems
+    );
     let report = check(&repo_copy, ReadData::Subset(100.0)).await.unwrap();
     assert!(!report.is_ok());
 
@@ -310,8 +520,20 @@ async fn check_names_each_kind_of_damage() {
     for entry in std::fs::read_dir(copy.join("index")).unwrap() {
         std::fs::remove_file(entry.unwrap().path()).unwrap();
     }
-    let report = check(&open(Arc::new(LocalBackend::new(&copy))).await, ReadData::None).await.unwrap();
-    assert!(report.problems.iter().any(|p| p.contains("tree of / ") && p.contains("missing")), "{:?}", report.problems);
+    let report = check(
+        &open(Arc::new(LocalBackend::new(&copy))).await,
+        ReadData::None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("tree of / ") && p.contains("missing")),
+        "{:?}",
+        report.problems
+    );
     assert!(!report.unindexed_packs.is_empty());
 
     // A snapshot pointing to a missing tree.
@@ -319,10 +541,16 @@ async fn check_names_each_kind_of_damage() {
     let repo_copy = open(Arc::new(LocalBackend::new(&copy))).await;
     let (_, mut snapshot) = repo_copy.find_snapshot("latest").await.unwrap();
     snapshot.tree = neverwiped::ids::BlobId::from_bytes([0xab; 32]);
-    let broken = repo_copy.write_object(ObjectKind::Snapshots, &snapshot).await.unwrap();
+    let broken = repo_copy
+        .write_object(ObjectKind::Snapshots, &snapshot)
+        .await
+        .unwrap();
     let report = check(&repo_copy, ReadData::None).await.unwrap();
     assert!(
-        report.problems.iter().any(|p| p.contains(&broken.short()) && p.contains(&"ab".repeat(32))),
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains(&broken.short()) && p.contains(&"ab".repeat(32))),
         "{:?}",
         report.problems
     );
@@ -336,21 +564,40 @@ async fn a_rotated_password_opens_the_repository_and_the_old_one_no_longer_does(
     std::fs::write(work.path().join("file"), b"kept across rotations").unwrap();
     let snapshot = backup_dir(&repo, &work.path().join("file")).await;
 
-    let added = keys::add_key(&repo, PASSWORD, b"second password").await.unwrap();
+    let added = keys::add_key(&repo, PASSWORD, b"second password")
+        .await
+        .unwrap();
     assert_eq!(keys::list_keys(&repo).await.unwrap().len(), 2);
-    let second = Repository::open(backend.clone(), b"second password").await.unwrap();
+    let second = Repository::open(backend.clone(), b"second password")
+        .await
+        .unwrap();
     assert_eq!(second.key_id(), added);
-    let error = keys::remove_key(&second, &added.to_hex()[..8]).await.unwrap_err();
+    let error = keys::remove_key(&second, &added.to_hex()[..8])
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("key in use"), "{error}");
 
-    let rotated = keys::change_password(&second, b"second password", b"third password").await.unwrap();
-    let error = Repository::open(backend.clone(), b"second password").await.unwrap_err();
+    let rotated = keys::change_password(&second, b"second password", b"third password")
+        .await
+        .unwrap();
+    let error = Repository::open(backend.clone(), b"second password")
+        .await
+        .unwrap_err();
     assert!(matches!(error, neverwiped::Error::WrongPassword), "{error}");
-    let third = Repository::open(backend.clone(), b"third password").await.unwrap();
+    let third = Repository::open(backend.clone(), b"third password")
+        .await
+        .unwrap();
     assert_eq!(third.key_id(), rotated);
     // The first password still has its own key until it is removed.
-    keys::remove_key(&third, &repo.key_id().to_hex()).await.unwrap();
-    assert!(matches!(Repository::open(backend.clone(), PASSWORD).await.unwrap_err(), neverwiped::Error::WrongPassword));
+    keys::remove_key(&third, &repo.key_id().to_hex())
+        .await
+        .unwrap();
+    assert!(matches!(
+        Repository::open(backend.clone(), PASSWORD)
+            .await
+            .unwrap_err(),
+        neverwiped::Error::WrongPassword
+    ));
     let reopened = third.load_index().await.unwrap();
     let snapshots = reopened.snapshots().await.unwrap();
     assert_eq!(snapshots[0].0, snapshot, "the data never moved");

@@ -18,18 +18,35 @@ use support::{RcloneServer, RcloneServerOptions, RestServer, RestServerOptions};
 
 const PASSWORD: &[u8] = b"a long test password";
 /// Argon2id parameters light enough for tests; the format stores them per key.
-const TEST_KDF: KdfParams = KdfParams { memory_kib: 1024, iterations: 1, parallelism: 1 };
+const TEST_KDF: KdfParams = KdfParams {
+    memory_kib: 1024,
+    iterations: 1,
+    parallelism: 1,
+};
 
 async fn init(backend: SharedBackend) -> IndexedRepository {
-    Repository::init(backend, PASSWORD, TEST_KDF).await.unwrap().load_index().await.unwrap()
+    Repository::init(backend, PASSWORD, TEST_KDF)
+        .await
+        .unwrap()
+        .load_index()
+        .await
+        .unwrap()
 }
 
 async fn reopen(backend: SharedBackend) -> IndexedRepository {
-    Repository::open(backend, PASSWORD).await.unwrap().load_index().await.unwrap()
+    Repository::open(backend, PASSWORD)
+        .await
+        .unwrap()
+        .load_index()
+        .await
+        .unwrap()
 }
 
 async fn backup_paths(repo: &IndexedRepository, paths: &[&Path]) -> BackupReport {
-    let sources = paths.iter().map(|p| Source::Path(p.to_path_buf())).collect();
+    let sources = paths
+        .iter()
+        .map(|p| Source::Path(p.to_path_buf()))
+        .collect();
     backup(repo, BackupOptions::new(sources)).await.unwrap()
 }
 
@@ -37,7 +54,9 @@ async fn backup_paths(repo: &IndexedRepository, paths: &[&Path]) -> BackupReport
 async fn restore_and_compare(repo: &IndexedRepository, source: &Path) {
     let target = tempfile::tempdir().unwrap();
     let (_, snapshot) = repo.find_snapshot("latest").await.unwrap();
-    let report = restore(repo, snapshot.tree, &RestoreOptions::new(target.path())).await.unwrap();
+    let report = restore(repo, snapshot.tree, &RestoreOptions::new(target.path()))
+        .await
+        .unwrap();
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     // Restored below the target by its absolute path, as restic does.
     let restored = target.path().join(source.strip_prefix("/").unwrap());
@@ -57,14 +76,33 @@ async fn every_kind_of_entry_restores_identically_from_a_local_repository() {
 
     // Holes stay holes: the 64 MiB sparse file holds one block of data.
     let target = tempfile::tempdir().unwrap();
-    restore(&repo, report.snapshot.tree, &RestoreOptions::new(target.path())).await.unwrap();
-    let sparse = target.path().join(source.strip_prefix("/").unwrap()).join("sparse.img");
-    assert!(fixtures::allocated_bytes(&sparse) <= 64 * 1024, "{} bytes allocated", fixtures::allocated_bytes(&sparse));
+    restore(
+        &repo,
+        report.snapshot.tree,
+        &RestoreOptions::new(target.path()),
+    )
+    .await
+    .unwrap();
+    let sparse = target
+        .path()
+        .join(source.strip_prefix("/").unwrap())
+        .join("sparse.img");
+    assert!(
+        fixtures::allocated_bytes(&sparse) <= 64 * 1024,
+        "{} bytes allocated",
+        fixtures::allocated_bytes(&sparse)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_data_through_rest_server_with_auth_restores_and_deduplicates() {
-    let Some(server) = RestServer::start("mixed_data_through_rest_server", RestServerOptions { auth: true, ..Default::default() }) else {
+    let Some(server) = RestServer::start(
+        "mixed_data_through_rest_server",
+        RestServerOptions {
+            auth: true,
+            ..Default::default()
+        },
+    ) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -73,35 +111,63 @@ async fn mixed_data_through_rest_server_with_auth_restores_and_deduplicates() {
     let backend: SharedBackend = Arc::new(RestBackend::new(server.rest_config()).unwrap());
     let repo = init(backend.clone()).await;
     let first = backup_paths(&repo, &[&source]).await;
-    assert!(first.snapshot.summary.bytes_read > 180_000_000, "{:?}", first.snapshot.summary);
-    assert!(first.snapshot.summary.bytes_added < first.snapshot.summary.bytes_read, "logs and JSON compress");
+    assert!(
+        first.snapshot.summary.bytes_read > 180_000_000,
+        "{:?}",
+        first.snapshot.summary
+    );
+    assert!(
+        first.snapshot.summary.bytes_added < first.snapshot.summary.bytes_read,
+        "logs and JSON compress"
+    );
 
     // Nothing changed: no file is read again and almost nothing is added.
     let repo = reopen(backend.clone()).await;
     let second = backup_paths(&repo, &[&source]).await;
     assert_eq!(second.snapshot.summary.files_read, 0);
-    assert!(second.snapshot.summary.bytes_added < 64 * 1024, "{:?}", second.snapshot.summary);
+    assert!(
+        second.snapshot.summary.bytes_added < 64 * 1024,
+        "{:?}",
+        second.snapshot.summary
+    );
     assert_eq!(second.snapshot.parent, Some(first.snapshot_id));
 
     // 1 MiB changed in the middle of a 16 MiB file: about one new chunk.
     let changed = source.join("media/blob-2.bin");
-    let file = std::fs::OpenOptions::new().write(true).open(&changed).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&file, &vec![0x5a; 1024 * 1024], 8 * 1024 * 1024).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&changed)
+        .unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &vec![0x5a; 1024 * 1024], 8 * 1024 * 1024)
+        .unwrap();
     drop(file);
     let repo = reopen(backend.clone()).await;
     let third = backup_paths(&repo, &[&source]).await;
     assert_eq!(third.snapshot.summary.files_read, 1);
     let max_chunk = repo.params().chunker.max_bytes as u64;
-    assert!(third.snapshot.summary.bytes_added <= 2 * max_chunk, "{:?}", third.snapshot.summary);
-    assert!(third.snapshot.summary.bytes_added >= 1024 * 1024 / 2, "the change itself is stored");
+    assert!(
+        third.snapshot.summary.bytes_added <= 2 * max_chunk,
+        "{:?}",
+        third.snapshot.summary
+    );
+    assert!(
+        third.snapshot.summary.bytes_added >= 1024 * 1024 / 2,
+        "the change itself is stored"
+    );
 
     restore_and_compare(&reopen(backend).await, &source).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn append_only_rest_server_takes_backups_and_restores_them() {
-    let options = RestServerOptions { auth: true, append_only: true, ..Default::default() };
-    let Some(server) = RestServer::start("append_only_rest_server", options) else { return };
+    let options = RestServerOptions {
+        auth: true,
+        append_only: true,
+        ..Default::default()
+    };
+    let Some(server) = RestServer::start("append_only_rest_server", options) else {
+        return;
+    };
     let work = tempfile::tempdir().unwrap();
     let source = work.path().join("source");
     build_fidelity_tree(&source);
@@ -110,13 +176,23 @@ async fn append_only_rest_server_takes_backups_and_restores_them() {
     backup_paths(&repo, &[&source]).await;
     backup_paths(&reopen(backend.clone()).await, &[&source]).await;
     // The locks were released (deleting locks is allowed in append-only mode).
-    assert!(repo.list_ids(neverwiped::backend::ObjectKind::Locks).await.unwrap().is_empty());
+    assert!(repo
+        .list_ids(neverwiped::backend::ObjectKind::Locks)
+        .await
+        .unwrap()
+        .is_empty());
     restore_and_compare(&reopen(backend).await, &source).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rclone_serve_restic_with_auth_and_append_only_round_trips() {
-    let Some(server) = RcloneServer::start("rclone_round_trip", RcloneServerOptions { auth: true, append_only: true }) else {
+    let Some(server) = RcloneServer::start(
+        "rclone_round_trip",
+        RcloneServerOptions {
+            auth: true,
+            append_only: true,
+        },
+    ) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -135,7 +211,11 @@ async fn no_plaintext_of_the_data_or_names_appears_in_the_repository() {
     let source = work.path().join("source");
     std::fs::create_dir_all(&source).unwrap();
     let marker = "NEVERWIPED-PLAINTEXT-MARKER";
-    std::fs::write(source.join(format!("{marker}-name.txt")), format!("{marker}\n").repeat(50_000)).unwrap();
+    std::fs::write(
+        source.join(format!("{marker}-name.txt")),
+        format!("{marker}\n").repeat(50_000),
+    )
+    .unwrap();
     std::fs::write(source.join("short.txt"), marker).unwrap();
     let repo_dir = work.path().join("repo");
     let repo = init(Arc::new(LocalBackend::new(&repo_dir))).await;
@@ -166,13 +246,25 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
     let mut options = RestoreOptions::new(target.path());
     let include = b.join("keep");
     options.includes = vec![include.to_string_lossy().into_owned()];
-    restore(&repo, report.snapshot.tree, &options).await.unwrap();
+    restore(&repo, report.snapshot.tree, &options)
+        .await
+        .unwrap();
     let restored_b = target.path().join(b.strip_prefix("/").unwrap());
-    assert_eq!(std::fs::read(restored_b.join("keep/file")).unwrap(), b"kept");
+    assert_eq!(
+        std::fs::read(restored_b.join("keep/file")).unwrap(),
+        b"kept"
+    );
     assert!(!restored_b.join("other").exists());
     assert!(!target.path().join(a.strip_prefix("/").unwrap()).exists());
 
     options.includes = vec!["/not/in/the/snapshot".into()];
-    let error = restore(&repo, report.snapshot.tree, &options).await.unwrap_err();
-    assert!(error.to_string().contains("/not/in/the/snapshot is not in the snapshot"), "{error}");
+    let error = restore(&repo, report.snapshot.tree, &options)
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("/not/in/the/snapshot is not in the snapshot"),
+        "{error}"
+    );
 }

@@ -17,7 +17,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{metadata_watcher, watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
 use crate::api::{BackupPlan, Restore};
@@ -249,12 +249,9 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
         watcher::Config::default().labels(&format!("{}=backup", crate::job::LABEL_OPERATION)),
     );
     let store = plans.store();
-    let secrets = metadata_watcher(
-        scoped_api::<Secret>(&client, namespace),
-        watcher::Config::default(),
-    )
-    .touched_objects();
-    let plans = plans.watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+    // `Api<PartialObjectMeta<_>>` asks for metadata only.
+    let secrets = scoped_api::<PartialObjectMeta<Secret>>(&client, namespace);
+    let plans = plans.watches(secrets, watcher::Config::default(), move |secret| {
         let namespace = secret.namespace();
         let name = secret.name_any();
         store
@@ -265,13 +262,9 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
             .collect::<Vec<_>>()
     });
     let store = plans.store();
-    let claims = metadata_watcher(
-        scoped_api::<PersistentVolumeClaim>(&client, namespace),
-        watcher::Config::default(),
-    )
-    .touched_objects();
+    let claims = scoped_api::<PartialObjectMeta<PersistentVolumeClaim>>(&client, namespace);
     let plans = plans
-        .watches_stream(claims, move |claim: PartialObjectMeta<PersistentVolumeClaim>| {
+        .watches(claims, watcher::Config::default(), move |claim| {
             let namespace = claim.namespace();
             store
                 .state()
@@ -320,26 +313,20 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
     let for_claim = waiting_restores(restores.store());
     let for_plan = waiting_restores(restores.store());
     let restores = restores
-        .watches_stream(
-            metadata_watcher(scoped_api::<Secret>(&client, namespace), watcher::Config::default())
-                .touched_objects(),
-            move |secret: PartialObjectMeta<Secret>| for_secret(secret.namespace()),
+        .watches(
+            scoped_api::<PartialObjectMeta<Secret>>(&client, namespace),
+            watcher::Config::default(),
+            move |secret| for_secret(secret.namespace()),
         )
-        .watches_stream(
-            metadata_watcher(
-                scoped_api::<PersistentVolumeClaim>(&client, namespace),
-                watcher::Config::default(),
-            )
-            .touched_objects(),
-            move |claim: PartialObjectMeta<PersistentVolumeClaim>| for_claim(claim.namespace()),
+        .watches(
+            scoped_api::<PartialObjectMeta<PersistentVolumeClaim>>(&client, namespace),
+            watcher::Config::default(),
+            move |claim| for_claim(claim.namespace()),
         )
-        .watches_stream(
-            metadata_watcher(
-                scoped_api::<BackupPlan>(&client, namespace),
-                watcher::Config::default(),
-            )
-            .touched_objects(),
-            move |plan: PartialObjectMeta<BackupPlan>| for_plan(plan.namespace()),
+        .watches(
+            scoped_api::<PartialObjectMeta<BackupPlan>>(&client, namespace),
+            watcher::Config::default(),
+            move |plan| for_plan(plan.namespace()),
         )
         .shutdown_on_signal()
         .graceful_shutdown_on(stop)

@@ -41,7 +41,8 @@ impl Excludes {
         let mut by_name = GlobSetBuilder::new();
         let (mut any_path, mut any_name) = (false, false);
         for pattern in patterns {
-            let glob = Glob::new(pattern).map_err(|e| Error::Usage(format!("invalid exclude pattern {pattern:?}: {e}")))?;
+            let glob = Glob::new(pattern)
+                .map_err(|e| Error::Usage(format!("invalid exclude pattern {pattern:?}: {e}")))?;
             if pattern.contains('/') {
                 by_path.add(glob);
                 any_path = true;
@@ -50,10 +51,19 @@ impl Excludes {
                 any_name = true;
             }
         }
-        let build = |builder: GlobSetBuilder| builder.build().map_err(|e| Error::Usage(e.to_string()));
+        let build =
+            |builder: GlobSetBuilder| builder.build().map_err(|e| Error::Usage(e.to_string()));
         Ok(Excludes {
-            by_path: if any_path { Some(build(by_path)?) } else { None },
-            by_name: if any_name { Some(build(by_name)?) } else { None },
+            by_path: if any_path {
+                Some(build(by_path)?)
+            } else {
+                None
+            },
+            by_name: if any_name {
+                Some(build(by_name)?)
+            } else {
+                None
+            },
         })
     }
 
@@ -156,7 +166,11 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
         };
         // Last: the snapshot makes the backup visible only once everything it needs is stored.
         let snapshot_id = repo.write_object(ObjectKind::Snapshots, &snapshot).await?;
-        Ok(BackupReport { snapshot_id, snapshot, warnings: outcome.warnings })
+        Ok(BackupReport {
+            snapshot_id,
+            snapshot,
+            warnings: outcome.warnings,
+        })
     }
     .await;
     if let Err(error) = lock.release().await {
@@ -202,7 +216,9 @@ async fn run_pipeline(
     options: &BackupOptions,
 ) -> Result<PipelineOutcome> {
     let workers = match options.workers {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2),
         n => n,
     };
     let (job_tx, job_rx) = crossbeam_channel::bounded::<BlobJob>(workers * 2);
@@ -224,7 +240,11 @@ async fn run_pipeline(
     let pack_target = repo.params().pack_target_bytes as usize;
     let packer = std::thread::Builder::new()
         .name("packer".into())
-        .spawn(move || run_packer(keys, pack_target, sealed_rx, |pack| pack_tx.blocking_send(pack).is_ok()))
+        .spawn(move || {
+            run_packer(keys, pack_target, sealed_rx, |pack| {
+                pack_tx.blocking_send(pack).is_ok()
+            })
+        })
         .map_err(|e| Error::io("starting the packer thread", e))?;
 
     let uploads = tokio::spawn(uploader::run_uploader(
@@ -245,7 +265,9 @@ async fn run_pipeline(
     let walked = tokio::task::spawn_blocking(move || {
         let root = walker.archive_root(tree, parent_root);
         // Dropping the walker closes the job channel: the workers and packer drain and finish.
-        let Walker { stats, warnings, .. } = walker;
+        let Walker {
+            stats, warnings, ..
+        } = walker;
         (root, stats, warnings)
     })
     .await
@@ -256,7 +278,9 @@ async fn run_pipeline(
         }
         packer.join().unwrap_or(false)
     });
-    let upload_result = uploads.await.map_err(|e| Error::Interrupted(format!("the uploader failed: {e}")))?;
+    let upload_result = uploads
+        .await
+        .map_err(|e| Error::Interrupted(format!("the uploader failed: {e}")))?;
     let _ = join_threads.await;
 
     let (root, walk, warnings) = walked;
@@ -264,7 +288,14 @@ async fn run_pipeline(
     let upload = upload_result?;
     let root = root?;
     if walk.sources_read == 0 {
-        return Err(Error::NothingRead { reason: warnings.join("; ") });
+        return Err(Error::NothingRead {
+            reason: warnings.join("; "),
+        });
     }
-    Ok(PipelineOutcome { root, walk, upload, warnings })
+    Ok(PipelineOutcome {
+        root,
+        walk,
+        upload,
+        warnings,
+    })
 }

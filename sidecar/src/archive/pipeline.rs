@@ -36,7 +36,9 @@ pub fn run_worker(keys: RepositoryKeys, jobs: Receiver<BlobJob>, sealed: Sender<
         let blob = SealedBlob {
             kind: job.kind,
             id: job.id,
-            sealed: keys.sealer.seal(&encoded, &blob_associated_data(job.kind, &job.id)),
+            sealed: keys
+                .sealer
+                .seal(&encoded, &blob_associated_data(job.kind, &job.id)),
             raw_length: job.plaintext.len() as u32,
         };
         if sealed.send(blob).is_err() {
@@ -65,7 +67,11 @@ pub fn run_packer(
         if builder.len_bytes() >= pack_target_bytes {
             let full = std::mem::replace(
                 builder,
-                if blob.kind == BlobKind::Data { new_builder() } else { PackBuilder::default() },
+                if blob.kind == BlobKind::Data {
+                    new_builder()
+                } else {
+                    PackBuilder::default()
+                },
             );
             let (bytes, entries) = full.finish(&keys.sealer);
             if !send_pack(FinishedPack { bytes, entries }) {

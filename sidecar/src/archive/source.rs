@@ -26,7 +26,10 @@ pub enum Source {
 /// A directory level of the snapshot's tree above the sources.
 pub enum VirtualEntry {
     /// A directory on the way to a source; its metadata comes from `meta_from` when it exists.
-    Dir { children: BTreeMap<Vec<u8>, VirtualEntry>, meta_from: Option<PathBuf> },
+    Dir {
+        children: BTreeMap<Vec<u8>, VirtualEntry>,
+        meta_from: Option<PathBuf>,
+    },
     Path(PathBuf),
     Stream(StreamSource),
 }
@@ -66,7 +69,10 @@ impl SourceTree {
                 Source::Stream(stream) => {
                     let path = PathBuf::from(&stream.snapshot_path);
                     if !path.is_absolute() {
-                        return Err(Error::Usage(format!("stream path {:?} must be absolute", stream.snapshot_path)));
+                        return Err(Error::Usage(format!(
+                            "stream path {:?} must be absolute",
+                            stream.snapshot_path
+                        )));
                     }
                     (path, VirtualEntry::Stream(stream))
                 }
@@ -85,17 +91,22 @@ impl SourceTree {
 
     fn insert(&mut self, parts: &[Vec<u8>], entry: VirtualEntry) -> Result<()> {
         let Some((last, ancestors)) = parts.split_last() else {
-            return Err(Error::Usage("backing up the whole root file system `/` is not supported; name its folders".into()));
+            return Err(Error::Usage(
+                "backing up the whole root file system `/` is not supported; name its folders"
+                    .into(),
+            ));
         };
         let mut level = &mut self.children;
         let mut walked = PathBuf::from("/");
         for part in ancestors {
             walked.push(std::ffi::OsStr::from_bytes(part));
             let is_real = matches!(entry, VirtualEntry::Path(_));
-            let next = level.entry(part.clone()).or_insert_with(|| VirtualEntry::Dir {
-                children: BTreeMap::new(),
-                meta_from: is_real.then(|| walked.clone()),
-            });
+            let next = level
+                .entry(part.clone())
+                .or_insert_with(|| VirtualEntry::Dir {
+                    children: BTreeMap::new(),
+                    meta_from: is_real.then(|| walked.clone()),
+                });
             match next {
                 VirtualEntry::Dir { children, .. } => level = children,
                 // An ancestor is backed up whole: this path is already inside it.
@@ -109,7 +120,9 @@ impl SourceTree {
             }
             // A real path covers the virtual directories of sources below it.
             (Some(VirtualEntry::Dir { children, .. }), VirtualEntry::Path(_))
-                if children.values().all(|c| !matches!(c, VirtualEntry::Stream(_))) =>
+                if children
+                    .values()
+                    .all(|c| !matches!(c, VirtualEntry::Stream(_))) =>
             {
                 level.insert(last.clone(), entry);
             }
@@ -121,7 +134,10 @@ impl SourceTree {
 }
 
 fn conflict(path: &Path) -> Error {
-    Error::Usage(format!("two sources claim {} in the snapshot", path.display()))
+    Error::Usage(format!(
+        "two sources claim {} in the snapshot",
+        path.display()
+    ))
 }
 
 #[cfg(test)]
@@ -136,15 +152,34 @@ mod tests {
             Source::Path("/srv/./b/".into()),
         ])
         .unwrap();
-        assert_eq!(tree.paths, vec![b"/data/a".to_vec(), b"/data/a/inner".to_vec(), b"/srv/b".to_vec()]);
-        assert_eq!(tree.children.keys().cloned().collect::<Vec<_>>(), vec![b"data".to_vec(), b"srv".to_vec()]);
+        assert_eq!(
+            tree.paths,
+            vec![
+                b"/data/a".to_vec(),
+                b"/data/a/inner".to_vec(),
+                b"/srv/b".to_vec()
+            ]
+        );
+        assert_eq!(
+            tree.children.keys().cloned().collect::<Vec<_>>(),
+            vec![b"data".to_vec(), b"srv".to_vec()]
+        );
     }
 
     #[test]
     fn a_stream_and_a_path_cannot_share_a_name() {
-        let stream = StreamSource { snapshot_path: "/data/a".into(), label: "x".into(), reader: Box::new(std::io::empty()) };
-        let error = SourceTree::build(vec![Source::Path("/data/a".into()), Source::Stream(stream)]).err().unwrap();
-        assert!(error.to_string().contains("two sources claim /data/a"), "{error}");
+        let stream = StreamSource {
+            snapshot_path: "/data/a".into(),
+            label: "x".into(),
+            reader: Box::new(std::io::empty()),
+        };
+        let error = SourceTree::build(vec![Source::Path("/data/a".into()), Source::Stream(stream)])
+            .err()
+            .unwrap();
+        assert!(
+            error.to_string().contains("two sources claim /data/a"),
+            "{error}"
+        );
         assert!(SourceTree::build(vec![Source::Path("/".into())]).is_err());
     }
 }

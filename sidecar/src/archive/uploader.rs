@@ -37,7 +37,10 @@ pub struct Throttle {
 
 impl Throttle {
     pub fn new(bytes_per_sec: u64) -> Throttle {
-        Throttle { bytes_per_sec: bytes_per_sec.max(1), next_free: std::sync::Mutex::new(Instant::now()) }
+        Throttle {
+            bytes_per_sec: bytes_per_sec.max(1),
+            next_free: std::sync::Mutex::new(Instant::now()),
+        }
     }
 
     /// Waits until `bytes` more may be sent.
@@ -67,7 +70,10 @@ impl Shared {
         if let Some(throttle) = &self.throttle {
             throttle.reserve(length).await;
         }
-        self.repo.backend().write(ObjectKind::Data, &id.to_hex(), Bytes::from(pack.bytes)).await?;
+        self.repo
+            .backend()
+            .write(ObjectKind::Data, &id.to_hex(), Bytes::from(pack.bytes))
+            .await?;
         self.progress.add_transferred(length);
         {
             let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
@@ -77,7 +83,10 @@ impl Shared {
         }
         let full = {
             let mut pending = self.pending.lock().await;
-            pending.push(IndexedPack { id, blobs: pack.entries.iter().map(IndexedBlob::from).collect() });
+            pending.push(IndexedPack {
+                id,
+                blobs: pack.entries.iter().map(IndexedBlob::from).collect(),
+            });
             if pending.len() >= PACKS_PER_INDEX_OBJECT {
                 std::mem::take(&mut *pending)
             } else {
@@ -91,7 +100,10 @@ impl Shared {
         if packs.is_empty() {
             return Ok(());
         }
-        let file = IndexFile { packs, supersedes: vec![] };
+        let file = IndexFile {
+            packs,
+            supersedes: vec![],
+        };
         let id = self.repo.write_object(ObjectKind::Index, &file).await?;
         self.repo.add_index_file(id, &file);
         Ok(())
@@ -119,8 +131,14 @@ pub async fn run_uploader(
     let mut first_error: Option<Error> = None;
 
     while first_error.is_none() {
-        let Some(pack) = packs.recv().await else { break };
-        let permit = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
+        let Some(pack) = packs.recv().await else {
+            break;
+        };
+        let permit = slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
         let shared = shared.clone();
         uploads.spawn(async move {
             let result = shared.upload(pack).await;
@@ -146,7 +164,10 @@ pub async fn run_uploader(
     }
 }
 
-fn record(first_error: &mut Option<Error>, done: std::result::Result<Result<()>, tokio::task::JoinError>) {
+fn record(
+    first_error: &mut Option<Error>,
+    done: std::result::Result<Result<()>, tokio::task::JoinError>,
+) {
     let error = match done {
         Ok(Ok(())) => return,
         Ok(Err(error)) => error,

@@ -88,7 +88,11 @@ impl Walker {
     fn store_blob(&mut self, kind: BlobKind, plaintext: &[u8]) -> Result<BlobId> {
         let id = self.keys.blob_id(kind, plaintext);
         if self.known.insert(id) {
-            let job = BlobJob { kind, id, plaintext: plaintext.to_vec() };
+            let job = BlobJob {
+                kind,
+                id,
+                plaintext: plaintext.to_vec(),
+            };
             self.jobs.send(job).map_err(|_| pipeline_stopped())?;
         }
         Ok(id)
@@ -105,14 +109,20 @@ impl Walker {
         match self.runtime.block_on(repo.read_tree(id, "parent snapshot")) {
             Ok(tree) => Some(tree),
             Err(error) => {
-                self.warn(format!("cannot read the parent snapshot's tree {id}, reading all files again: {error}"));
+                self.warn(format!(
+                    "cannot read the parent snapshot's tree {id}, reading all files again: {error}"
+                ));
                 None
             }
         }
     }
 
     /// Walks the virtual tree of the sources: returns the root tree id.
-    pub fn archive_root(&mut self, root: SourceTree, parent_root: Option<BlobId>) -> Result<BlobId> {
+    pub fn archive_root(
+        &mut self,
+        root: SourceTree,
+        parent_root: Option<BlobId>,
+    ) -> Result<BlobId> {
         let parent = parent_root.and_then(|id| self.parent_tree(&id));
         self.archive_virtual_dir(root.children, parent)
     }
@@ -126,7 +136,10 @@ impl Walker {
         for (name, entry) in children {
             let parent_node = parent.as_ref().and_then(|tree| tree.find(&name)).cloned();
             let node = match entry {
-                VirtualEntry::Dir { children, meta_from } => {
+                VirtualEntry::Dir {
+                    children,
+                    meta_from,
+                } => {
                     let parent_sub = match parent_node.as_ref().map(|n| &n.kind) {
                         Some(NodeKind::Dir { subtree }) => self.parent_tree(&subtree.clone()),
                         _ => None,
@@ -136,7 +149,11 @@ impl Walker {
                         .and_then(|path| std::fs::symlink_metadata(path).ok())
                         .map(|m| metadata_of(&m))
                         .unwrap_or_else(synthetic_dir_metadata);
-                    Some(Node { name, kind: NodeKind::Dir { subtree }, meta })
+                    Some(Node {
+                        name,
+                        kind: NodeKind::Dir { subtree },
+                        meta,
+                    })
                 }
                 VirtualEntry::Path(path) => match std::fs::symlink_metadata(&path) {
                     Ok(meta) => {
@@ -189,20 +206,32 @@ impl Walker {
             }
         } else if file_type.is_symlink() {
             match std::fs::read_link(path) {
-                Ok(target) => NodeKind::Symlink { target: target.into_os_string().into_vec() },
+                Ok(target) => NodeKind::Symlink {
+                    target: target.into_os_string().into_vec(),
+                },
                 Err(error) => {
-                    self.warn(format!("cannot read the symlink {}: {error}", path.display()));
+                    self.warn(format!(
+                        "cannot read the symlink {}: {error}",
+                        path.display()
+                    ));
                     return Ok(None);
                 }
             }
         } else if file_type.is_fifo() {
             NodeKind::Fifo
         } else if file_type.is_char_device() {
-            NodeKind::CharDevice { rdev: fs_meta.rdev() }
+            NodeKind::CharDevice {
+                rdev: fs_meta.rdev(),
+            }
         } else if file_type.is_block_device() {
-            NodeKind::BlockDevice { rdev: fs_meta.rdev() }
+            NodeKind::BlockDevice {
+                rdev: fs_meta.rdev(),
+            }
         } else {
-            self.warn(format!("skipped {}: sockets cannot be backed up", path.display()));
+            self.warn(format!(
+                "skipped {}: sockets cannot be backed up",
+                path.display()
+            ));
             return Ok(None);
         };
         Ok(Some(Node { name, kind, meta }))
@@ -239,22 +268,34 @@ impl Walker {
 
     /// A regular file's content: reused from the parent snapshot or an earlier hard link when
     /// unchanged, else read and chunked. `None` when it cannot be read (a warning).
-    fn archive_file(&mut self, path: &Path, fs_meta: &FsMetadata, parent: Option<&Node>) -> Result<Option<NodeKind>> {
+    fn archive_file(
+        &mut self,
+        path: &Path,
+        fs_meta: &FsMetadata,
+        parent: Option<&Node>,
+    ) -> Result<Option<NodeKind>> {
         self.stats.files += 1;
         let inode_key = (fs_meta.dev(), fs_meta.ino());
         if fs_meta.nlink() > 1 {
             if let Some((size, content)) = self.hard_links.get(&inode_key) {
                 self.stats.total_bytes += size;
                 self.progress.add_files(1);
-                return Ok(Some(NodeKind::File { size: *size, content: content.clone() }));
+                return Ok(Some(NodeKind::File {
+                    size: *size,
+                    content: content.clone(),
+                }));
             }
         }
-        let reusable = unchanged_content(parent, fs_meta).filter(|content| content.iter().all(|id| self.known.contains(id)));
+        let reusable = unchanged_content(parent, fs_meta)
+            .filter(|content| content.iter().all(|id| self.known.contains(id)));
         if let Some(content) = reusable {
             self.stats.total_bytes += fs_meta.len();
             self.progress.add_files(1);
             self.remember_hard_link(fs_meta, inode_key, fs_meta.len(), &content);
-            return Ok(Some(NodeKind::File { size: fs_meta.len(), content }));
+            return Ok(Some(NodeKind::File {
+                size: fs_meta.len(),
+                content,
+            }));
         }
         let file = match File::open(path) {
             Ok(file) => file,
@@ -278,18 +319,30 @@ impl Walker {
         Ok(Some(NodeKind::File { size, content }))
     }
 
-    fn remember_hard_link(&mut self, fs_meta: &FsMetadata, key: (u64, u64), size: u64, content: &[BlobId]) {
+    fn remember_hard_link(
+        &mut self,
+        fs_meta: &FsMetadata,
+        key: (u64, u64),
+        size: u64,
+        content: &[BlobId],
+    ) {
         if fs_meta.nlink() > 1 {
             self.hard_links.insert(key, (size, content.to_vec()));
         }
     }
 
     /// Chunks a reader into blobs: the bytes read and the content ids.
-    fn chunk_reader(&mut self, reader: impl std::io::Read) -> Result<(u64, Vec<BlobId>), ChunkReadError> {
+    fn chunk_reader(
+        &mut self,
+        reader: impl std::io::Read,
+    ) -> Result<(u64, Vec<BlobId>), ChunkReadError> {
         let chunker = self.chunker.clone();
         let mut content = Vec::new();
         let size = chunker.chunk_stream(reader, |chunk| {
-            content.push(self.store_blob(BlobKind::Data, chunk).map_err(ChunkReadError::Pipeline)?);
+            content.push(
+                self.store_blob(BlobKind::Data, chunk)
+                    .map_err(ChunkReadError::Pipeline)?,
+            );
             self.stats.bytes_read += chunk.len() as u64;
             self.progress.add_processed(chunk.len() as u64);
             Ok::<(), ChunkReadError>(())
@@ -306,7 +359,10 @@ impl Walker {
             Ok(read) => read,
             Err(ChunkReadError::Pipeline(error)) => return Err(error),
             Err(ChunkReadError::Source(error)) => {
-                return Err(Error::Io { what: format!("reading {label}"), source: error })
+                return Err(Error::Io {
+                    what: format!("reading {label}"),
+                    source: error,
+                })
             }
         };
         self.stats.files_read += 1;
@@ -323,7 +379,11 @@ impl Walker {
             device: 0,
             links: 1,
         };
-        Ok(Node { name, kind: NodeKind::File { size, content }, meta })
+        Ok(Node {
+            name,
+            kind: NodeKind::File { size, content },
+            meta,
+        })
     }
 }
 
@@ -342,7 +402,9 @@ impl From<std::io::Error> for ChunkReadError {
 /// and inode. The change time catches edits that restore the modification time.
 fn unchanged_content(parent: Option<&Node>, fs_meta: &FsMetadata) -> Option<Vec<BlobId>> {
     let parent = parent?;
-    let NodeKind::File { size, content } = &parent.kind else { return None };
+    let NodeKind::File { size, content } = &parent.kind else {
+        return None;
+    };
     let meta = metadata_of(fs_meta);
     let same = *size == fs_meta.len()
         && parent.meta.mtime == meta.mtime
@@ -356,8 +418,14 @@ pub fn metadata_of(meta: &FsMetadata) -> Metadata {
         mode: meta.mode() & 0o7777,
         uid: meta.uid(),
         gid: meta.gid(),
-        mtime: Timestamp { secs: meta.mtime(), nanos: meta.mtime_nsec() as u32 },
-        ctime: Timestamp { secs: meta.ctime(), nanos: meta.ctime_nsec() as u32 },
+        mtime: Timestamp {
+            secs: meta.mtime(),
+            nanos: meta.mtime_nsec() as u32,
+        },
+        ctime: Timestamp {
+            secs: meta.ctime(),
+            nanos: meta.ctime_nsec() as u32,
+        },
         inode: meta.ino(),
         device: meta.dev(),
         links: meta.nlink().max(1),
@@ -366,7 +434,10 @@ pub fn metadata_of(meta: &FsMetadata) -> Metadata {
 
 fn now_timestamp() -> Timestamp {
     let now = chrono::Utc::now();
-    Timestamp { secs: now.timestamp(), nanos: now.timestamp_subsec_nanos() }
+    Timestamp {
+        secs: now.timestamp(),
+        nanos: now.timestamp_subsec_nanos(),
+    }
 }
 
 /// Metadata of a directory that exists only in the snapshot (the parent of a stream).

@@ -29,7 +29,11 @@ pub enum BackendError {
     DiskFull { path: String },
 
     #[error("the server answered {status} to {what}: {body}")]
-    Http { status: u16, what: String, body: String },
+    Http {
+        status: u16,
+        what: String,
+        body: String,
+    },
 
     #[error("cannot reach the repository at {location}: {message}")]
     Transport { location: String, message: String },

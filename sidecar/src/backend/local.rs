@@ -21,16 +21,23 @@ impl LocalBackend {
     fn object_path(&self, kind: ObjectKind, name: &str) -> PathBuf {
         match kind {
             ObjectKind::Config => self.root.join("config"),
-            ObjectKind::Data if name.len() >= 2 => self.root.join("data").join(&name[..2]).join(name),
+            ObjectKind::Data if name.len() >= 2 => {
+                self.root.join("data").join(&name[..2]).join(name)
+            }
             _ => self.root.join(kind.dir_name()).join(name),
         }
     }
 
     fn not_found(&self, kind: ObjectKind, name: &str) -> BackendError {
         if kind == ObjectKind::Config {
-            BackendError::NoRepository { location: self.location() }
+            BackendError::NoRepository {
+                location: self.location(),
+            }
         } else {
-            BackendError::NotFound { kind, name: name.to_owned() }
+            BackendError::NotFound {
+                kind,
+                name: name.to_owned(),
+            }
         }
     }
 
@@ -38,10 +45,12 @@ impl LocalBackend {
         &self,
         work: impl FnOnce() -> BackendResult<T> + Send + 'static,
     ) -> BackendResult<T> {
-        tokio::task::spawn_blocking(work).await.map_err(|join_error| BackendError::Io {
-            what: "a storage task".into(),
-            source: std::io::Error::other(join_error.to_string()),
-        })?
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|join_error| BackendError::Io {
+                what: "a storage task".into(),
+                source: std::io::Error::other(join_error.to_string()),
+            })?
     }
 }
 
@@ -69,7 +78,11 @@ fn write_atomically(path: &Path, data: &[u8]) -> BackendResult<()> {
 fn tempfile_in(dir: &Path) -> BackendResult<(std::fs::File, PathBuf)> {
     loop {
         let candidate = dir.join(format!(".tmp-{:016x}", rand::random::<u64>()));
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(&candidate) {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&candidate)
+        {
             Ok(file) => return Ok((file, candidate)),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(BackendError::io(dir.display().to_string(), e)),
@@ -89,13 +102,18 @@ fn list_dir(dir: &Path, out: &mut Vec<ObjectInfo>, recurse: bool) -> BackendResu
         if name.starts_with('.') {
             continue; // temporary files of writes in progress
         }
-        let meta = entry.metadata().map_err(|e| BackendError::io(entry.path().display().to_string(), e))?;
+        let meta = entry
+            .metadata()
+            .map_err(|e| BackendError::io(entry.path().display().to_string(), e))?;
         if meta.is_dir() {
             if recurse {
                 list_dir(&entry.path(), out, false)?;
             }
         } else {
-            out.push(ObjectInfo { name, size_bytes: meta.len() });
+            out.push(ObjectInfo {
+                name,
+                size_bytes: meta.len(),
+            });
         }
     }
     Ok(())
@@ -116,7 +134,8 @@ impl Backend for LocalBackend {
             }
             for kind in ObjectKind::LISTABLE {
                 let dir = root.join(kind.dir_name());
-                std::fs::create_dir_all(&dir).map_err(|e| BackendError::io(dir.display().to_string(), e))?;
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| BackendError::io(dir.display().to_string(), e))?;
             }
             Ok(())
         })
@@ -169,7 +188,9 @@ impl Backend for LocalBackend {
             let mut data = vec![0u8; length as usize];
             file.seek(SeekFrom::Start(offset))
                 .and_then(|_| file.read_exact(&mut data))
-                .map_err(|e| BackendError::io(format!("{} at offset {offset}", path.display()), e))?;
+                .map_err(|e| {
+                    BackendError::io(format!("{} at offset {offset}", path.display()), e)
+                })?;
             Ok(Bytes::from(data))
         })
         .await

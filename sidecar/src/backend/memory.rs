@@ -18,7 +18,9 @@ impl MemoryBackend {
     }
 
     fn objects(&self) -> std::sync::MutexGuard<'_, BTreeMap<(ObjectKind, String), Bytes>> {
-        self.objects.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.objects
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Replaces an object's bytes behind the repository's back (for corruption tests).
@@ -39,8 +41,13 @@ impl Backend for MemoryBackend {
     }
 
     async fn create(&self) -> BackendResult<()> {
-        if self.objects().contains_key(&(ObjectKind::Config, "config".to_owned())) {
-            return Err(BackendError::AlreadyExists { location: self.location() });
+        if self
+            .objects()
+            .contains_key(&(ObjectKind::Config, "config".to_owned()))
+        {
+            return Err(BackendError::AlreadyExists {
+                location: self.location(),
+            });
         }
         Ok(())
     }
@@ -50,22 +57,36 @@ impl Backend for MemoryBackend {
             .objects()
             .iter()
             .filter(|((k, _), _)| *k == kind)
-            .map(|((_, name), data)| ObjectInfo { name: name.clone(), size_bytes: data.len() as u64 })
+            .map(|((_, name), data)| ObjectInfo {
+                name: name.clone(),
+                size_bytes: data.len() as u64,
+            })
             .collect())
     }
 
     async fn stat(&self, kind: ObjectKind, name: &str) -> BackendResult<Option<u64>> {
-        Ok(self.objects().get(&(kind, name.to_owned())).map(|d| d.len() as u64))
+        Ok(self
+            .objects()
+            .get(&(kind, name.to_owned()))
+            .map(|d| d.len() as u64))
     }
 
     async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
-        self.objects().get(&(kind, name.to_owned())).cloned().ok_or_else(|| {
-            if kind == ObjectKind::Config {
-                BackendError::NoRepository { location: self.location() }
-            } else {
-                BackendError::NotFound { kind, name: name.to_owned() }
-            }
-        })
+        self.objects()
+            .get(&(kind, name.to_owned()))
+            .cloned()
+            .ok_or_else(|| {
+                if kind == ObjectKind::Config {
+                    BackendError::NoRepository {
+                        location: self.location(),
+                    }
+                } else {
+                    BackendError::NotFound {
+                        kind,
+                        name: name.to_owned(),
+                    }
+                }
+            })
     }
 
     async fn read_range(
@@ -76,12 +97,17 @@ impl Backend for MemoryBackend {
         length: u64,
     ) -> BackendResult<Bytes> {
         let data = self.read(kind, name).await?;
-        let end = offset.checked_add(length).filter(|end| *end <= data.len() as u64);
+        let end = offset
+            .checked_add(length)
+            .filter(|end| *end <= data.len() as u64);
         match end {
             Some(end) => Ok(data.slice(offset as usize..end as usize)),
             None => Err(BackendError::Io {
                 what: format!("{kind}/{name}"),
-                source: std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "range past the end"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "range past the end",
+                ),
             }),
         }
     }

@@ -4,7 +4,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "neverwiped-sidecar", version, about = "Encrypted, deduplicated backups to a local folder or a restic REST server (the gate).")]
+#[command(
+    name = "neverwiped-sidecar",
+    version,
+    about = "Encrypted, deduplicated backups to a local folder or a restic REST server (the gate)."
+)]
 pub struct Cli {
     /// The repository: a folder, or rest:http(s)://host[:port]/path/ for the gate.
     #[arg(long, short = 'r', env = "NEVERWIPED_REPOSITORY", global = true)]
@@ -120,7 +124,12 @@ pub struct RestoreArgs {
     /// Snapshot id prefix, or "latest".
     pub snapshot: String,
     /// Folder to restore into; /data/x of the snapshot lands in TARGET/data/x.
-    #[arg(long, short = 't', required_unless_present = "databases", conflicts_with = "databases")]
+    #[arg(
+        long,
+        short = 't',
+        required_unless_present = "databases",
+        conflicts_with = "databases"
+    )]
     pub target: Option<PathBuf>,
     /// Only these snapshot paths and what is below them (repeatable).
     #[arg(long = "include", short = 'i')]
@@ -166,7 +175,9 @@ pub fn parse_byte_rate(text: &str) -> Result<u64, String> {
         Some((i, 'g' | 'G')) => (&text[..i], 1024 * 1024 * 1024),
         _ => (text, 1),
     };
-    let value: u64 = number.parse().map_err(|_| format!("{text:?} is not a byte rate such as 1048576, 512K or 10M"))?;
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte rate such as 1048576, 512K or 10M"))?;
     if value == 0 {
         return Err("the upload limit must be above zero".into());
     }

@@ -73,7 +73,9 @@ fn parse_percent(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%');
     match number.parse::<f64>() {
         Ok(value) if value > 0.0 && value <= 100.0 => Ok(value),
-        _ => Err(format!("{text:?} is not a percentage between 0 and 100, such as 10%")),
+        _ => Err(format!(
+            "{text:?} is not a percentage between 0 and 100, such as 10%"
+        )),
     }
 }
 
@@ -92,7 +94,10 @@ pub async fn check(repo: &IndexedRepository, args: &CheckArgs) -> Result<Outcome
         bytes(report.bytes_read)
     );
     if !report.unindexed_packs.is_empty() {
-        println!("{} pack(s) are in no index (left by interrupted backups; prune removes them)", report.unindexed_packs.len());
+        println!(
+            "{} pack(s) are in no index (left by interrupted backups; prune removes them)",
+            report.unindexed_packs.len()
+        );
     }
     for problem in &report.problems {
         println!("error: {problem}");
@@ -132,14 +137,30 @@ pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> 
                     serde_json::json!({"id": verdict.id, "time": verdict.time, "keep": verdict.keep, "reasons": verdict.reasons})
                 );
             } else {
-                println!("  {} {} {:<12} {}", verdict.id.short(), verdict.time.format("%Y-%m-%d %H:%M"), action, verdict.reasons.join(", "));
+                println!(
+                    "  {} {} {:<12} {}",
+                    verdict.id.short(),
+                    verdict.time.format("%Y-%m-%d %H:%M"),
+                    action,
+                    verdict.reasons.join(", ")
+                );
             }
         }
     }
     if !json {
-        println!("{removed} snapshot(s) {}", if args.dry_run { "would be removed" } else { "removed" });
+        println!(
+            "{removed} snapshot(s) {}",
+            if args.dry_run {
+                "would be removed"
+            } else {
+                "removed"
+            }
+        );
     }
-    Ok(Outcome { files: removed, ..Outcome::default() })
+    Ok(Outcome {
+        files: removed,
+        ..Outcome::default()
+    })
 }
 
 pub async fn prune(repo: &IndexedRepository, args: &PruneArgs) -> Result<Outcome> {
@@ -177,7 +198,13 @@ pub async fn key(repo: &Repository, password: &[u8], command: &KeyCommand) -> Re
         KeyCommand::List => {
             for key in keys::list_keys(repo).await? {
                 let marker = if key.current { "*" } else { " " };
-                println!("{marker} {} {} {}@{}", key.id.short(), key.created, key.username, key.hostname);
+                println!(
+                    "{marker} {} {} {}@{}",
+                    key.id.short(),
+                    key.created,
+                    key.username,
+                    key.hostname
+                );
             }
         }
         KeyCommand::Add(args) => {
@@ -192,7 +219,11 @@ pub async fn key(repo: &Repository, password: &[u8], command: &KeyCommand) -> Re
         KeyCommand::Passwd(args) => {
             let new_password = read_secret_file(&args.new_password_file)?;
             let id = keys::change_password(repo, password, &new_password).await?;
-            println!("password changed: key {} replaces {}", id.short(), repo.key_id().short());
+            println!(
+                "password changed: key {} replaces {}",
+                id.short(),
+                repo.key_id().short()
+            );
         }
     }
     Ok(Outcome::default())

@@ -69,7 +69,12 @@ pub fn run_result(
         bytes_transferred: outcome.bytes_transferred,
         databases: databases::results(error.is_some()),
         warnings_total: outcome.warnings.len() as u64,
-        warnings: outcome.warnings.iter().take(MAX_WARNINGS_KEPT).cloned().collect(),
+        warnings: outcome
+            .warnings
+            .iter()
+            .take(MAX_WARNINGS_KEPT)
+            .cloned()
+            .collect(),
         error,
     }
 }
@@ -82,10 +87,14 @@ pub fn exit_status_of(error: &anyhow::Error) -> ExitStatus {
         .map(neverwiped::Error::exit_status)
         .or_else(|| {
             error.chain().find_map(|cause| {
-                cause.downcast_ref::<neverwiped::backend::BackendError>().map(|e| match e {
-                    neverwiped::backend::BackendError::NoRepository { .. } => ExitStatus::NoRepository,
-                    _ => ExitStatus::Failed,
-                })
+                cause
+                    .downcast_ref::<neverwiped::backend::BackendError>()
+                    .map(|e| match e {
+                        neverwiped::backend::BackendError::NoRepository { .. } => {
+                            ExitStatus::NoRepository
+                        }
+                        _ => ExitStatus::Failed,
+                    })
             })
         })
         .unwrap_or(ExitStatus::Failed)
@@ -100,10 +109,19 @@ fn open_backend(cli: &Cli) -> Result<SharedBackend> {
         let url = parse_rest_address(address)?;
         let (username, password) = secrets::gate_credentials()?;
         let ca_certificate_pem = match &cli.cacert {
-            Some(path) => Some(std::fs::read(path).with_context(|| format!("cannot read the CA file {}", path.display()))?),
+            Some(path) => Some(
+                std::fs::read(path)
+                    .with_context(|| format!("cannot read the CA file {}", path.display()))?,
+            ),
             None => None,
         };
-        let config = RestConfig { url, username, password, ca_certificate_pem, ..RestConfig::default() };
+        let config = RestConfig {
+            url,
+            username,
+            password,
+            ca_certificate_pem,
+            ..RestConfig::default()
+        };
         return Ok(Arc::new(RestBackend::new(config)?));
     }
     Ok(Arc::new(LocalBackend::new(address)))
@@ -127,7 +145,9 @@ pub async fn run(cli: &Cli) -> Result<Outcome> {
         Command::Ls(args) => ls(cli, args).await,
         Command::Restore(args) => restore_snapshot(cli, args).await,
         Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args).await,
-        Command::Forget(args) => maintenance::forget(&open_indexed(cli).await?, args, cli.json).await,
+        Command::Forget(args) => {
+            maintenance::forget(&open_indexed(cli).await?, args, cli.json).await
+        }
         Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args).await,
         Command::Key(command) => {
             let password = secrets::repository_password(cli.password_file.as_deref())?;
@@ -146,7 +166,11 @@ async fn init(cli: &Cli) -> Result<Outcome> {
     let backend = open_backend(cli)?;
     let password = secrets::repository_password(cli.password_file.as_deref())?;
     let repo = Repository::init(backend.clone(), &password, KdfParams::default()).await?;
-    println!("created neverwiped repository {} at {}", &repo.params().id[..10], backend.location());
+    println!(
+        "created neverwiped repository {} at {}",
+        &repo.params().id[..10],
+        backend.location()
+    );
     Ok(Outcome::default())
 }
 
@@ -154,7 +178,8 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
     if args.paths.is_empty() && !args.stdin && args.databases.is_empty() {
         anyhow::bail!("nothing to back up: give paths, --stdin or --database");
     }
-    let database_sources = databases::backup_sources(&args.databases, &args.database_password_files)?;
+    let database_sources =
+        databases::backup_sources(&args.databases, &args.database_password_files)?;
     let repo = open_indexed(cli).await?;
     let mut sources: Vec<Source> = args.paths.iter().cloned().map(Source::Path).collect();
     sources.extend(database_sources);
@@ -184,7 +209,12 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
     let report = report?;
     let summary = &report.snapshot.summary;
     if cli.json {
-        println!("{}", serde_json::to_string(&serde_json::json!({"snapshotId": report.snapshot_id, "summary": summary}))?);
+        println!(
+            "{}",
+            serde_json::to_string(
+                &serde_json::json!({"snapshotId": report.snapshot_id, "summary": summary})
+            )?
+        );
     } else if !cli.quiet {
         println!(
             "snapshot {} saved: {} files ({} read, {} unchanged), {} in, {} added in {:.1}s",
@@ -222,7 +252,10 @@ async fn snapshots(cli: &Cli) -> Result<Outcome> {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(Outcome::default());
     }
-    println!("{:<10} {:<25} {:<20} {:>10} {:>10}  paths", "id", "time", "host", "files", "size");
+    println!(
+        "{:<10} {:<25} {:<20} {:>10} {:>10}  paths",
+        "id", "time", "host", "files", "size"
+    );
     for (id, snapshot) in &snapshots {
         let time = chrono::DateTime::parse_from_rfc3339(&snapshot.time)
             .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
@@ -260,14 +293,20 @@ async fn ls(cli: &Cli, args: &LsArgs) -> Result<Outcome> {
             NodeKind::CharDevice { .. } => ('c', 0),
             NodeKind::BlockDevice { .. } => ('b', 0),
         };
-        println!("{kind}{:04o} {:>6} {:>6} {:>12}  {path}", entry.node.meta.mode, entry.node.meta.uid, entry.node.meta.gid, size);
+        println!(
+            "{kind}{:04o} {:>6} {:>6} {:>12}  {path}",
+            entry.node.meta.mode, entry.node.meta.uid, entry.node.meta.gid, size
+        );
     }
     Ok(Outcome::default())
 }
 
 /// Which snapshots `restore latest` may pick.
 fn restore_filter(args: &RestoreArgs) -> SnapshotFilter {
-    SnapshotFilter { host: args.host.clone(), before: args.before }
+    SnapshotFilter {
+        host: args.host.clone(),
+        before: args.before,
+    }
 }
 
 async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
@@ -275,7 +314,9 @@ async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
         return databases::restore(cli, args).await;
     };
     let repo = open_indexed(cli).await?;
-    let (snapshot_id, snapshot) = repo.find_snapshot_where(&args.snapshot, &restore_filter(args)).await?;
+    let (snapshot_id, snapshot) = repo
+        .find_snapshot_where(&args.snapshot, &restore_filter(args))
+        .await?;
     let mut options = RestoreOptions::new(target);
     options.includes = args.includes.clone();
     let display = ProgressDisplay::start(options.progress.clone(), cli.quiet, true);

@@ -12,8 +12,14 @@ pub fn init_logging(format: Option<LogFormat>, quiet: bool) {
     let default_level = if quiet { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("NEVERWIPED_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let format = format.unwrap_or(if std::io::stderr().is_terminal() { LogFormat::Text } else { LogFormat::Json });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let format = format.unwrap_or(if std::io::stderr().is_terminal() {
+        LogFormat::Text
+    } else {
+        LogFormat::Json
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().with_current_span(false).init(),
         LogFormat::Text => builder.without_time().with_target(false).init(),
@@ -29,10 +35,16 @@ pub struct ProgressDisplay {
 impl ProgressDisplay {
     pub fn start(progress: Arc<Progress>, quiet: bool, restoring: bool) -> ProgressDisplay {
         if quiet || !std::io::stderr().is_terminal() {
-            return ProgressDisplay { bar: None, ticker: None };
+            return ProgressDisplay {
+                bar: None,
+                ticker: None,
+            };
         }
         let bar = ProgressBar::new_spinner();
-        bar.set_style(ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
         let shown = bar.clone();
         let ticker = tokio::spawn(async move {
             loop {
@@ -41,16 +53,28 @@ impl ProgressDisplay {
                 let transferred = Progress::get(&progress.bytes_transferred);
                 let total = Progress::get(&progress.bytes_total);
                 let message = if restoring {
-                    format!("{files} files, {} of {} written, {} fetched", bytes(processed), bytes(total), bytes(transferred))
+                    format!(
+                        "{files} files, {} of {} written, {} fetched",
+                        bytes(processed),
+                        bytes(total),
+                        bytes(transferred)
+                    )
                 } else {
-                    format!("{files} files, {} read, {} sent", bytes(processed), bytes(transferred))
+                    format!(
+                        "{files} files, {} read, {} sent",
+                        bytes(processed),
+                        bytes(transferred)
+                    )
                 };
                 shown.set_message(message);
                 shown.tick();
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
-        ProgressDisplay { bar: Some(bar), ticker: Some(ticker) }
+        ProgressDisplay {
+            bar: Some(bar),
+            ticker: Some(ticker),
+        }
     }
 
     pub fn finish(self) {

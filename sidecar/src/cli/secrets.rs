@@ -5,7 +5,8 @@ use std::path::Path;
 
 /// Reads a secret file, dropping one trailing newline (as `echo pw > file` writes it).
 pub fn read_secret_file(path: &Path) -> Result<Vec<u8>> {
-    let mut bytes = std::fs::read(path).with_context(|| format!("cannot read the secret file {}", path.display()))?;
+    let mut bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the secret file {}", path.display()))?;
     if bytes.ends_with(b"\n") {
         bytes.pop();
         if bytes.ends_with(b"\r") {
@@ -33,7 +34,9 @@ pub fn repository_password(password_file: Option<&Path>) -> Result<Vec<u8>> {
 /// The gate's basic-auth credentials from `NEVERWIPED_GATE_USERNAME` and
 /// `NEVERWIPED_GATE_PASSWORD` or `NEVERWIPED_GATE_PASSWORD_FILE`.
 pub fn gate_credentials() -> Result<(Option<String>, Option<String>)> {
-    let username = std::env::var("NEVERWIPED_GATE_USERNAME").ok().filter(|u| !u.is_empty());
+    let username = std::env::var("NEVERWIPED_GATE_USERNAME")
+        .ok()
+        .filter(|u| !u.is_empty());
     let password = match std::env::var_os("NEVERWIPED_GATE_PASSWORD_FILE") {
         Some(path) => Some(
             String::from_utf8(read_secret_file(Path::new(&path))?)

@@ -10,11 +10,18 @@
 //! A `mariadb://` dump of every database is made with `--system=users`: accounts, roles and grants
 //! are dumped as `CREATE USER` / `GRANT` statements rather than as the rows of the `mysql` tables.
 //! `CREATE USER` fails for an account that exists (`root@localhost` always does), so the restore
-//! rewrites those statements to `CREATE USER IF NOT EXISTS` (and `CREATE ROLE` alike). The account
+//! rewrites those statements to `CREATE USER IF NOT EXISTS`; the grants that follow then set the
+//! account's password and privileges as dumped. A dumped role is made with `CREATE OR REPLACE
+//! ROLE … WITH ADMIN mariadb_dump_import_role`, so that the grants of it that follow are allowed
+//! even when it existed (they give its privileges and members back). The account
 //! the restore connects as is left as the target has it: its `CREATE USER`, `GRANT`, default-role
 //! lines are skipped, so the restore never replaces the password it is using. Only lines outside
 //! `DELIMITER ;;` blocks (routine, trigger and event bodies) are looked at; table data lines start
 //! with `(` or `INSERT` and are never touched.
+//!
+//! A dump of one database has no `CREATE DATABASE` / `USE` (no `--databases`), so that it restores
+//! under any name: into an existing database without tables, or one the restore creates with the
+//! server's default character set (the tables keep their own).
 //!
 //! A `mysql://` dump is what `mysqldump --all-databases` always made: the `mysql` schema as tables
 //! (with `--flush-privileges`), restored as such.
@@ -279,7 +286,16 @@ impl UsersScriptFilter {
             out.extend_from_slice(b"-- neverwiped: the connecting account is kept as the target has it\n");
             return;
         }
-        for prefix in ["CREATE USER ", "CREATE ROLE ", "/*M!100005 CREATE ROLE ", "/*!80001 CREATE ROLE "] {
+        // A dumped role is made again, administered by mariadb-dump's import role, so that the
+        // grants of it that follow are allowed even when the role already existed.
+        if let Some(rest) = body.strip_prefix("/*M!100005 CREATE ROLE ") {
+            if !rest.starts_with("IF NOT EXISTS ") && !rest.starts_with("OR REPLACE ") {
+                out.extend_from_slice(b"/*M!100005 CREATE OR REPLACE ROLE ");
+                out.extend_from_slice(&line["/*M!100005 CREATE ROLE ".len()..]);
+                return;
+            }
+        }
+        for prefix in ["CREATE USER ", "CREATE ROLE ", "/*!80001 CREATE ROLE "] {
             if let Some(rest) = body.strip_prefix(prefix) {
                 if !rest.starts_with("IF NOT EXISTS ") {
                     out.extend_from_slice(prefix.as_bytes());
@@ -354,7 +370,7 @@ GRANT ALL PRIVILEGES ON *.* TO `admin`@`%x`;\n-- Dump completed on 2026-11-30";
             assert!(out.contains("CREATE USER IF NOT EXISTS `app`@`%` IDENTIFIED BY PASSWORD '*B6';\n"));
             assert!(!out.contains("'*81'"), "the connecting account's password is never replaced: {out}");
             assert!(!out.contains("FOR 'admin'@'%'") && !out.contains("ALTER USER 'admin'@'%'"));
-            assert!(out.contains("/*M!100005 CREATE ROLE IF NOT EXISTS 'reader' WITH ADMIN"), "{out}");
+            assert!(out.contains("/*M!100005 CREATE OR REPLACE ROLE 'reader' WITH ADMIN"), "{out}");
             assert!(out.contains("CREATE ROLE IF NOT EXISTS mariadb_dump_import_role;\n"));
             assert!(out.contains("GRANT `reader` TO `app`@`%`;\n"));
             assert!(out.contains("GRANT ALL PRIVILEGES ON *.* TO `admin`@`%x`;\n"), "another account");

@@ -18,6 +18,14 @@
 //!   using (which the following `\connect`s need) nor the operator's credentials.
 //!
 //! Everything after the globals streams through unchanged.
+//!
+//! # One database
+//!
+//! A `pg_dump` dump holds a database's contents, not the database itself (no `--create`), so that
+//! it restores under any name: into an existing empty database (create it first to choose its
+//! owner and settings), or into one the restore creates (from `template0`, owned by the restoring
+//! role). psql runs it in a single transaction. The roles it names must exist on the target; a
+//! dump of every database carries them, and the databases' owners, settings and privileges.
 
 use super::child::{find_program, SecretFile, ToolCommand, Trailer};
 use super::restore::{PreparedRestore, ScriptFilter};

@@ -38,7 +38,11 @@ pub struct RepositoryParams {
 
 impl RepositoryParams {
     pub fn new(id: String) -> RepositoryParams {
-        RepositoryParams { id, chunker: ChunkerParams::default(), pack_target_bytes: 16 * 1024 * 1024 }
+        RepositoryParams {
+            id,
+            chunker: ChunkerParams::default(),
+            pack_target_bytes: 16 * 1024 * 1024,
+        }
     }
 
     /// The stored bytes of the config object.
@@ -63,7 +67,10 @@ impl ConfigFile {
         })?;
         if config.format != FORMAT_MARKER {
             return Err(FormatError::NotARepository {
-                reason: format!("the config object names the format {:?}, not {FORMAT_MARKER:?}", config.format),
+                reason: format!(
+                    "the config object names the format {:?}, not {FORMAT_MARKER:?}",
+                    config.format
+                ),
             });
         }
         if config.version != FORMAT_VERSION {
@@ -84,14 +91,23 @@ impl ConfigFile {
             .decode(&self.sealed)
             .map_err(|e| FormatError::invalid("the config object", e))?;
         let inner = sealer.open(&sealed, CONFIG_ASSOCIATED_DATA, "the config object")?;
-        let params: RepositoryParams =
-            serde_json::from_slice(&inner).map_err(|e| FormatError::invalid("the config object", e))?;
+        let params: RepositoryParams = serde_json::from_slice(&inner)
+            .map_err(|e| FormatError::invalid("the config object", e))?;
         if params.id != self.id {
-            return Err(FormatError::invalid("the config object", "the sealed id does not match the plain id"));
+            return Err(FormatError::invalid(
+                "the config object",
+                "the sealed id does not match the plain id",
+            ));
         }
-        params.chunker.validate().map_err(|m| FormatError::invalid("the config object", m))?;
+        params
+            .chunker
+            .validate()
+            .map_err(|m| FormatError::invalid("the config object", m))?;
         if !(1 << 20..=1 << 28).contains(&params.pack_target_bytes) {
-            return Err(FormatError::invalid("the config object", "the pack target size is out of range"));
+            return Err(FormatError::invalid(
+                "the config object",
+                "the pack target size is out of range",
+            ));
         }
         Ok(params)
     }
@@ -114,8 +130,12 @@ mod tests {
         let error = ConfigFile::parse(restic_like).unwrap_err().to_string();
         assert!(error.contains("not a neverwiped repository"), "{error}");
 
-        let future = String::from_utf8(bytes).unwrap().replace("\"version\": 1", "\"version\": 9");
-        let error = ConfigFile::parse(future.as_bytes()).unwrap_err().to_string();
+        let future = String::from_utf8(bytes)
+            .unwrap()
+            .replace("\"version\": 1", "\"version\": 9");
+        let error = ConfigFile::parse(future.as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("version 9 is not supported"), "{error}");
     }
 
@@ -123,7 +143,9 @@ mod tests {
     fn a_forged_plain_id_is_detected() {
         let keys = MasterKey::generate().derive();
         let bytes = RepositoryParams::new("ab".repeat(32)).to_config_bytes(&keys.sealer);
-        let forged = String::from_utf8(bytes).unwrap().replace(&"ab".repeat(32), &"cd".repeat(32));
+        let forged = String::from_utf8(bytes)
+            .unwrap()
+            .replace(&"ab".repeat(32), &"cd".repeat(32));
         let config = ConfigFile::parse(forged.as_bytes()).unwrap();
         assert!(config.open(&keys.sealer).is_err());
     }
@@ -133,7 +155,12 @@ mod tests {
         let keys = MasterKey::from_bytes([3; 32]).derive();
         let bytes = RepositoryParams::new("00".repeat(32)).to_config_bytes(&keys.sealer);
         let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        let keys_present: Vec<&str> = value.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        let keys_present: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         assert_eq!(keys_present, ["format", "id", "sealed", "version"]);
         assert_eq!(value["format"], "neverwiped-repository");
         assert_eq!(value["version"], 1);

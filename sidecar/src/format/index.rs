@@ -46,7 +46,11 @@ impl From<&PackEntry> for IndexedBlob {
 impl IndexedPack {
     /// The pack's stored length implied by its blobs (without the header).
     pub fn blobs_end(&self) -> u64 {
-        self.blobs.iter().map(|b| b.offset as u64 + b.length as u64).max().unwrap_or(0)
+        self.blobs
+            .iter()
+            .map(|b| b.offset as u64 + b.length as u64)
+            .max()
+            .unwrap_or(0)
     }
 }
 

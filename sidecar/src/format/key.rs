@@ -48,7 +48,11 @@ pub enum UnwrapError {
 
 impl KeyFile {
     /// Wraps `master` under `password` with fresh salt.
-    pub fn wrap(master: &MasterKey, password: &[u8], kdf: KdfParams) -> Result<KeyFile, CryptoError> {
+    pub fn wrap(
+        master: &MasterKey,
+        password: &[u8],
+        kdf: KdfParams,
+    ) -> Result<KeyFile, CryptoError> {
         let salt: [u8; 16] = random_bytes();
         let mut kek = kdf.derive(password, &salt)?;
         let wrapped = Sealer::new(&kek).seal(master.as_bytes(), WRAP_ASSOCIATED_DATA);
@@ -59,7 +63,11 @@ impl KeyFile {
             created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
             hostname: crate::host::hostname(),
             username: crate::host::username(),
-            kdf: KdfSettings { algorithm: "argon2id".into(), params: kdf, salt: BASE64.encode(salt) },
+            kdf: KdfSettings {
+                algorithm: "argon2id".into(),
+                params: kdf,
+                salt: BASE64.encode(salt),
+            },
             wrapped_master_key: BASE64.encode(wrapped),
         })
     }
@@ -69,27 +77,36 @@ impl KeyFile {
     }
 
     pub fn parse(stored: &[u8], what: &str) -> Result<KeyFile, FormatError> {
-        let key: KeyFile = serde_json::from_slice(stored).map_err(|e| FormatError::invalid(what, e))?;
+        let key: KeyFile =
+            serde_json::from_slice(stored).map_err(|e| FormatError::invalid(what, e))?;
         if key.format != KEY_FORMAT || key.version != 1 || key.kdf.algorithm != "argon2id" {
-            return Err(FormatError::invalid(what, "unknown key format, version or KDF"));
+            return Err(FormatError::invalid(
+                what,
+                "unknown key format, version or KDF",
+            ));
         }
         Ok(key)
     }
 
     /// The master key, when `password` is this key's password.
     pub fn unwrap_master(&self, password: &[u8], what: &str) -> Result<MasterKey, UnwrapError> {
-        let salt = BASE64.decode(&self.kdf.salt).map_err(|e| UnwrapError::Format(FormatError::invalid(what, e)))?;
+        let salt = BASE64
+            .decode(&self.kdf.salt)
+            .map_err(|e| UnwrapError::Format(FormatError::invalid(what, e)))?;
         let wrapped = BASE64
             .decode(&self.wrapped_master_key)
             .map_err(|e| UnwrapError::Format(FormatError::invalid(what, e)))?;
-        let mut kek = self.kdf.params.derive(password, &salt).map_err(|e| UnwrapError::Format(e.into()))?;
+        let mut kek = self
+            .kdf
+            .params
+            .derive(password, &salt)
+            .map_err(|e| UnwrapError::Format(e.into()))?;
         let opened = Sealer::new(&kek).open(&wrapped, WRAP_ASSOCIATED_DATA, what);
         kek.zeroize();
         let mut plain = opened.map_err(|_| UnwrapError::WrongPassword)?;
-        let bytes: [u8; 32] = plain
-            .as_slice()
-            .try_into()
-            .map_err(|_| UnwrapError::Format(FormatError::invalid(what, "wrapped key is not 32 bytes")))?;
+        let bytes: [u8; 32] = plain.as_slice().try_into().map_err(|_| {
+            UnwrapError::Format(FormatError::invalid(what, "wrapped key is not 32 bytes"))
+        })?;
         plain.zeroize();
         Ok(MasterKey::from_bytes(bytes))
     }
@@ -99,7 +116,11 @@ impl KeyFile {
 mod tests {
     use super::*;
 
-    const FAST: KdfParams = KdfParams { memory_kib: 64, iterations: 1, parallelism: 1 };
+    const FAST: KdfParams = KdfParams {
+        memory_kib: 64,
+        iterations: 1,
+        parallelism: 1,
+    };
 
     #[test]
     fn a_key_opens_with_its_password_only() {
@@ -108,7 +129,10 @@ mod tests {
         let parsed = KeyFile::parse(&key.to_bytes(), "keys/x").unwrap();
         let opened = parsed.unwrap_master(b"correct horse", "keys/x").unwrap();
         assert_eq!(opened.as_bytes(), master.as_bytes());
-        assert!(matches!(parsed.unwrap_master(b"wrong", "keys/x"), Err(UnwrapError::WrongPassword)));
+        assert!(matches!(
+            parsed.unwrap_master(b"wrong", "keys/x"),
+            Err(UnwrapError::WrongPassword)
+        ));
     }
 
     #[test]
@@ -117,19 +141,58 @@ mod tests {
         let a = KeyFile::wrap(&master, b"one", FAST).unwrap();
         let b = KeyFile::wrap(&master, b"two", FAST).unwrap();
         assert_ne!(a.wrapped_master_key, b.wrapped_master_key);
-        assert_eq!(a.unwrap_master(b"one", "a").unwrap().as_bytes(), b.unwrap_master(b"two", "b").unwrap().as_bytes());
+        assert_eq!(
+            a.unwrap_master(b"one", "a").unwrap().as_bytes(),
+            b.unwrap_master(b"two", "b").unwrap().as_bytes()
+        );
     }
 
     #[test]
     fn golden_key_layout() {
         let key = KeyFile::wrap(&MasterKey::generate(), b"pw", FAST).unwrap();
         let value: serde_json::Value = serde_json::from_slice(&key.to_bytes()).unwrap();
-        let mut fields: Vec<&str> = value.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        let mut fields: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         fields.sort();
-        assert_eq!(fields, ["created", "format", "hostname", "kdf", "username", "version", "wrappedMasterKey"]);
-        let mut kdf: Vec<&str> = value["kdf"].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "created",
+                "format",
+                "hostname",
+                "kdf",
+                "username",
+                "version",
+                "wrappedMasterKey"
+            ]
+        );
+        let mut kdf: Vec<&str> = value["kdf"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         kdf.sort();
-        assert_eq!(kdf, ["algorithm", "iterations", "memoryKib", "parallelism", "salt"]);
-        assert_eq!(BASE64.decode(value["wrappedMasterKey"].as_str().unwrap()).unwrap().len(), 12 + 32 + 16);
+        assert_eq!(
+            kdf,
+            [
+                "algorithm",
+                "iterations",
+                "memoryKib",
+                "parallelism",
+                "salt"
+            ]
+        );
+        assert_eq!(
+            BASE64
+                .decode(value["wrappedMasterKey"].as_str().unwrap())
+                .unwrap()
+                .len(),
+            12 + 32 + 16
+        );
     }
 }

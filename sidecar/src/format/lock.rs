@@ -54,7 +54,9 @@ impl Lock {
 
 fn process_exists(pid: u32) -> bool {
     // 0 would signal our own process group; it names no lock holder.
-    let Ok(pid) = i32::try_from(pid) else { return false };
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
     if pid <= 0 {
         return false;
     }
@@ -74,11 +76,21 @@ mod tests {
         let now = chrono::Utc::now();
         let mine = Lock::new(false, "backup");
         assert!(!mine.is_stale(now));
-        let old = Lock { time: (now - chrono::Duration::hours(1)).to_rfc3339(), ..mine.clone() };
+        let old = Lock {
+            time: (now - chrono::Duration::hours(1)).to_rfc3339(),
+            ..mine.clone()
+        };
         assert!(old.is_stale(now));
-        let dead = Lock { pid: 0x7fff_fff0, ..mine.clone() };
+        let dead = Lock {
+            pid: 0x7fff_fff0,
+            ..mine.clone()
+        };
         assert!(dead.is_stale(now));
-        let elsewhere = Lock { pid: 0x7fff_fff0, hostname: "other-host".into(), ..mine };
+        let elsewhere = Lock {
+            pid: 0x7fff_fff0,
+            hostname: "other-host".into(),
+            ..mine
+        };
         assert!(!elsewhere.is_stale(now));
     }
 }

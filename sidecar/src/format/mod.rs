@@ -36,7 +36,10 @@ pub enum FormatError {
 
 impl FormatError {
     pub fn invalid(what: impl Into<String>, message: impl ToString) -> FormatError {
-        FormatError::Invalid { what: what.into(), message: message.to_string() }
+        FormatError::Invalid {
+            what: what.into(),
+            message: message.to_string(),
+        }
     }
 }
 
@@ -61,8 +64,12 @@ pub fn open_object<T: DeserializeOwned>(
     what: &str,
 ) -> Result<T, FormatError> {
     let encoded = sealer.open(stored, &object_associated_data(kind), what)?;
-    let json = compress::decode_unsized(&encoded, METADATA_MAX_BYTES)
-        .map_err(|source| FormatError::Compress { what: what.to_owned(), source })?;
+    let json = compress::decode_unsized(&encoded, METADATA_MAX_BYTES).map_err(|source| {
+        FormatError::Compress {
+            what: what.to_owned(),
+            source,
+        }
+    })?;
     serde_json::from_slice(&json).map_err(|e| FormatError::invalid(what, e))
 }
 
@@ -82,8 +89,10 @@ pub mod raw_bytes {
     pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
         match std::str::from_utf8(bytes) {
             Ok(text) => serializer.serialize_str(text),
-            Err(_) => Repr::Bytes { base64: base64::engine::general_purpose::STANDARD.encode(bytes) }
-                .serialize(serializer),
+            Err(_) => Repr::Bytes {
+                base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+            }
+            .serialize(serializer),
         }
     }
 

@@ -36,7 +36,10 @@ pub struct PackBuilder {
 
 impl PackBuilder {
     pub fn with_capacity(bytes: usize) -> PackBuilder {
-        PackBuilder { data: Vec::with_capacity(bytes), entries: Vec::new() }
+        PackBuilder {
+            data: Vec::with_capacity(bytes),
+            entries: Vec::new(),
+        }
     }
 
     /// Appends a sealed blob.
@@ -71,40 +74,66 @@ impl PackBuilder {
         }
         let sealed_header = sealer.seal(&header, HEADER_ASSOCIATED_DATA);
         self.data.extend_from_slice(&sealed_header);
-        self.data.extend_from_slice(&(sealed_header.len() as u32).to_le_bytes());
+        self.data
+            .extend_from_slice(&(sealed_header.len() as u32).to_le_bytes());
         (self.data, self.entries)
     }
 }
 
 /// Reads the entries of a stored pack from its trailing header (`tail` holds at least the header
 /// and the length; `pack_len` is the whole pack's size).
-pub fn read_header(sealer: &Sealer, pack: &[u8], what: &str) -> Result<Vec<PackEntry>, FormatError> {
+pub fn read_header(
+    sealer: &Sealer,
+    pack: &[u8],
+    what: &str,
+) -> Result<Vec<PackEntry>, FormatError> {
     if pack.len() < 4 {
         return Err(FormatError::invalid(what, "too short to be a pack"));
     }
     let (rest, length_bytes) = pack.split_at(pack.len() - 4);
     let header_len = u32::from_le_bytes(length_bytes.try_into().expect("4 bytes")) as usize;
     if header_len > rest.len() {
-        return Err(FormatError::invalid(what, format!("header length {header_len} exceeds the pack")));
+        return Err(FormatError::invalid(
+            what,
+            format!("header length {header_len} exceeds the pack"),
+        ));
     }
     let (blobs, sealed_header) = rest.split_at(rest.len() - header_len);
-    let header = sealer.open(sealed_header, HEADER_ASSOCIATED_DATA, &format!("the header of {what}"))?;
-    let (&version, body) = header.split_first().ok_or_else(|| FormatError::invalid(what, "empty header"))?;
+    let header = sealer.open(
+        sealed_header,
+        HEADER_ASSOCIATED_DATA,
+        &format!("the header of {what}"),
+    )?;
+    let (&version, body) = header
+        .split_first()
+        .ok_or_else(|| FormatError::invalid(what, "empty header"))?;
     if version != HEADER_VERSION || body.len() % ENTRY_BYTES != 0 {
-        return Err(FormatError::invalid(what, "unknown header version or length"));
+        return Err(FormatError::invalid(
+            what,
+            "unknown header version or length",
+        ));
     }
     let mut entries = Vec::with_capacity(body.len() / ENTRY_BYTES);
     let mut offset = 0u32;
     for raw in body.chunks_exact(ENTRY_BYTES) {
-        let kind = BlobKind::from_code(raw[0]).ok_or_else(|| FormatError::invalid(what, "unknown blob kind"))?;
+        let kind = BlobKind::from_code(raw[0])
+            .ok_or_else(|| FormatError::invalid(what, "unknown blob kind"))?;
         let id = BlobId::from_bytes(raw[1..33].try_into().expect("32 bytes"));
         let length = u32::from_le_bytes(raw[33..37].try_into().expect("4 bytes"));
         let raw_length = u32::from_le_bytes(raw[37..41].try_into().expect("4 bytes"));
-        entries.push(PackEntry { kind, id, offset, length, raw_length });
+        entries.push(PackEntry {
+            kind,
+            id,
+            offset,
+            length,
+            raw_length,
+        });
         offset = offset
             .checked_add(length)
             .filter(|end| *end as usize <= blobs.len())
-            .ok_or_else(|| FormatError::invalid(what, "header lists blobs past the end of the pack"))?;
+            .ok_or_else(|| {
+                FormatError::invalid(what, "header lists blobs past the end of the pack")
+            })?;
     }
     Ok(entries)
 }
@@ -120,9 +149,15 @@ mod tests {
         let mut builder = PackBuilder::default();
         let mut expected = Vec::new();
         for (i, text) in [&b"first"[..], b"second blob", b""].iter().enumerate() {
-            let kind = if i == 1 { BlobKind::Tree } else { BlobKind::Data };
+            let kind = if i == 1 {
+                BlobKind::Tree
+            } else {
+                BlobKind::Data
+            };
             let id = keys.blob_id(kind, text);
-            let sealed = keys.sealer.seal(text, &crate::crypto::blob_associated_data(kind, &id));
+            let sealed = keys
+                .sealer
+                .seal(text, &crate::crypto::blob_associated_data(kind, &id));
             builder.add(kind, id, &sealed, text.len() as u32);
             expected.push((kind, id, text.to_vec()));
         }
@@ -147,8 +182,14 @@ mod tests {
         // 3 blob bytes, a sealed 42-byte header (28 bytes of overhead), then the length.
         assert_eq!(bytes.len(), 3 + 42 + 28 + 4);
         assert_eq!(&bytes[..3], &[1, 2, 3]);
-        assert_eq!(u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap()), 70);
-        let header = keys.sealer.open(&bytes[3..73], b"neverwiped/pack-header/v1", "h").unwrap();
+        assert_eq!(
+            u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap()),
+            70
+        );
+        let header = keys
+            .sealer
+            .open(&bytes[3..73], b"neverwiped/pack-header/v1", "h")
+            .unwrap();
         let mut golden = vec![1u8, 0];
         golden.extend_from_slice(&[0xaa; 32]);
         golden.extend_from_slice(&[3, 0, 0, 0, 2, 0, 0, 0]);
@@ -163,8 +204,13 @@ mod tests {
         let (mut bytes, _) = builder.finish(&keys.sealer);
         let at = bytes.len() - 10;
         bytes[at] ^= 1;
-        let error = read_header(&keys.sealer, &bytes, "pack 1234").unwrap_err().to_string();
-        assert!(error.contains("the header of pack 1234 failed authentication"), "{error}");
+        let error = read_header(&keys.sealer, &bytes, "pack 1234")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("the header of pack 1234 failed authentication"),
+            "{error}"
+        );
         assert!(read_header(&keys.sealer, &[1, 2], "pack 1234").is_err());
     }
 }

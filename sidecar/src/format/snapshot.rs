@@ -65,7 +65,10 @@ mod tests {
             tags: vec!["plan=db".into()],
             tree: BlobId::from_bytes([9; 32]),
             parent: None,
-            summary: SnapshotSummary { files: 1, ..Default::default() },
+            summary: SnapshotSummary {
+                files: 1,
+                ..Default::default()
+            },
             program_version: "neverwiped 0.1.0".into(),
         };
         let json = serde_json::to_string(&snapshot).unwrap();

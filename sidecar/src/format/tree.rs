@@ -96,7 +96,10 @@ impl Tree {
 
     /// The node named `name`, if any (nodes are sorted by name).
     pub fn find(&self, name: &[u8]) -> Option<&Node> {
-        self.nodes.binary_search_by(|node| node.name.as_slice().cmp(name)).ok().map(|i| &self.nodes[i])
+        self.nodes
+            .binary_search_by(|node| node.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| &self.nodes[i])
     }
 }
 
@@ -109,8 +112,14 @@ mod tests {
             mode: 0o644,
             uid: 1000,
             gid: 1000,
-            mtime: Timestamp { secs: 1_700_000_000, nanos: 123_456_789 },
-            ctime: Timestamp { secs: 1_700_000_001, nanos: 0 },
+            mtime: Timestamp {
+                secs: 1_700_000_000,
+                nanos: 123_456_789,
+            },
+            ctime: Timestamp {
+                secs: 1_700_000_001,
+                nanos: 0,
+            },
             inode: 42,
             device: 7,
             links: 1,
@@ -123,10 +132,19 @@ mod tests {
             nodes: vec![
                 Node {
                     name: b"a.txt".to_vec(),
-                    kind: NodeKind::File { size: 3, content: vec![BlobId::from_bytes([5; 32])] },
+                    kind: NodeKind::File {
+                        size: 3,
+                        content: vec![BlobId::from_bytes([5; 32])],
+                    },
                     meta: meta(),
                 },
-                Node { name: vec![0xff, b'x'], kind: NodeKind::Symlink { target: b"/t".to_vec() }, meta: meta() },
+                Node {
+                    name: vec![0xff, b'x'],
+                    kind: NodeKind::Symlink {
+                        target: b"/t".to_vec(),
+                    },
+                    meta: meta(),
+                },
             ],
         };
         let json = String::from_utf8(tree.to_bytes()).unwrap();

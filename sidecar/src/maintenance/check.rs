@@ -52,12 +52,19 @@ pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<Chec
         }
     }
     report.packs = packs.len();
-    let stored: HashMap<String, u64> =
-        repo.backend().list(ObjectKind::Data).await?.into_iter().map(|info| (info.name, info.size_bytes)).collect();
+    let stored: HashMap<String, u64> = repo
+        .backend()
+        .list(ObjectKind::Data)
+        .await?
+        .into_iter()
+        .map(|info| (info.name, info.size_bytes))
+        .collect();
 
     for (id, pack) in &packs {
         match stored.get(&id.to_hex()) {
-            None => report.problems.push(format!("pack {id} is in the index but missing from the repository")),
+            None => report.problems.push(format!(
+                "pack {id} is in the index but missing from the repository"
+            )),
             Some(&size) if size != expected_pack_size(pack) => report.problems.push(format!(
                 "pack {id} has {size} bytes, the index implies {} (truncated or damaged)",
                 expected_pack_size(pack)
@@ -66,7 +73,11 @@ pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<Chec
         }
     }
     let indexed_names: HashSet<String> = packs.keys().map(|id| id.to_hex()).collect();
-    report.unindexed_packs = stored.keys().filter(|name| !indexed_names.contains(*name)).cloned().collect();
+    report.unindexed_packs = stored
+        .keys()
+        .filter(|name| !indexed_names.contains(*name))
+        .cloned()
+        .collect();
     report.unindexed_packs.sort();
 
     check_snapshots(repo, &mut report).await?;
@@ -103,37 +114,54 @@ async fn check_snapshots(repo: &IndexedRepository, report: &mut CheckReport) -> 
     let mut trees_seen: HashSet<BlobId> = HashSet::new();
     for id in repo.list_ids(ObjectKind::Snapshots).await? {
         report.snapshots += 1;
-        let snapshot: crate::format::snapshot::Snapshot = match repo.read_object(ObjectKind::Snapshots, &id).await {
-            Ok(snapshot) => snapshot,
-            Err(error) => {
-                report.problems.push(format!("snapshot {id} cannot be read: {error}"));
-                continue;
-            }
-        };
+        let snapshot: crate::format::snapshot::Snapshot =
+            match repo.read_object(ObjectKind::Snapshots, &id).await {
+                Ok(snapshot) => snapshot,
+                Err(error) => {
+                    report
+                        .problems
+                        .push(format!("snapshot {id} cannot be read: {error}"));
+                    continue;
+                }
+            };
         let mut pending = vec![(String::from("/"), snapshot.tree)];
         while let Some((path, tree_id)) = pending.pop() {
             if !trees_seen.insert(tree_id) {
                 continue;
             }
             if !repo.index().contains(&tree_id) {
-                report.problems.push(format!("snapshot {}: the tree of {path} ({tree_id}) is missing", id.short()));
+                report.problems.push(format!(
+                    "snapshot {}: the tree of {path} ({tree_id}) is missing",
+                    id.short()
+                ));
                 continue;
             }
             let tree = match repo.read_tree(&tree_id, &path).await {
                 Ok(tree) => tree,
                 Err(error) => {
-                    report.problems.push(format!("snapshot {}: the tree of {path} cannot be read: {error}", id.short()));
+                    report.problems.push(format!(
+                        "snapshot {}: the tree of {path} cannot be read: {error}",
+                        id.short()
+                    ));
                     continue;
                 }
             };
             for node in tree.nodes {
-                let child = format!("{}{}{}", path, if path == "/" { "" } else { "/" }, String::from_utf8_lossy(&node.name));
+                let child = format!(
+                    "{}{}{}",
+                    path,
+                    if path == "/" { "" } else { "/" },
+                    String::from_utf8_lossy(&node.name)
+                );
                 match node.kind {
                     NodeKind::Dir { subtree } => pending.push((child, subtree)),
                     NodeKind::File { content, .. } => {
                         let index = repo.index();
                         for blob in content.iter().filter(|blob| !index.contains(blob)) {
-                            report.problems.push(format!("snapshot {}: {child}: data blob {blob} is missing", id.short()));
+                            report.problems.push(format!(
+                                "snapshot {}: {child}: data blob {blob} is missing",
+                                id.short()
+                            ));
                         }
                     }
                     _ => {}
@@ -144,12 +172,18 @@ async fn check_snapshots(repo: &IndexedRepository, report: &mut CheckReport) -> 
     Ok(())
 }
 
-async fn read_pack(repo: &IndexedRepository, pack: &IndexedPack, report: &mut CheckReport) -> Result<()> {
+async fn read_pack(
+    repo: &IndexedRepository,
+    pack: &IndexedPack,
+    report: &mut CheckReport,
+) -> Result<()> {
     let name = pack.id.to_hex();
     let bytes = match repo.backend().read(ObjectKind::Data, &name).await {
         Ok(bytes) => bytes,
         Err(error) => {
-            report.problems.push(format!("pack {name} cannot be read: {error}"));
+            report
+                .problems
+                .push(format!("pack {name} cannot be read: {error}"));
             return Ok(());
         }
     };
@@ -165,21 +199,34 @@ async fn read_pack(repo: &IndexedRepository, pack: &IndexedPack, report: &mut Ch
 }
 
 /// Everything that is wrong with a pack's bytes, compared with its index entries.
-fn verify_pack_bytes(keys: &crate::crypto::RepositoryKeys, pack: &IndexedPack, bytes: &[u8]) -> Vec<String> {
+fn verify_pack_bytes(
+    keys: &crate::crypto::RepositoryKeys,
+    pack: &IndexedPack,
+    bytes: &[u8],
+) -> Vec<String> {
     let name = pack.id.to_hex();
     if ObjectId::of_bytes(bytes) != pack.id {
         // Still look inside, to name the damaged blobs.
-        let mut problems = vec![format!("pack {name}: its bytes do not match its name (SHA-256): damaged")];
+        let mut problems = vec![format!(
+            "pack {name}: its bytes do not match its name (SHA-256): damaged"
+        )];
         problems.extend(verify_blobs(keys, pack, bytes));
         return problems;
     }
     let mut problems = Vec::new();
     match read_header(&keys.sealer, bytes, &format!("pack {name}")) {
         Ok(entries) => {
-            let from_header: HashSet<(BlobId, u32, u32)> = entries.iter().map(|e| (e.id, e.offset, e.length)).collect();
-            let from_index: HashSet<(BlobId, u32, u32)> = pack.blobs.iter().map(|b| (b.id, b.offset, b.length)).collect();
+            let from_header: HashSet<(BlobId, u32, u32)> =
+                entries.iter().map(|e| (e.id, e.offset, e.length)).collect();
+            let from_index: HashSet<(BlobId, u32, u32)> = pack
+                .blobs
+                .iter()
+                .map(|b| (b.id, b.offset, b.length))
+                .collect();
             if from_header != from_index {
-                problems.push(format!("pack {name}: its header and the index disagree on its blobs"));
+                problems.push(format!(
+                    "pack {name}: its header and the index disagree on its blobs"
+                ));
             }
         }
         Err(error) => problems.push(format!("pack {name}: {error}")),
@@ -188,15 +235,24 @@ fn verify_pack_bytes(keys: &crate::crypto::RepositoryKeys, pack: &IndexedPack, b
     problems
 }
 
-fn verify_blobs(keys: &crate::crypto::RepositoryKeys, pack: &IndexedPack, bytes: &[u8]) -> Vec<String> {
+fn verify_blobs(
+    keys: &crate::crypto::RepositoryKeys,
+    pack: &IndexedPack,
+    bytes: &[u8],
+) -> Vec<String> {
     let mut problems = Vec::new();
     for blob in &pack.blobs {
-        let (start, end) = (blob.offset as usize, blob.offset as usize + blob.length as usize);
+        let (start, end) = (
+            blob.offset as usize,
+            blob.offset as usize + blob.length as usize,
+        );
         let what = format!("blob {} in pack {}", blob.id, pack.id);
         match bytes.get(start..end) {
             None => problems.push(format!("{what}: past the end of the pack")),
             Some(sealed) => {
-                if let Err(error) = open_blob(keys, blob.kind, &blob.id, sealed, blob.raw_length, &what) {
+                if let Err(error) =
+                    open_blob(keys, blob.kind, &blob.id, sealed, blob.raw_length, &what)
+                {
                     problems.push(error.to_string());
                 }
             }

@@ -72,7 +72,10 @@ pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
     // object that supersedes it would bring it back into force.
     let old_indexes = repo.list_ids(ObjectKind::Index).await?;
     let index_files = repo.index_files().await?;
-    let mut plan = PrunePlan { old_indexes, ..Default::default() };
+    let mut plan = PrunePlan {
+        old_indexes,
+        ..Default::default()
+    };
     let mut seen_packs = HashSet::new();
     let mut kept_blobs: HashSet<BlobId> = HashSet::new();
     for (_, file) in index_files {
@@ -92,7 +95,12 @@ pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
                 plan.bytes_freed += size;
                 plan.delete.push(pack.id);
             } else if 1.0 - used_bytes as f64 / size as f64 >= REPACK_UNUSED_SHARE {
-                kept_blobs.extend(pack.blobs.iter().filter(|b| used.contains(&b.id)).map(|b| b.id));
+                kept_blobs.extend(
+                    pack.blobs
+                        .iter()
+                        .filter(|b| used.contains(&b.id))
+                        .map(|b| b.id),
+                );
                 plan.bytes_freed += size - used_bytes;
                 plan.bytes_repacked += used_bytes;
                 plan.repack.push(pack);
@@ -104,7 +112,10 @@ pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
         }
     }
     if let Some(missing) = used.iter().find(|id| !kept_blobs.contains(id)) {
-        return Err(Error::BlobMissing { id: *missing, context: "needed by a snapshot; run `check`, prune stops".into() });
+        return Err(Error::BlobMissing {
+            id: *missing,
+            context: "needed by a snapshot; run `check`, prune stops".into(),
+        });
     }
     // Packs no index names (interrupted backups or prunes). Safe to remove under the exclusive lock.
     for info in repo.backend().list(ObjectKind::Data).await? {
@@ -135,18 +146,38 @@ pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<
     // 1. Repack the used blobs of mostly-unused packs.
     let target = repo.params().pack_target_bytes as usize;
     let mut builder = PackBuilder::with_capacity(target);
-    let mut copied: HashSet<BlobId> = plan.keep.iter().flat_map(|p| p.blobs.iter().map(|b| b.id)).collect();
+    let mut copied: HashSet<BlobId> = plan
+        .keep
+        .iter()
+        .flat_map(|p| p.blobs.iter().map(|b| b.id))
+        .collect();
     for pack in &plan.repack {
-        for blob in pack.blobs.iter().filter(|b| plan.used_blobs.contains(&b.id)) {
+        for blob in pack
+            .blobs
+            .iter()
+            .filter(|b| plan.used_blobs.contains(&b.id))
+        {
             if !copied.insert(blob.id) {
                 continue;
             }
             let sealed = repo
                 .backend()
-                .read_range(ObjectKind::Data, &pack.id.to_hex(), blob.offset as u64, blob.length as u64)
+                .read_range(
+                    ObjectKind::Data,
+                    &pack.id.to_hex(),
+                    blob.offset as u64,
+                    blob.length as u64,
+                )
                 .await?;
             let what = format!("blob {} in pack {}", blob.id, pack.id);
-            open_blob(repo.keys(), blob.kind, &blob.id, &sealed, blob.raw_length, &what)?;
+            open_blob(
+                repo.keys(),
+                blob.kind,
+                &blob.id,
+                &sealed,
+                blob.raw_length,
+                &what,
+            )?;
             builder.add(blob.kind, blob.id, &sealed, blob.raw_length);
             if builder.len_bytes() >= target {
                 let full = std::mem::replace(&mut builder, PackBuilder::with_capacity(target));
@@ -162,20 +193,36 @@ pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<
 
     // 2. The new index, then the object that retires the old ones.
     for chunk in new_packs.chunks(PACKS_PER_INDEX_OBJECT) {
-        repo.write_object(ObjectKind::Index, &IndexFile { packs: chunk.to_vec(), supersedes: vec![] }).await?;
+        repo.write_object(
+            ObjectKind::Index,
+            &IndexFile {
+                packs: chunk.to_vec(),
+                supersedes: vec![],
+            },
+        )
+        .await?;
     }
-    let retire = IndexFile { packs: vec![], supersedes: plan.old_indexes.clone() };
+    let retire = IndexFile {
+        packs: vec![],
+        supersedes: plan.old_indexes.clone(),
+    };
     let retiring_object = repo.write_object(ObjectKind::Index, &retire).await?;
 
     // 3. The old index objects, then the retiring object itself (nothing it names is left).
     for id in &plan.old_indexes {
-        repo.backend().delete(ObjectKind::Index, &id.to_hex()).await?;
+        repo.backend()
+            .delete(ObjectKind::Index, &id.to_hex())
+            .await?;
     }
-    repo.backend().delete(ObjectKind::Index, &retiring_object.to_hex()).await?;
+    repo.backend()
+        .delete(ObjectKind::Index, &retiring_object.to_hex())
+        .await?;
 
     // 4. Packs no index in force names.
     for id in plan.delete.iter().chain(plan.repack.iter().map(|p| &p.id)) {
-        repo.backend().delete(ObjectKind::Data, &id.to_hex()).await?;
+        repo.backend()
+            .delete(ObjectKind::Data, &id.to_hex())
+            .await?;
         report.packs_deleted += 1;
     }
     report.bytes_freed = plan.bytes_freed;
@@ -186,6 +233,11 @@ pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<
 async fn upload_pack(repo: &IndexedRepository, builder: PackBuilder) -> Result<IndexedPack> {
     let (bytes, entries) = builder.finish(&repo.keys().sealer);
     let id = ObjectId::of_bytes(&bytes);
-    repo.backend().write(ObjectKind::Data, &id.to_hex(), Bytes::from(bytes)).await?;
-    Ok(IndexedPack { id, blobs: entries.iter().map(IndexedBlob::from).collect() })
+    repo.backend()
+        .write(ObjectKind::Data, &id.to_hex(), Bytes::from(bytes))
+        .await?;
+    Ok(IndexedPack {
+        id,
+        blobs: entries.iter().map(IndexedBlob::from).collect(),
+    })
 }

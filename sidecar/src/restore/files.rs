@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 /// Removes whatever is at `path` unless it is a directory (restoring over an earlier restore).
 fn clear(path: &Path) -> Result<()> {
     match fs::symlink_metadata(path) {
-        Ok(meta) if !meta.is_dir() => fs::remove_file(path).map_err(|e| Error::io(format!("replacing {}", path.display()), e)),
+        Ok(meta) if !meta.is_dir() => {
+            fs::remove_file(path).map_err(|e| Error::io(format!("replacing {}", path.display()), e))
+        }
         _ => Ok(()),
     }
 }
@@ -38,7 +40,9 @@ pub fn create_entries(
             NodeKind::Dir { .. } => match fs::create_dir(path) {
                 Ok(()) => {}
                 // An existing directory is reused; a symlink in its place is not followed.
-                Err(e) if e.kind() == ErrorKind::AlreadyExists && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) => {}
+                Err(e)
+                    if e.kind() == ErrorKind::AlreadyExists
+                        && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) => {}
                 Err(e) => return Err(io(e)),
             },
             NodeKind::File { size, .. } => {
@@ -47,7 +51,11 @@ pub fn create_entries(
                     fs::hard_link(&paths[*first], path).map_err(io)?;
                     continue;
                 }
-                let file = OpenOptions::new().write(true).create_new(true).open(path).map_err(io)?;
+                let file = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                    .map_err(io)?;
                 // Holes where content is all zeros stay holes: sparse files stay sparse.
                 file.set_len(*size).map_err(io)?;
             }
@@ -57,16 +65,24 @@ pub fn create_entries(
             }
             NodeKind::Fifo => {
                 clear(path)?;
-                nix::unistd::mkfifo(path, Mode::from_bits_truncate(0o600)).map_err(|e| io(e.into()))?;
+                nix::unistd::mkfifo(path, Mode::from_bits_truncate(0o600))
+                    .map_err(|e| io(e.into()))?;
             }
             NodeKind::CharDevice { rdev } | NodeKind::BlockDevice { rdev } => {
-                let kind = if matches!(entry.node.kind, NodeKind::CharDevice { .. }) { SFlag::S_IFCHR } else { SFlag::S_IFBLK };
+                let kind = if matches!(entry.node.kind, NodeKind::CharDevice { .. }) {
+                    SFlag::S_IFCHR
+                } else {
+                    SFlag::S_IFBLK
+                };
                 clear(path)?;
                 if let Err(error) = mknod(path, kind, Mode::from_bits_truncate(0o600), *rdev) {
                     if privileged {
                         return Err(io(error.into()));
                     }
-                    warnings.push(format!("cannot create the device file {}: {error} (restore as root)", path.display()));
+                    warnings.push(format!(
+                        "cannot create the device file {}: {error} (restore as root)",
+                        path.display()
+                    ));
                 }
             }
         }
@@ -109,7 +125,8 @@ fn timespec(secs: i64, nanos: u32) -> TimeSpec {
 
 /// Owner, mode and times of one entry (owner only when privileged; mode not for symlinks).
 fn set_metadata(path: &Path, kind: &NodeKind, meta: &Metadata, privileged: bool) -> Result<()> {
-    let what = |e: nix::Error| Error::io(format!("setting metadata of {}", path.display()), e.into());
+    let what =
+        |e: nix::Error| Error::io(format!("setting metadata of {}", path.display()), e.into());
     let is_symlink = matches!(kind, NodeKind::Symlink { .. });
     if privileged {
         nix::unistd::fchownat(
@@ -149,16 +166,28 @@ pub fn apply_metadata(
         if matches!(entry.node.kind, NodeKind::Dir { .. }) || hard_links.contains_key(&number) {
             continue;
         }
-        if matches!(entry.node.kind, NodeKind::CharDevice { .. } | NodeKind::BlockDevice { .. })
-            && fs::symlink_metadata(&paths[number]).is_err()
+        if matches!(
+            entry.node.kind,
+            NodeKind::CharDevice { .. } | NodeKind::BlockDevice { .. }
+        ) && fs::symlink_metadata(&paths[number]).is_err()
         {
             continue; // not created, already warned about
         }
-        set_metadata(&paths[number], &entry.node.kind, &entry.node.meta, privileged)?;
+        set_metadata(
+            &paths[number],
+            &entry.node.kind,
+            &entry.node.meta,
+            privileged,
+        )?;
     }
     for (number, entry) in entries.iter().enumerate().rev() {
         if matches!(entry.node.kind, NodeKind::Dir { .. }) {
-            set_metadata(&paths[number], &entry.node.kind, &entry.node.meta, privileged)?;
+            set_metadata(
+                &paths[number],
+                &entry.node.kind,
+                &entry.node.meta,
+                privileged,
+            )?;
         }
     }
     Ok(warnings)

@@ -59,28 +59,44 @@ pub async fn restore(
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
     let plan = plan_restore(repo, root, &options.includes).await?;
-    options.progress.bytes_total.store(plan.total_bytes, std::sync::atomic::Ordering::Relaxed);
+    options
+        .progress
+        .bytes_total
+        .store(plan.total_bytes, std::sync::atomic::Ordering::Relaxed);
     std::fs::create_dir_all(&options.target)
         .map_err(|e| Error::io(format!("creating {}", options.target.display()), e))?;
     let paths: Arc<Vec<PathBuf>> = Arc::new(
-        plan.entries.iter().map(|entry| options.target.join(OsStr::from_bytes(&entry.path))).collect(),
+        plan.entries
+            .iter()
+            .map(|entry| options.target.join(OsStr::from_bytes(&entry.path)))
+            .collect(),
     );
     let mut warnings = Vec::new();
     let creation = {
-        let (plan_entries, hard_links, paths) = (plan.entries.clone(), plan.hard_links.clone(), paths.clone());
+        let (plan_entries, hard_links, paths) =
+            (plan.entries.clone(), plan.hard_links.clone(), paths.clone());
         let restore_owner = options.restore_owner;
-        tokio::task::spawn_blocking(move || files::create_entries(&plan_entries, &hard_links, &paths, restore_owner))
-            .await
-            .map_err(|e| Error::Interrupted(e.to_string()))??
+        tokio::task::spawn_blocking(move || {
+            files::create_entries(&plan_entries, &hard_links, &paths, restore_owner)
+        })
+        .await
+        .map_err(|e| Error::Interrupted(e.to_string()))??
     };
     warnings.extend(creation);
     let (bytes_written, bytes_fetched) = fetch_content(repo, &plan, paths.clone(), options).await?;
     let restore_owner = options.restore_owner;
-    let finished = tokio::task::spawn_blocking(move || files::apply_metadata(&plan.entries, &plan.hard_links, &paths, restore_owner))
-        .await
-        .map_err(|e| Error::Interrupted(e.to_string()))??;
+    let finished = tokio::task::spawn_blocking(move || {
+        files::apply_metadata(&plan.entries, &plan.hard_links, &paths, restore_owner)
+    })
+    .await
+    .map_err(|e| Error::Interrupted(e.to_string()))??;
     warnings.extend(finished);
-    Ok(RestoreReport { files: plan.files, bytes_written, bytes_fetched, warnings })
+    Ok(RestoreReport {
+        files: plan.files,
+        bytes_written,
+        bytes_fetched,
+        warnings,
+    })
 }
 
 /// A read of one contiguous range of a pack, covering several blobs.
@@ -106,7 +122,12 @@ fn group_fetches(plan: &RestorePlan) -> Vec<Fetch> {
                 }
                 fetches.push(current.take().expect("present"));
             }
-            current = Some(Fetch { pack: *pack, start, end, blobs: vec![blob.clone()] });
+            current = Some(Fetch {
+                pack: *pack,
+                start,
+                end,
+                blobs: vec![blob.clone()],
+            });
         }
         fetches.extend(current);
     }
@@ -126,13 +147,20 @@ async fn fetch_content(
             async move {
                 let bytes = repo
                     .backend()
-                    .read_range(ObjectKind::Data, &fetch.pack.to_hex(), fetch.start, fetch.end - fetch.start)
+                    .read_range(
+                        ObjectKind::Data,
+                        &fetch.pack.to_hex(),
+                        fetch.start,
+                        fetch.end - fetch.start,
+                    )
                     .await?;
                 progress.add_transferred(bytes.len() as u64);
                 let fetched = bytes.len() as u64;
-                let written = tokio::task::spawn_blocking(move || write_fetch(&repo, &fetch, &bytes, &paths, &progress))
-                    .await
-                    .map_err(|e| Error::Interrupted(e.to_string()))??;
+                let written = tokio::task::spawn_blocking(move || {
+                    write_fetch(&repo, &fetch, &bytes, &paths, &progress)
+                })
+                .await
+                .map_err(|e| Error::Interrupted(e.to_string()))??;
                 Ok::<(u64, u64), Error>((written, fetched))
             }
         })
@@ -160,7 +188,14 @@ fn write_fetch(
         let from = (blob.location.offset as u64 - fetch.start) as usize;
         let sealed = &bytes[from..from + blob.location.length as usize];
         let what = format!("blob {} in pack {}", blob.id, fetch.pack);
-        let plaintext = open_blob(repo.keys(), blob.location.kind, &blob.id, sealed, blob.location.raw_length, &what)?;
+        let plaintext = open_blob(
+            repo.keys(),
+            blob.location.kind,
+            &blob.id,
+            sealed,
+            blob.location.raw_length,
+            &what,
+        )?;
         for target in &blob.targets {
             files::write_at(&paths[target.entry], target.offset, &plaintext)?;
             written += plaintext.len() as u64;
@@ -176,7 +211,11 @@ pub fn display_path(path: &[u8]) -> String {
 }
 
 /// Lists a snapshot's entries below `prefix` (all when empty).
-pub async fn list(repo: &IndexedRepository, root: crate::ids::BlobId, prefix: Option<&str>) -> Result<Vec<plan::PlannedEntry>> {
+pub async fn list(
+    repo: &IndexedRepository,
+    root: crate::ids::BlobId,
+    prefix: Option<&str>,
+) -> Result<Vec<plan::PlannedEntry>> {
     let includes: Vec<String> = prefix.map(|p| vec![p.to_owned()]).unwrap_or_default();
     let plan = plan_restore(repo, root, &includes).await?;
     Ok(plan.entries)

@@ -44,7 +44,8 @@ pub struct RestorePlan {
 
 /// Names from a tree must be plain names: nothing that would escape the target.
 fn check_name(name: &[u8], tree: &BlobId) -> Result<()> {
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
         return Err(Error::Corrupt {
             what: format!("tree {tree}"),
             reason: format!("invalid entry name {:?}", String::from_utf8_lossy(name)),
@@ -62,7 +63,8 @@ fn selection(path: &[u8], includes: &[Vec<u8>]) -> (bool, bool) {
     let mut selected = false;
     let mut on_the_way = false;
     for include in includes {
-        let below = path == include.as_slice() || (path.starts_with(include) && path.get(include.len()) == Some(&b'/'));
+        let below = path == include.as_slice()
+            || (path.starts_with(include) && path.get(include.len()) == Some(&b'/'));
         let above = include.starts_with(path) && include.get(path.len()) == Some(&b'/');
         selected |= below;
         on_the_way |= above;
@@ -72,9 +74,16 @@ fn selection(path: &[u8], includes: &[Vec<u8>]) -> (bool, bool) {
 
 /// Walks the snapshot's trees and plans the restore of what the includes select (all when empty).
 /// Include paths are snapshot paths such as `/data/db/table.sql`.
-pub async fn plan_restore(repo: &IndexedRepository, root: BlobId, includes: &[String]) -> Result<RestorePlan> {
-    let includes: Vec<Vec<u8>> =
-        includes.iter().map(|i| i.trim_matches('/').as_bytes().to_vec()).filter(|i| !i.is_empty()).collect();
+pub async fn plan_restore(
+    repo: &IndexedRepository,
+    root: BlobId,
+    includes: &[String],
+) -> Result<RestorePlan> {
+    let includes: Vec<Vec<u8>> = includes
+        .iter()
+        .map(|i| i.trim_matches('/').as_bytes().to_vec())
+        .filter(|i| !i.is_empty())
+        .collect();
     let mut plan = RestorePlan::default();
     let mut matched = vec![false; includes.len()];
     let mut pending: Vec<(Vec<u8>, BlobId)> = vec![(Vec::new(), root)];
@@ -82,7 +91,12 @@ pub async fn plan_restore(repo: &IndexedRepository, root: BlobId, includes: &[St
     let mut blobs: HashMap<BlobId, PlannedBlob> = HashMap::new();
 
     while let Some((dir_path, tree_id)) = pending.pop() {
-        let tree = repo.read_tree(&tree_id, &format!("directory /{}", String::from_utf8_lossy(&dir_path))).await?;
+        let tree = repo
+            .read_tree(
+                &tree_id,
+                &format!("directory /{}", String::from_utf8_lossy(&dir_path)),
+            )
+            .await?;
         let mut subdirs = Vec::new();
         for pair in tree.nodes.windows(2) {
             if pair[0].name >= pair[1].name {
@@ -130,15 +144,25 @@ pub async fn plan_restore(repo: &IndexedRepository, root: BlobId, includes: &[St
                         })?;
                         blobs
                             .entry(*id)
-                            .or_insert_with(|| PlannedBlob { id: *id, location, targets: Vec::new() })
+                            .or_insert_with(|| PlannedBlob {
+                                id: *id,
+                                location,
+                                targets: Vec::new(),
+                            })
                             .targets
-                            .push(BlobTarget { entry: number, offset });
+                            .push(BlobTarget {
+                                entry: number,
+                                offset,
+                            });
                         offset += location.raw_length as u64;
                     }
                     if offset != *size {
                         return Err(Error::Corrupt {
                             what: format!("tree {tree_id}"),
-                            reason: format!("/{} has {size} bytes but its content adds up to {offset}", String::from_utf8_lossy(&path)),
+                            reason: format!(
+                                "/{} has {size} bytes but its content adds up to {offset}",
+                                String::from_utf8_lossy(&path)
+                            ),
                         });
                     }
                 }
@@ -150,8 +174,16 @@ pub async fn plan_restore(repo: &IndexedRepository, root: BlobId, includes: &[St
         // Reverse so that popping visits directories in name order, parents before children.
         pending.extend(subdirs.into_iter().rev());
     }
-    if let Some(missing) = includes.iter().zip(&matched).find(|(_, found)| !**found).map(|(i, _)| i) {
-        return Err(Error::Usage(format!("/{} is not in the snapshot", String::from_utf8_lossy(missing))));
+    if let Some(missing) = includes
+        .iter()
+        .zip(&matched)
+        .find(|(_, found)| !**found)
+        .map(|(i, _)| i)
+    {
+        return Err(Error::Usage(format!(
+            "/{} is not in the snapshot",
+            String::from_utf8_lossy(missing)
+        )));
     }
     let mut by_pack: HashMap<PackId, Vec<PlannedBlob>> = HashMap::new();
     for blob in blobs.into_values() {
