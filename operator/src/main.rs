@@ -1,5 +1,5 @@
-//! The operator binary: configuration from the environment, logs, the HTTP endpoints, the
-//! controllers.
+//! The operator binary: configuration from the environment, logs, the HTTP endpoints, leader
+//! election, the controllers.
 //!
 //! Environment:
 //! - `NEVERWIPED_SIDECAR_IMAGE`: the image of the Jobs' sidecar (required).
@@ -7,6 +7,11 @@
 //! - `NEVERWIPED_HTTP_ADDR`: where `/healthz`, `/readyz` and `/metrics` listen (`0.0.0.0:8080`).
 //! - `NEVERWIPED_CATCH_UP_WINDOW`: how late a missed run may still start (`24h`).
 //! - `NEVERWIPED_WATCH_NAMESPACE`: reconcile only this namespace's resources (default: all).
+//! - `NEVERWIPED_LEADER_ELECTION`: `false` runs the controllers without a Lease (one replica only).
+//! - `NEVERWIPED_LEASE_NAME` (`neverwiped-operator`), `NEVERWIPED_LEASE_NAMESPACE` (default: the
+//!   pod's namespace, `POD_NAMESPACE` or the service account's), `NEVERWIPED_LEASE_DURATION`
+//!   (`15s`): the leader Lease.
+//! - `POD_NAME`: this replica's identity in the Lease and in Events (default: host name and pid).
 //! - `NEVERWIPED_LOG_FORMAT`: `json` for JSON logs; `RUST_LOG` filters them (`info`).
 //! - `KUBECONFIG` or the in-cluster service account: how to reach the API server.
 
@@ -14,11 +19,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use futures::FutureExt;
 use neverwiped_operator::controller::{self, Context, Settings};
 use neverwiped_operator::http::{self, Health};
+use neverwiped_operator::leader::{LeaderElector, LeaderSettings};
 use neverwiped_operator::metrics::Metrics;
 use neverwiped_operator::schedule::parse_duration;
 use tracing_subscriber::EnvFilter;
+
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -39,9 +48,8 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(window) = std::env::var("NEVERWIPED_CATCH_UP_WINDOW") {
         settings.catch_up_window = parse_duration(&window).context("NEVERWIPED_CATCH_UP_WINDOW")?;
     }
-    settings.watch_namespace = std::env::var("NEVERWIPED_WATCH_NAMESPACE")
-        .ok()
-        .filter(|n| !n.is_empty());
+    settings.watch_namespace = non_empty_env("NEVERWIPED_WATCH_NAMESPACE");
+    let leader_settings = leader_settings()?;
     let address = std::env::var("NEVERWIPED_HTTP_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
 
     let metrics = Arc::new(Metrics::default());
@@ -63,9 +71,103 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("cannot reach the Kubernetes API server")?;
     tracing::info!(version = %version.git_version, "connected to the API server");
-    let ctx = Arc::new(Context::new(client, metrics, settings));
+    let ctx = Arc::new(Context::new(client.clone(), metrics.clone(), settings));
     health.ready.store(true, Ordering::Relaxed);
-    controller::run(ctx, futures::future::pending()).await;
-    tracing::info!("stopped");
-    Ok(())
+    let stop = shutdown_signal().boxed().shared();
+
+    let Some(leader_settings) = leader_settings else {
+        metrics.leader.set(1);
+        controller::run(ctx, stop).await;
+        tracing::info!("stopped");
+        return Ok(());
+    };
+    tracing::info!(
+        lease = %format!("{}/{}", leader_settings.namespace, leader_settings.name),
+        identity = %leader_settings.identity,
+        "waiting to lead"
+    );
+    let mut elector = LeaderElector::new(client, leader_settings);
+    tokio::select! {
+        () = elector.acquire() => {}
+        () = stop.clone() => {
+            tracing::info!("stopped before leading");
+            return Ok(());
+        }
+    }
+    metrics.leader.set(1);
+    tracing::info!("leading: starting the controllers");
+    // Losing the Lease stops everything at once: another replica may lead soon after.
+    let lost = tokio::select! {
+        () = controller::run(ctx, stop) => None,
+        lost = elector.hold() => Some(lost),
+    };
+    metrics.leader.set(0);
+    match lost {
+        Some(lost) => Err(anyhow::Error::new(lost).context("lost the leader Lease; exiting")),
+        None => {
+            if let Err(error) = elector.release().await {
+                tracing::warn!(%error, "cannot release the leader Lease; another replica takes over when it expires");
+            }
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// The leader election's settings; `None` when it is turned off.
+fn leader_settings() -> anyhow::Result<Option<LeaderSettings>> {
+    if std::env::var("NEVERWIPED_LEADER_ELECTION").as_deref() == Ok("false") {
+        return Ok(None);
+    }
+    let namespace = non_empty_env("NEVERWIPED_LEASE_NAMESPACE")
+        .or_else(|| non_empty_env("POD_NAMESPACE"))
+        .or_else(|| {
+            std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .ok()
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or_else(|| "default".into());
+    let name =
+        non_empty_env("NEVERWIPED_LEASE_NAME").unwrap_or_else(|| "neverwiped-operator".into());
+    let identity = non_empty_env("POD_NAME").unwrap_or_else(|| {
+        let host = non_empty_env("HOSTNAME").unwrap_or_else(|| "neverwiped-operator".into());
+        format!("{host}-{}", std::process::id())
+    });
+    let duration = match non_empty_env("NEVERWIPED_LEASE_DURATION") {
+        Some(text) => parse_duration(&text)
+            .context("NEVERWIPED_LEASE_DURATION")?
+            .unsigned_abs(),
+        None => std::time::Duration::from_secs(15),
+    };
+    Ok(Some(LeaderSettings::new(
+        namespace, name, identity, duration,
+    )))
+}
+
+/// Resolves on SIGTERM (Kubernetes stopping the pod) or Ctrl+C.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c().map(|_| ());
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    () = interrupt => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                interrupt.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await;
+    tracing::info!("shutting down");
 }

@@ -56,6 +56,8 @@ pub struct Metrics {
     pub backup_missed_runs: Family<PlanLabels, Counter>,
     pub reconciliations: Family<ReconcileLabels, Counter>,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
+    /// 1 while this replica holds the leader Lease and runs the controllers.
+    pub leader: Gauge,
 }
 
 fn duration_histogram() -> Histogram {
@@ -76,6 +78,7 @@ impl Default for Metrics {
             backup_missed_runs: Family::default(),
             reconciliations: Family::default(),
             reconcile_errors: Family::default(),
+            leader: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -112,6 +115,11 @@ impl Default for Metrics {
             "reconcile_errors",
             "Failed reconciliations by kind and error",
             metrics.reconcile_errors.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease and runs the controllers",
+            metrics.leader.clone(),
         );
         Metrics {
             registry,

@@ -52,7 +52,7 @@ fn describe(lock: &Lock) -> String {
     )
 }
 
-/// Takes a lock: shared for backups, exclusive for prune.
+/// Takes a lock: shared for backups and restores, exclusive for prune.
 pub async fn acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Result<LockGuard> {
     if let Some(lock) = conflicting_locks(repo, exclusive, None).await?.first() {
         return Err(Error::Locked {

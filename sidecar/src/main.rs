@@ -32,7 +32,7 @@ async fn main() -> ExitCode {
         }
         Err(error) => {
             let status = cli::exit_status_of(&error);
-            let message = format!("{error:#}");
+            let message = describe(&error);
             eprintln!("error: {message}");
             (
                 status,
@@ -121,4 +121,21 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
         }
     }
     ExitCode::from(ExitStatus::Failed.code() as u8)
+}
+
+/// The error and its causes on one line, each cause once: an error whose own message already
+/// quotes its cause (e.g. a dump tool's output) does not repeat it.
+fn describe(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }

@@ -5,9 +5,9 @@
 //! unreachable server, a dump killed halfway, a truncated dump — fail the run with the tool's own
 //! message and leave the repository valid.
 
-mod support;
 #[path = "support/databases.rs"]
 mod databases_support;
+mod support;
 
 use databases_support::{write_script, MariaDb, Postgres, ADMIN, ADMIN_PASSWORD};
 use neverwiped_contract::{ExitStatus, RunResult};
@@ -61,7 +61,11 @@ struct Run {
 impl Run {
     #[track_caller]
     fn expect_code(self, code: i32) -> Run {
-        assert_eq!(self.code, code, "exit code; stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, code,
+            "exit code; stdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 
@@ -100,7 +104,10 @@ impl Sidecar {
         let work = tempfile::tempdir().unwrap();
         let password_file = work.path().join("repo-password");
         fs::write(&password_file, format!("{REPO_PASSWORD}\n")).unwrap();
-        let mut env = vec![("NEVERWIPED_PASSWORD_FILE".to_owned(), password_file.into_os_string())];
+        let mut env = vec![(
+            "NEVERWIPED_PASSWORD_FILE".to_owned(),
+            password_file.into_os_string(),
+        )];
         let repo = match rest {
             Some(server) => {
                 if let (Some(user), Some(password)) = (server.username(), server.password()) {
@@ -111,7 +118,12 @@ impl Sidecar {
             }
             None => work.path().join("repo").display().to_string(),
         };
-        let sidecar = Sidecar { repo, work, env, path_prefix: Vec::new() };
+        let sidecar = Sidecar {
+            repo,
+            work,
+            env,
+            path_prefix: Vec::new(),
+        };
         sidecar.run(&["init"]).expect_ok();
         sidecar
     }
@@ -122,17 +134,26 @@ impl Sidecar {
             command.env_remove(name);
         }
         for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("NEVERWIPED_DB_PASSWORD_") {
+            if name
+                .to_string_lossy()
+                .starts_with("NEVERWIPED_DB_PASSWORD_")
+            {
                 command.env_remove(name);
             }
         }
-        command.arg("--repo").arg(&self.repo).arg("--log-format=json").stdin(Stdio::null());
+        command
+            .arg("--repo")
+            .arg(&self.repo)
+            .arg("--log-format=json")
+            .stdin(Stdio::null());
         for (name, value) in &self.env {
             command.env(name, value);
         }
         if !self.path_prefix.is_empty() {
             let mut paths = self.path_prefix.clone();
-            paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+            paths.extend(std::env::split_paths(
+                &std::env::var_os("PATH").unwrap_or_default(),
+            ));
             command.env("PATH", std::env::join_paths(paths).unwrap());
         }
         command
@@ -140,7 +161,10 @@ impl Sidecar {
 
     /// Runs the sidecar with `args` and a result file; `extra_env` on top of the usual.
     fn run_with(&self, args: &[&str], extra_env: &[(&str, &str)]) -> Run {
-        let result_file = self.work.path().join(format!("result-{}.json", rand::random::<u64>()));
+        let result_file = self
+            .work
+            .path()
+            .join(format!("result-{}.json", rand::random::<u64>()));
         let mut command = self.command();
         command.arg("--result-file").arg(&result_file).args(args);
         for (name, value) in extra_env {
@@ -148,7 +172,8 @@ impl Sidecar {
         }
         let output = command.output().expect("start neverwiped-sidecar");
         let result = fs::read_to_string(&result_file).ok().map(|json| {
-            RunResult::from_json(&json).unwrap_or_else(|e| panic!("the result file is not a RunResult ({e}):\n{json}"))
+            RunResult::from_json(&json)
+                .unwrap_or_else(|e| panic!("the result file is not a RunResult ({e}):\n{json}"))
         });
         Run {
             code: output.status.code().unwrap_or(-1),
@@ -171,7 +196,9 @@ impl Sidecar {
 
     fn snapshot_count(&self) -> usize {
         let run = self.run(&["--json", "snapshots"]).expect_ok();
-        serde_json::from_str::<Vec<serde_json::Value>>(&run.stdout).unwrap().len()
+        serde_json::from_str::<Vec<serde_json::Value>>(&run.stdout)
+            .unwrap()
+            .len()
     }
 
     /// `check`: the repository's structure is sound.
@@ -276,7 +303,10 @@ fn postgres_state(server: &Postgres) -> Vec<(String, String)> {
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1",
         );
         for table in tables.lines() {
-            let (hash, rows) = server.hash_query(database, &format!("SELECT * FROM public.\"{table}\" ORDER BY 1"));
+            let (hash, rows) = server.hash_query(
+                database,
+                &format!("SELECT * FROM public.\"{table}\" ORDER BY 1"),
+            );
             add(format!("{database}.{table} rows"), rows.to_string());
             add(format!("{database}.{table} sha256"), hash);
         }
@@ -307,20 +337,31 @@ fn postgres_state(server: &Postgres) -> Vec<(String, String)> {
 #[track_caller]
 fn assert_same_state(before: &[(String, String)], after: &[(String, String)]) {
     let keys = |s: &[(String, String)]| s.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
-    assert_eq!(keys(before), keys(after), "the same databases, tables and objects");
+    assert_eq!(
+        keys(before),
+        keys(after),
+        "the same databases, tables and objects"
+    );
     for ((key, expected), (_, actual)) in before.iter().zip(after) {
         assert_eq!(expected, actual, "{key} differs after the restore");
     }
 }
 
 fn value<'a>(state: &'a [(String, String)], key: &str) -> &'a str {
-    &state.iter().find(|(k, _)| k == key).unwrap_or_else(|| panic!("no {key} in the state")).1
+    &state
+        .iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no {key} in the state"))
+        .1
 }
 
 fn drop_postgres_data(server: &Postgres) {
     server.psql("postgres", "DROP DATABASE shop WITH (FORCE)");
     server.psql("postgres", "DROP DATABASE inventory WITH (FORCE)");
-    server.psql("postgres", "DROP ROLE app; DROP ROLE reporting; DROP ROLE \"Ops Team\";");
+    server.psql(
+        "postgres",
+        "DROP ROLE app; DROP ROLE reporting; DROP ROLE \"Ops Team\";",
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,33 +371,67 @@ fn drop_postgres_data(server: &Postgres) {
 #[test]
 fn postgres_every_database_and_role_comes_back_after_a_drop_through_rest_server() {
     let test = "postgres_every_database_and_role_comes_back_after_a_drop_through_rest_server";
-    let Some(server) = Postgres::start(test) else { return };
-    let Some(rest) = RestServer::start(test, RestServerOptions { auth: true, ..Default::default() }) else { return };
-    timed("creating the PostgreSQL data set", || create_postgres_data(&server, ORDERS_ROWS));
+    let Some(server) = Postgres::start(test) else {
+        return;
+    };
+    let Some(rest) = RestServer::start(
+        test,
+        RestServerOptions {
+            auth: true,
+            ..Default::default()
+        },
+    ) else {
+        return;
+    };
+    timed("creating the PostgreSQL data set", || {
+        create_postgres_data(&server, ORDERS_ROWS)
+    });
     let mut sidecar = Sidecar::init(Some(&rest));
     sidecar.path_prefix.push(server.bin_dir().to_path_buf());
     let uri = server.uri(None);
     let database = format!("main={uri}");
     let env = [("NEVERWIPED_DB_PASSWORD_MAIN", ADMIN_PASSWORD)];
 
-    let first = timed("first backup", || sidecar.run_with(&["backup", "--database", &database], &env)).expect_ok();
+    let first = timed("first backup", || {
+        sidecar.run_with(&["backup", "--database", &database], &env)
+    })
+    .expect_ok();
     let result = first.result();
     assert_eq!(result.databases.len(), 1, "{result:?}");
     let dump = &result.databases[0];
     assert_eq!((dump.name.as_str(), dump.error.as_deref()), ("main", None));
-    assert!(dump.dump_bytes > ORDERS_ROWS * 150, "a dump of {} bytes is too small", dump.dump_bytes);
+    assert!(
+        dump.dump_bytes > ORDERS_ROWS * 150,
+        "a dump of {} bytes is too small",
+        dump.dump_bytes
+    );
     assert_eq!(result.bytes_read, dump.dump_bytes);
-    println!("dump: {} bytes, {} added", dump.dump_bytes, result.bytes_added);
+    println!(
+        "dump: {} bytes, {} added",
+        dump.dump_bytes, result.bytes_added
+    );
     assert!(result.bytes_added < dump.dump_bytes, "plain SQL compresses");
 
     let ls = sidecar.run(&["ls", "latest", "/databases"]).expect_ok();
-    assert!(ls.stdout.contains(&format!("{:>12}  /databases/main/all.sql", dump.dump_bytes)), "{}", ls.stdout);
+    assert!(
+        ls.stdout
+            .contains(&format!("{:>12}  /databases/main/all.sql", dump.dump_bytes)),
+        "{}",
+        ls.stdout
+    );
 
     // The same database again: the dump deduplicates against the first one.
-    let second = timed("second backup", || sidecar.run_with(&["backup", "--database", &database], &env)).expect_ok();
+    let second = timed("second backup", || {
+        sidecar.run_with(&["backup", "--database", &database], &env)
+    })
+    .expect_ok();
     let again = second.result();
     assert_eq!(again.databases[0].dump_bytes, dump.dump_bytes);
-    println!("second dump added {} bytes of {}", again.bytes_added, dump.dump_bytes);
+    println!(
+        "second dump added {} bytes of {} (the first added {})",
+        again.bytes_added, dump.dump_bytes, result.bytes_added
+    );
+    assert!(again.bytes_added * 5 < result.bytes_added, "{again:?}");
     assert!(
         again.bytes_added * 10 < dump.dump_bytes,
         "an unchanged database added {} bytes of a {}-byte dump",
@@ -367,80 +442,165 @@ fn postgres_every_database_and_role_comes_back_after_a_drop_through_rest_server(
     let before = timed("reading the state", || postgres_state(&server));
     assert_eq!(value(&before, "shop.orders rows"), ORDERS_ROWS.to_string());
     assert!(value(&before, "shop views").contains("big_customers"));
-    assert!(value(&before, "shop sequences").contains("invoice_numbers|424242|1000|7"), "{before:?}");
+    assert!(
+        value(&before, "shop sequences").contains("invoice_numbers|424242|1000|7"),
+        "{before:?}"
+    );
     drop_postgres_data(&server);
 
     let restore = ["restore", "latest", "--database", &database];
-    let restored = timed("restore after the drop", || sidecar.run_with(&restore, &env)).expect_ok();
-    assert!(restored.stdout.contains("restored /databases/main/all.sql"), "{}", restored.stdout);
+    let restored = timed("restore after the drop", || {
+        sidecar.run_with(&restore, &env)
+    })
+    .expect_ok();
+    assert!(
+        restored.stdout.contains("restored /databases/main/all.sql"),
+        "{}",
+        restored.stdout
+    );
     let restored_result = restored.result();
     assert_eq!(restored_result.databases[0].dump_bytes, dump.dump_bytes);
     assert_eq!(restored_result.databases[0].error, None);
     assert_same_state(&before, &postgres_state(&server));
     // The roles came back with their passwords; the administrator's is still the target's.
-    let count = server.psql_as("app", APP_PASSWORD, "shop", "SELECT count(*) FROM big_customers").unwrap();
+    let count = server
+        .psql_as(
+            "app",
+            APP_PASSWORD,
+            "shop",
+            "SELECT count(*) FROM big_customers",
+        )
+        .unwrap();
     assert!(count.trim().parse::<u64>().unwrap() > 0);
-    server.psql_as(ADMIN, ADMIN_PASSWORD, "postgres", "SELECT 1").unwrap();
+    server
+        .psql_as(ADMIN, ADMIN_PASSWORD, "postgres", "SELECT 1")
+        .unwrap();
 
     // Into a server that holds databases: refused, naming them and the way to force it.
     let refused = sidecar.run_with(&restore, &env);
     let error = refused.error();
-    for expected in ["is not empty", "database inventory", "database shop", "--overwrite-databases"] {
+    for expected in [
+        "is not empty",
+        "database inventory",
+        "database shop",
+        "--overwrite-databases",
+    ] {
         assert!(error.contains(expected), "{expected:?} not in: {error}");
     }
-    assert_eq!(refused.result().databases[0].error.as_deref().map(|e| e.contains("is not empty")), Some(true));
+    assert_eq!(
+        refused.result().databases[0]
+            .error
+            .as_deref()
+            .map(|e| e.contains("is not empty")),
+        Some(true)
+    );
 
     // Forced: the changed target is replaced by the dump.
-    server.psql("shop", "DELETE FROM orders WHERE id % 2 = 0; CREATE TABLE stray (x int);");
+    server.psql(
+        "shop",
+        "DELETE FROM orders WHERE id % 2 = 0; CREATE TABLE stray (x int);",
+    );
     let mut forced = restore.to_vec();
     forced.push("--overwrite-databases");
-    timed("restore over existing databases", || sidecar.run_with(&forced, &env)).expect_ok();
+    timed("restore over existing databases", || {
+        sidecar.run_with(&forced, &env)
+    })
+    .expect_ok();
     assert_same_state(&before, &postgres_state(&server));
 
     // The dump can still be written out as a file for a person to read.
     let target = tempfile::tempdir().unwrap();
     let target_text = target.path().to_str().unwrap();
-    sidecar.run(&["restore", "latest", "--target", target_text, "--include", "/databases/main"]).expect_ok();
+    sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--target",
+            target_text,
+            "--include",
+            "/databases/main",
+        ])
+        .expect_ok();
     let file = fs::read(target.path().join("databases/main/all.sql")).unwrap();
     assert_eq!(file.len() as u64, dump.dump_bytes);
     let tail = String::from_utf8_lossy(&file[file.len() - 300..]).into_owned();
-    assert!(tail.contains("-- PostgreSQL database cluster dump complete"), "{tail}");
+    assert!(
+        tail.contains("-- PostgreSQL database cluster dump complete"),
+        "{tail}"
+    );
     sidecar.check();
 }
 
 #[test]
 fn postgres_one_database_restores_under_its_own_name_or_another() {
     let test = "postgres_one_database_restores_under_its_own_name_or_another";
-    let Some(server) = Postgres::start(test) else { return };
+    let Some(server) = Postgres::start(test) else {
+        return;
+    };
     create_postgres_data(&server, 5_000);
     let mut sidecar = Sidecar::init(None);
     sidecar.path_prefix.push(server.bin_dir().to_path_buf());
     let password_file = sidecar.password_file("shop-db", ADMIN_PASSWORD);
     let database = format!("shop-db={}", server.uri(Some("shop")));
-    let run = sidecar.run(&["backup", "--database", &database, "--database-password-file", &password_file]).expect_ok();
+    let run = sidecar
+        .run(&[
+            "backup",
+            "--database",
+            &database,
+            "--database-password-file",
+            &password_file,
+        ])
+        .expect_ok();
     assert_eq!(run.result().databases[0].name, "shop-db");
     let ls = sidecar.run(&["ls", "latest"]).expect_ok();
-    assert!(ls.stdout.contains("/databases/shop-db/shop.sql"), "{}", ls.stdout);
+    assert!(
+        ls.stdout.contains("/databases/shop-db/shop.sql"),
+        "{}",
+        ls.stdout
+    );
 
     let before = postgres_state(&server);
     let shop_only = |state: &[(String, String)]| -> Vec<(String, String)> {
-        state.iter().filter(|(k, _)| k.starts_with("shop")).cloned().collect()
+        state
+            .iter()
+            .filter(|(k, _)| k.starts_with("shop"))
+            .cloned()
+            .collect()
     };
     // A one-database dump holds the contents, not the database: created empty beforehand, the
     // database keeps the owner it was given.
     server.psql("postgres", "DROP DATABASE shop WITH (FORCE)");
     server.psql("postgres", "CREATE DATABASE shop OWNER app");
-    let restore = ["restore", "latest", "--database", &database, "--database-password-file", &password_file];
+    let restore = [
+        "restore",
+        "latest",
+        "--database",
+        &database,
+        "--database-password-file",
+        &password_file,
+    ];
     sidecar.run(&restore).expect_ok();
     assert_same_state(&before, &postgres_state(&server));
 
     // Refused over a database that holds objects; named in the message.
     let error = sidecar.run(&restore).error();
-    assert!(error.contains("database shop (not empty)") && error.contains("--overwrite-databases"), "{error}");
+    assert!(
+        error.contains("database shop (not empty)") && error.contains("--overwrite-databases"),
+        "{error}"
+    );
 
     // Under another name: a copy beside the original, with the same contents.
     let copy = format!("shop-db={}", server.uri(Some("shop_copy")));
-    sidecar.run(&["restore", "latest", "--database", &copy, "--database-password-file", &password_file]).expect_ok();
+    sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--database",
+            &copy,
+            "--database-password-file",
+            &password_file,
+        ])
+        .expect_ok();
     let after = postgres_state(&server);
     let copied: Vec<(String, String)> = after
         .iter()
@@ -452,21 +612,51 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
     // A whole-server URI is not a place for a one-database dump and vice versa.
     let uri_all = format!("shop-db={}", server.uri(None));
     let wrong_engine = format!("shop-db=mariadb://{ADMIN}@127.0.0.1:{}", server.port());
-    let error = sidecar.run(&["restore", "latest", "--database", &wrong_engine, "--database-password-file", &password_file]).error();
-    assert!(error.contains("is a PostgreSQL dump: it cannot be restored into mariadb://"), "{error}");
+    let error = sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--database",
+            &wrong_engine,
+            "--database-password-file",
+            &password_file,
+        ])
+        .error();
+    assert!(
+        error.contains("is a PostgreSQL dump: it cannot be restored into mariadb://"),
+        "{error}"
+    );
     let run = sidecar
-        .run(&["restore", "latest", "--database", &uri_all, "--database-password-file", &password_file, "--overwrite-databases"])
+        .run(&[
+            "restore",
+            "latest",
+            "--database",
+            &uri_all,
+            "--database-password-file",
+            &password_file,
+            "--overwrite-databases",
+        ])
         .expect_ok();
     let expected = format!("into {}: ", server.uri(Some("shop")));
-    assert!(run.stdout.contains(&expected), "restored into the database of its file name: {}", run.stdout);
-    let after: Vec<(String, String)> = postgres_state(&server).into_iter().filter(|(k, _)| !k.starts_with("shop_copy")).collect();
+    assert!(
+        run.stdout.contains(&expected),
+        "restored into the database of its file name: {}",
+        run.stdout
+    );
+    let after: Vec<(String, String)> = postgres_state(&server)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("shop_copy"))
+        .collect();
     assert_same_state(&shop_only(&before), &shop_only(&after));
 }
 
 #[test]
 fn postgres_failures_fail_the_run_with_the_tools_message_and_leave_the_repository_valid() {
-    let test = "postgres_failures_fail_the_run_with_the_tools_message_and_leave_the_repository_valid";
-    let Some(server) = Postgres::start(test) else { return };
+    let test =
+        "postgres_failures_fail_the_run_with_the_tools_message_and_leave_the_repository_valid";
+    let Some(server) = Postgres::start(test) else {
+        return;
+    };
     create_postgres_data(&server, 20_000);
     let mut sidecar = Sidecar::init(None);
     sidecar.path_prefix.push(server.bin_dir().to_path_buf());
@@ -475,34 +665,74 @@ fn postgres_failures_fail_the_run_with_the_tools_message_and_leave_the_repositor
     let backup = ["backup", "--database", &database];
 
     // Wrong credentials.
-    let run = sidecar.run_with(&backup, &[("NEVERWIPED_DB_PASSWORD_MAIN", "not the password")]);
+    let run = sidecar.run_with(
+        &backup,
+        &[("NEVERWIPED_DB_PASSWORD_MAIN", "not the password")],
+    );
     let error = run.error();
-    assert!(error.contains(&format!("password authentication failed for user \"{ADMIN}\"")), "{error}");
-    assert!(error.contains("pg_dumpall failed (exit status 1)"), "{error}");
+    assert!(
+        error.contains(&format!(
+            "password authentication failed for user \"{ADMIN}\""
+        )),
+        "{error}"
+    );
+    assert!(
+        error.contains("pg_dumpall failed (exit status 1)"),
+        "{error}"
+    );
     let db_error = run.result().databases[0].error.clone().unwrap();
-    assert!(db_error.starts_with("pg_dumpall failed") && db_error.contains("password authentication failed"), "{db_error}");
+    assert!(
+        db_error.starts_with("pg_dumpall failed")
+            && db_error.contains("password authentication failed"),
+        "{db_error}"
+    );
     assert_eq!(run.result().snapshot_id, None);
 
     // Nobody listening.
-    let closed = format!("main=postgresql://{ADMIN}@127.0.0.1:{}", databases_support::free_port());
-    let error = sidecar.run_with(&["backup", "--database", &closed], &good).error();
+    let closed = format!(
+        "main=postgresql://{ADMIN}@127.0.0.1:{}",
+        databases_support::free_port()
+    );
+    let error = sidecar
+        .run_with(&["backup", "--database", &closed], &good)
+        .error();
     assert!(error.contains("Connection refused"), "{error}");
 
     // Killed halfway: a pg_dumpall that runs the real one and is killed after 1 MB of output.
     let fakes = sidecar.work.path().join("fake-bin");
     fs::create_dir(&fakes).unwrap();
     let real = server.bin_dir().join("pg_dumpall");
-    write_script(&fakes.join("pg_dumpall"), &format!("#!/bin/sh\n\"{}\" \"$@\" | head -c 1000000\nkill -KILL $$\n", real.display()));
-    let mut killed = Sidecar { repo: sidecar.repo.clone(), work: tempfile::tempdir().unwrap(), env: sidecar.env.clone(), path_prefix: vec![fakes.clone()] };
+    write_script(
+        &fakes.join("pg_dumpall"),
+        &format!(
+            "#!/bin/sh\n\"{}\" \"$@\" | head -c 1000000\nkill -KILL $$\n",
+            real.display()
+        ),
+    );
+    let mut killed = Sidecar {
+        repo: sidecar.repo.clone(),
+        work: tempfile::tempdir().unwrap(),
+        env: sidecar.env.clone(),
+        path_prefix: vec![fakes.clone()],
+    };
     killed.path_prefix.push(server.bin_dir().to_path_buf());
     let run = killed.run_with(&backup, &good);
     let error = run.error();
-    assert!(error.contains("pg_dumpall was killed by signal 9 (SIGKILL)"), "{error}");
+    assert!(
+        error.contains("pg_dumpall was killed by signal 9 (SIGKILL)"),
+        "{error}"
+    );
     let db = &run.result().databases[0];
     assert_eq!(db.dump_bytes, 1_000_000, "{db:?}");
 
     // Truncated but exiting 0: only the completion line tells.
-    write_script(&fakes.join("pg_dumpall"), &format!("#!/bin/sh\n\"{}\" \"$@\" | head -c 1000000\nexit 0\n", real.display()));
+    write_script(
+        &fakes.join("pg_dumpall"),
+        &format!(
+            "#!/bin/sh\n\"{}\" \"$@\" | head -c 1000000\nexit 0\n",
+            real.display()
+        ),
+    );
     let error = killed.run_with(&backup, &good).error();
     assert!(
         error.contains("pg_dumpall exited successfully but its output ends without the line `-- PostgreSQL database cluster dump complete`"),
@@ -517,11 +747,24 @@ fn postgres_failures_fail_the_run_with_the_tools_message_and_leave_the_repositor
     sidecar.check();
     let before = postgres_state(&server);
     drop_postgres_data(&server);
-    sidecar.run_with(&["restore", "latest", "--database", &database], &good).expect_ok();
+    sidecar
+        .run_with(&["restore", "latest", "--database", &database], &good)
+        .expect_ok();
     assert_same_state(&before, &postgres_state(&server));
 
     // A restore with a wrong password fails with psql's message.
-    let error = sidecar.run_with(&["restore", "latest", "--database", &database, "--overwrite-databases"], &[("NEVERWIPED_DB_PASSWORD_MAIN", "wrong")]).error();
+    let error = sidecar
+        .run_with(
+            &[
+                "restore",
+                "latest",
+                "--database",
+                &database,
+                "--overwrite-databases",
+            ],
+            &[("NEVERWIPED_DB_PASSWORD_MAIN", "wrong")],
+        )
+        .error();
     assert!(error.contains("password authentication failed"), "{error}");
 }
 
@@ -575,15 +818,22 @@ fn mariadb_state(server: &MariaDb) -> Vec<(String, String)> {
              WHERE user IN ('app', 'reader', 'admin') ORDER BY 1, 2",
         ),
     ));
-    state.push(("grants app".to_owned(), server.root_sql("SHOW GRANTS FOR 'app'@'%'")));
-    state.push(("grants reader".to_owned(), server.root_sql("SHOW GRANTS FOR reader")));
+    state.push((
+        "grants app".to_owned(),
+        server.root_sql("SHOW GRANTS FOR 'app'@'%'"),
+    ));
+    state.push((
+        "grants reader".to_owned(),
+        server.root_sql("SHOW GRANTS FOR reader"),
+    ));
     for line in databases.lines() {
         let database = line.split('\t').next().unwrap();
         let tables = server.root_sql(&format!(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = '{database}' AND table_type = 'BASE TABLE' ORDER BY 1"
         ));
         for table in tables.lines() {
-            let (hash, rows) = server.hash_query(&format!("SELECT * FROM `{database}`.`{table}` ORDER BY 1"));
+            let (hash, rows) =
+                server.hash_query(&format!("SELECT * FROM `{database}`.`{table}` ORDER BY 1"));
             state.push((format!("{database}.{table} rows"), rows.to_string()));
             state.push((format!("{database}.{table} sha256"), hash));
         }
@@ -608,7 +858,9 @@ fn mariadb_state(server: &MariaDb) -> Vec<(String, String)> {
 }
 
 fn drop_mariadb_data(server: &MariaDb) {
-    server.root_sql("DROP DATABASE shop; DROP DATABASE inventory; DROP USER 'app'@'%'; DROP ROLE reader;");
+    server.root_sql(
+        "DROP DATABASE shop; DROP DATABASE inventory; DROP USER 'app'@'%'; DROP ROLE reader;",
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -618,36 +870,77 @@ fn drop_mariadb_data(server: &MariaDb) {
 #[test]
 fn mariadb_every_database_and_user_comes_back_after_a_drop() {
     let test = "mariadb_every_database_and_user_comes_back_after_a_drop";
-    let Some(server) = MariaDb::start(test) else { return };
+    let Some(server) = MariaDb::start(test) else {
+        return;
+    };
     let orders = ORDERS_ROWS / 2;
-    timed("creating the MariaDB data set", || create_mariadb_data(&server, orders));
+    timed("creating the MariaDB data set", || {
+        create_mariadb_data(&server, orders)
+    });
     let sidecar = Sidecar::init(None);
     let password_file = sidecar.password_file("maria", ADMIN_PASSWORD);
     let database = format!("maria={}", server.uri(None));
-    let backup = ["backup", "--database", &database, "--database-password-file", &password_file];
+    let backup = [
+        "backup",
+        "--database",
+        &database,
+        "--database-password-file",
+        &password_file,
+    ];
 
     let first = timed("first backup", || sidecar.run(&backup)).expect_ok();
     let dump = first.result().databases[0].clone();
     assert_eq!((dump.name.as_str(), dump.error.as_deref()), ("maria", None));
     assert!(dump.dump_bytes > orders * 150, "{dump:?}");
     let second = timed("second backup", || sidecar.run(&backup)).expect_ok();
-    println!("dump: {} bytes; second backup added {}", dump.dump_bytes, second.result().bytes_added);
-    assert!(second.result().bytes_added * 10 < dump.dump_bytes, "{:?}", second.result());
+    println!(
+        "dump: {} bytes; second backup added {}",
+        dump.dump_bytes,
+        second.result().bytes_added
+    );
+    assert!(
+        second.result().bytes_added * 10 < dump.dump_bytes,
+        "{:?}",
+        second.result()
+    );
 
     let before = timed("reading the state", || mariadb_state(&server));
     assert_eq!(value(&before, "shop.orders rows"), orders.to_string());
     assert!(value(&before, "users").contains("app\t%"), "{before:?}");
     drop_mariadb_data(&server);
 
-    let restore = ["restore", "latest", "--database", &database, "--database-password-file", &password_file];
+    let restore = [
+        "restore",
+        "latest",
+        "--database",
+        &database,
+        "--database-password-file",
+        &password_file,
+    ];
     timed("restore after the drop", || sidecar.run(&restore)).expect_ok();
     assert_same_state(&before, &mariadb_state(&server));
-    let count = server.sql_as("app", APP_PASSWORD, "SELECT COUNT(*) FROM shop.big_customers").unwrap();
-    assert!(count.trim().parse::<u64>().unwrap() > 0, "the app user logs in with its restored password and role");
-    server.sql_as(ADMIN, ADMIN_PASSWORD, "SELECT 1").expect("the administrator's password is untouched");
+    let count = server
+        .sql_as(
+            "app",
+            APP_PASSWORD,
+            "SELECT COUNT(*) FROM shop.big_customers",
+        )
+        .unwrap();
+    assert!(
+        count.trim().parse::<u64>().unwrap() > 0,
+        "the app user logs in with its restored password and role"
+    );
+    server
+        .sql_as(ADMIN, ADMIN_PASSWORD, "SELECT 1")
+        .expect("the administrator's password is untouched");
 
     let error = sidecar.run(&restore).error();
-    for expected in ["is not empty", "database inventory", "database shop", "--overwrite-databases"] {
+    for expected in [
+        "is not empty",
+        "database inventory",
+        "database shop",
+        "--overwrite-databases",
+    ] {
         assert!(error.contains(expected), "{expected:?} not in: {error}");
     }
     server.root_sql("DELETE FROM shop.orders WHERE id % 2 = 0; CREATE TABLE shop.stray (x INT);");
@@ -659,43 +952,97 @@ fn mariadb_every_database_and_user_comes_back_after_a_drop() {
     // One database, restored under another name.
     let one = format!("inv={}", server.uri(Some("inventory")));
     let inv_password = sidecar.password_file("inv", ADMIN_PASSWORD);
-    sidecar.run(&["backup", "--database", &one, "--database-password-file", &inv_password]).expect_ok();
+    sidecar
+        .run(&[
+            "backup",
+            "--database",
+            &one,
+            "--database-password-file",
+            &inv_password,
+        ])
+        .expect_ok();
     let copy = format!("inv={}", server.uri(Some("inventory_copy")));
-    sidecar.run(&["restore", "latest", "--database", &copy, "--database-password-file", &inv_password]).expect_ok();
+    sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--database",
+            &copy,
+            "--database-password-file",
+            &inv_password,
+        ])
+        .expect_ok();
     let (original, copied) = (
         server.hash_query("SELECT * FROM inventory.items ORDER BY 1"),
         server.hash_query("SELECT * FROM inventory_copy.items ORDER BY 1"),
     );
     assert_eq!(original, copied);
-    let error = sidecar.run(&["restore", "latest", "--database", &one, "--database-password-file", &inv_password]).error();
+    let error = sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--database",
+            &one,
+            "--database-password-file",
+            &inv_password,
+        ])
+        .error();
     assert!(error.contains("database inventory (not empty)"), "{error}");
     sidecar.check();
 }
 
 #[test]
 fn mariadb_failures_fail_the_run_with_the_tools_message_and_leave_the_repository_valid() {
-    let test = "mariadb_failures_fail_the_run_with_the_tools_message_and_leave_the_repository_valid";
-    let Some(server) = MariaDb::start(test) else { return };
+    let test =
+        "mariadb_failures_fail_the_run_with_the_tools_message_and_leave_the_repository_valid";
+    let Some(server) = MariaDb::start(test) else {
+        return;
+    };
     create_mariadb_data(&server, 2_000);
     let mut sidecar = Sidecar::init(None);
     let database = format!("maria={}", server.uri(None));
     let backup = ["backup", "--database", &database];
     let good = [("NEVERWIPED_DB_PASSWORD_MARIA", ADMIN_PASSWORD)];
 
-    let run = sidecar.run_with(&backup, &[("NEVERWIPED_DB_PASSWORD_MARIA", "not the password")]);
+    let run = sidecar.run_with(
+        &backup,
+        &[("NEVERWIPED_DB_PASSWORD_MARIA", "not the password")],
+    );
     let error = run.error();
-    assert!(error.contains(&format!("Access denied for user '{ADMIN}'")), "{error}");
-    assert!(run.result().databases[0].error.as_deref().unwrap().contains("Access denied"));
+    assert!(
+        error.contains(&format!("Access denied for user '{ADMIN}'")),
+        "{error}"
+    );
+    assert!(run.result().databases[0]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("Access denied"));
 
-    let closed = format!("maria=mariadb://{ADMIN}@127.0.0.1:{}", databases_support::free_port());
-    let error = sidecar.run_with(&["backup", "--database", &closed], &good).error();
-    assert!(error.contains("Can't connect to server on '127.0.0.1'") || error.contains("Can't connect to MySQL server"), "{error}");
+    let closed = format!(
+        "maria=mariadb://{ADMIN}@127.0.0.1:{}",
+        databases_support::free_port()
+    );
+    let error = sidecar
+        .run_with(&["backup", "--database", &closed], &good)
+        .error();
+    assert!(
+        error.contains("Can't connect to server on '127.0.0.1'")
+            || error.contains("Can't connect to MySQL server"),
+        "{error}"
+    );
 
     // A dump tool that stops early but exits 0.
     let fakes = sidecar.work.path().join("fake-bin");
     fs::create_dir(&fakes).unwrap();
     let real = databases_support::find_program("mariadb-dump", &[]).unwrap();
-    write_script(&fakes.join("mariadb-dump"), &format!("#!/bin/sh\n\"{}\" \"$@\" | head -c 100000\nexit 0\n", real.display()));
+    write_script(
+        &fakes.join("mariadb-dump"),
+        &format!(
+            "#!/bin/sh\n\"{}\" \"$@\" | head -c 100000\nexit 0\n",
+            real.display()
+        ),
+    );
     sidecar.path_prefix.push(fakes);
     let error = sidecar.run_with(&backup, &good).error();
     assert!(error.contains("mariadb-dump exited successfully but its output ends without the line `-- Dump completed`"), "{error}");
@@ -707,7 +1054,9 @@ fn mariadb_failures_fail_the_run_with_the_tools_message_and_leave_the_repository
     assert_eq!(sidecar.snapshot_count(), 1);
     let before = mariadb_state(&server);
     drop_mariadb_data(&server);
-    sidecar.run_with(&["restore", "latest", "--database", &database], &good).expect_ok();
+    sidecar
+        .run_with(&["restore", "latest", "--database", &database], &good)
+        .expect_ok();
     assert_same_state(&before, &mariadb_state(&server));
 }
 
@@ -718,20 +1067,45 @@ fn mariadb_failures_fail_the_run_with_the_tools_message_and_leave_the_repository
 #[test]
 fn a_password_in_the_uri_or_a_stray_password_file_is_refused_before_anything_runs() {
     let sidecar = Sidecar::init(None);
-    let run = sidecar.run(&["backup", "--database", "main=postgresql://admin:hunter2@db.example.com/shop"]);
+    let run = sidecar.run(&[
+        "backup",
+        "--database",
+        "main=postgresql://admin:hunter2@db.example.com/shop",
+    ]);
     let error = run.error();
     assert!(error.contains("the URI holds a password"), "{error}");
-    assert!(error.contains("NEVERWIPED_DB_PASSWORD_MAIN") && error.contains("--database-password-file main=PATH"), "{error}");
-    assert!(!error.contains("hunter2") && !run.stderr.contains("hunter2"), "the password is never repeated");
+    assert!(
+        error.contains("NEVERWIPED_DB_PASSWORD_MAIN")
+            && error.contains("--database-password-file main=PATH"),
+        "{error}"
+    );
+    assert!(
+        !error.contains("hunter2") && !run.stderr.contains("hunter2"),
+        "the password is never repeated"
+    );
 
     let error = sidecar
-        .run(&["backup", "--database", "main=postgresql://a@h", "--database-password-file", "other=/nonexistent"])
+        .run(&[
+            "backup",
+            "--database",
+            "main=postgresql://a@h",
+            "--database-password-file",
+            "other=/nonexistent",
+        ])
         .error();
-    assert!(error.contains("--database-password-file names database other, which no --database gives"), "{error}");
+    assert!(
+        error.contains("--database-password-file names database other, which no --database gives"),
+        "{error}"
+    );
     let error = sidecar.run(&["backup", "--database", "main"]).error();
     assert!(error.contains("--database takes NAME=URI"), "{error}");
-    let error = sidecar.run(&["backup", "--database", "../x=postgresql://a@h"]).error();
-    assert!(error.contains("is not a database name for --database NAME=URI"), "{error}");
+    let error = sidecar
+        .run(&["backup", "--database", "../x=postgresql://a@h"])
+        .error();
+    assert!(
+        error.contains("is not a database name for --database NAME=URI"),
+        "{error}"
+    );
     assert_eq!(sidecar.snapshot_count(), 0);
 }
 
@@ -755,21 +1129,49 @@ fn a_dump_tool_that_exits_0_without_its_completion_line_fails_the_backup() {
     );
     sidecar.path_prefix.push(fakes);
     let run = sidecar.run_with(
-        &["backup", "--database", "main=postgresql://admin@db.example.com:6000"],
-        &[("NEVERWIPED_DB_PASSWORD_MAIN", "s3cr:et"), ("PGPASSWORD", "leaked")],
+        &[
+            "backup",
+            "--database",
+            "main=postgresql://admin@db.example.com:6000",
+        ],
+        &[
+            ("NEVERWIPED_DB_PASSWORD_MAIN", "s3cr:et"),
+            ("PGPASSWORD", "leaked"),
+        ],
     );
     let error = run.error();
-    assert!(error.contains("ends without the line `-- PostgreSQL database cluster dump complete`"), "{error}");
-    assert_eq!(run.result().databases[0].dump_bytes, HALF_A_DUMP.len() as u64);
+    assert!(
+        error.contains("ends without the line `-- PostgreSQL database cluster dump complete`"),
+        "{error}"
+    );
+    assert_eq!(
+        run.result().databases[0].dump_bytes,
+        HALF_A_DUMP.len() as u64
+    );
     assert_eq!(sidecar.snapshot_count(), 0);
 
     // The password went through a private PGPASSFILE only: not in the arguments, not in the
     // environment, and the file is gone.
     let args = fs::read_to_string(seen.with_extension("args")).unwrap();
-    assert_eq!(args.trim(), "--host=db.example.com --port=6000 --username=admin --no-password");
+    assert_eq!(
+        args.trim(),
+        "--host=db.example.com --port=6000 --username=admin --no-password"
+    );
     let env = fs::read_to_string(seen.with_extension("env")).unwrap();
-    assert!(!env.contains("s3cr") && !env.contains("PGPASSWORD="), "{env}");
-    let pgpass_path = env.lines().find_map(|l| l.strip_prefix("PGPASSFILE=")).expect("PGPASSFILE is set");
-    assert_eq!(fs::read_to_string(seen.with_extension("pgpass")).unwrap(), "*:*:*:*:s3cr\\:et\n");
-    assert!(!Path::new(pgpass_path).exists(), "the PGPASSFILE is removed after the dump");
+    assert!(
+        !env.contains("s3cr") && !env.contains("PGPASSWORD="),
+        "{env}"
+    );
+    let pgpass_path = env
+        .lines()
+        .find_map(|l| l.strip_prefix("PGPASSFILE="))
+        .expect("PGPASSFILE is set");
+    assert_eq!(
+        fs::read_to_string(seen.with_extension("pgpass")).unwrap(),
+        "*:*:*:*:s3cr\\:et\n"
+    );
+    assert!(
+        !Path::new(pgpass_path).exists(),
+        "the PGPASSFILE is removed after the dump"
+    );
 }

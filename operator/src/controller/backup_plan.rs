@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::recorder::EventType;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
 use kube::ResourceExt;
 
 use super::{
@@ -395,20 +396,65 @@ pub fn decide(
     }
 }
 
-/// Reconciles one BackupPlan.
+/// The finalizer on every BackupPlan: deleting a plan first deletes what the operator created for
+/// it (its Jobs, and the VolumeSnapshots and clones of its runs).
+pub const FINALIZER: &str = "neverwiped.io/cleanup";
+
+/// Reconciles one BackupPlan: adds the finalizer, then [`apply`]; or, once the plan is being
+/// deleted, [`cleanup`] and removes the finalizer.
 #[tracing::instrument(name = "reconcile", skip_all, fields(kind = "BackupPlan", namespace = plan.namespace().unwrap_or_default(), name = %plan.name_any()))]
 pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = plan.namespace().ok_or(Error::Incomplete {
         kind: "BackupPlan",
         field: "namespace",
     })?;
-    let name = plan.name_any();
     ctx.metrics
         .reconciliations
         .get_or_create(&ReconcileLabels {
             kind: "BackupPlan".into(),
         })
         .inc();
+    let api = Api::<BackupPlan>::namespaced(ctx.client.clone(), &namespace);
+    finalizer(&api, FINALIZER, plan, |event| async {
+        match event {
+            FinalizerEvent::Apply(plan) => apply(plan, ctx.clone()).await,
+            FinalizerEvent::Cleanup(plan) => cleanup(plan, ctx.clone()).await,
+        }
+    })
+    .await
+    .map_err(|error| Error::Finalizer(Box::new(error)))
+}
+
+/// Deletes what the operator created for a plan that is being deleted: its backup Jobs (a running
+/// one is stopped; the repository stays valid, the next backup of another plan reuses what it
+/// uploaded) and the VolumeSnapshots and clones of its runs. The plan's metrics go too, so an
+/// alert on its last success does not fire forever.
+pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let name = plan.name_any();
+    let client = &ctx.client;
+    let selector = format!("{LABEL_PLAN}={name},{LABEL_OPERATION}=backup");
+    let jobs = Api::<Job>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    for job in jobs.items.iter().filter(|job| owned_by(job, &plan)) {
+        delete_job(client, &namespace, &job.name_any()).await?;
+    }
+    let labels = PlanLabels {
+        namespace: namespace.clone(),
+        plan: name.clone(),
+    };
+    ctx.metrics
+        .backup_last_success_timestamp_seconds
+        .remove(&labels);
+    tracing::info!(jobs = jobs.items.len(), "cleaned up a deleted BackupPlan");
+    Ok(Action::await_change())
+}
+
+/// Fetches what a plan names, [`decide`]s, and applies the decision.
+pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let name = plan.name_any();
     let client = &ctx.client;
 
     let selector = format!("{LABEL_PLAN}={name},{LABEL_OPERATION}=backup");

@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -24,6 +23,7 @@ use crate::api::{BackupPlan, Restore};
 use crate::job::JobSettings;
 use crate::metrics::{ErrorLabels, Metrics};
 use crate::plan::{secrets_used, SecretKeys, SecretUse};
+use crate::recorder::{EventType, Recorder};
 
 /// The field manager of every status the operator applies.
 pub const FIELD_MANAGER: &str = "neverwiped-operator";
@@ -92,12 +92,9 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings) -> Context {
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
+        let instance = std::env::var("POD_NAME").unwrap_or_else(|_| FIELD_MANAGER.into());
         Context {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: Recorder::new(client.clone(), FIELD_MANAGER.into(), instance),
             client,
             metrics,
             settings,
@@ -114,22 +111,12 @@ impl Context {
         note: impl Into<String>,
         action: &str,
     ) {
-        let mut note: String = note.into();
-        if note.len() > 1000 {
-            let mut cut = 1000;
-            while !note.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            note.truncate(cut);
-        }
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note),
-            action: action.into(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
+        let note: String = note.into();
+        if let Err(error) = self
+            .recorder
+            .publish(&object.object_ref(&()), type_, reason, &note, action)
+            .await
+        {
             tracing::warn!(%error, reason, "cannot publish an Event");
         }
     }
@@ -163,6 +150,8 @@ pub enum Error {
         kind: &'static str,
         field: &'static str,
     },
+    #[error("{0}")]
+    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
 }
 
 impl Error {
@@ -172,6 +161,11 @@ impl Error {
             Error::Kube(kube::Error::Api(_)) => "api",
             Error::Kube(_) => "client",
             Error::Incomplete { .. } => "incomplete_object",
+            Error::Finalizer(error) => match error.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(inner)
+                | kube::runtime::finalizer::Error::CleanupFailed(inner) => inner.metric_label(),
+                _ => "finalizer",
+            },
         }
     }
 }
@@ -225,16 +219,21 @@ fn plan_waits_for_claims(plan: &BackupPlan, namespace: Option<&str>) -> bool {
     let ready = plan
         .status
         .as_ref()
-        .and_then(|s| crate::conditions::find_condition(&s.conditions, crate::conditions::types::READY))
+        .and_then(|s| {
+            crate::conditions::find_condition(&s.conditions, crate::conditions::types::READY)
+        })
         .is_some_and(|c| c.status == "True");
     plan.namespace().as_deref() == namespace && !plan.spec.volumes.is_empty() && !ready
 }
 
-/// Runs both controllers until a shutdown signal, or until `stop` resolves.
+/// Runs both controllers until `stop` resolves (then lets running reconciles finish).
 ///
 /// Secrets and PersistentVolumeClaims are watched by metadata only (no Secret's data is ever
 /// listed or held): a plan or Restore waiting for one that is missing runs as soon as it appears.
-pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(
+    ctx: Arc<Context>,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let client = ctx.client.clone();
     let namespace = ctx.settings.watch_namespace.clone();
     let namespace = namespace.as_deref();
@@ -273,7 +272,6 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
                 .map(|plan| ObjectRef::from_obj(plan.as_ref()))
                 .collect::<Vec<_>>()
         })
-        .shutdown_on_signal()
         .graceful_shutdown_on(stop.clone())
         .run(backup_plan::reconcile, error_policy, ctx.clone())
         .for_each(|result| async move {
@@ -328,7 +326,6 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
             watcher::Config::default(),
             move |plan| for_plan(plan.namespace()),
         )
-        .shutdown_on_signal()
         .graceful_shutdown_on(stop)
         .run(restore::reconcile, error_policy, ctx)
         .for_each(|result| async move {

@@ -18,7 +18,10 @@ use zeroize::Zeroizing;
 static RECORDED: Mutex<Vec<(String, Arc<DumpStatus>)>> = Mutex::new(Vec::new());
 
 fn record(name: &str, status: Arc<DumpStatus>) {
-    RECORDED.lock().unwrap_or_else(|p| p.into_inner()).push((name.to_owned(), status));
+    RECORDED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((name.to_owned(), status));
 }
 
 /// One entry per database of the run; when the run failed, a database it never reached says so.
@@ -34,7 +37,11 @@ pub fn results(run_failed: bool) -> Vec<DatabaseResult> {
                 }
                 _ => None,
             };
-            DatabaseResult { name: name.clone(), dump_bytes: status.bytes(), error }
+            DatabaseResult {
+                name: name.clone(),
+                dump_bytes: status.bytes(),
+                error,
+            }
         })
         .collect()
 }
@@ -73,13 +80,16 @@ pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<Da
         let password = match files.remove(name) {
             Some(path) => {
                 let secret = Zeroizing::new(secrets::read_secret_file(&path)?);
-                let text = String::from_utf8(secret.to_vec())
-                    .with_context(|| format!("the password file of database {name} is not UTF-8"))?;
+                let text = String::from_utf8(secret.to_vec()).with_context(|| {
+                    format!("the password file of database {name} is not UTF-8")
+                })?;
                 Some(Zeroizing::new(text))
             }
             None => match std::env::var_os(&variable) {
                 Some(value) => Some(Zeroizing::new(
-                    value.into_string().map_err(|_| anyhow::anyhow!("{variable} is not UTF-8"))?,
+                    value
+                        .into_string()
+                        .map_err(|_| anyhow::anyhow!("{variable} is not UTF-8"))?,
                 )),
                 None => None,
             },
@@ -119,12 +129,23 @@ pub async fn restore(cli: &super::args::Cli, args: &RestoreArgs) -> Result<Outco
         })
         .collect();
     let repo = open_indexed(cli).await?;
-    let (snapshot_id, snapshot) = repo.find_snapshot_where(&args.snapshot, &super::restore_filter(args)).await?;
-    let mut outcome = Outcome { snapshot_id: Some(snapshot_id.to_hex()), ..Outcome::default() };
+    let (snapshot_id, snapshot) = repo
+        .find_snapshot_where(&args.snapshot, &super::restore_filter(args))
+        .await?;
+    let mut outcome = Outcome {
+        snapshot_id: Some(snapshot_id.to_hex()),
+        ..Outcome::default()
+    };
     for (target, status) in targets.iter().zip(statuses) {
-        let report = dump::restore::restore_database(&repo, snapshot.tree, target, args.overwrite_databases, status)
-            .await
-            .with_context(|| format!("database {}", target.name))?;
+        let report = dump::restore::restore_database(
+            &repo,
+            snapshot.tree,
+            target,
+            args.overwrite_databases,
+            status,
+        )
+        .await
+        .with_context(|| format!("database {}", target.name))?;
         let into = target.uri.with_database(report.database.clone());
         if !cli.quiet {
             println!(

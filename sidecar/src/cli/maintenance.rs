@@ -85,7 +85,11 @@ pub async fn check(repo: &IndexedRepository, args: &CheckArgs) -> Result<Outcome
         (false, Some(percent)) => ReadData::Subset(percent),
         (false, None) => ReadData::None,
     };
-    let report = checking::check(repo, read_data).await?;
+    // A shared lock: a prune running meanwhile would show up as missing packs.
+    let lock = neverwiped::locking::acquire(repo, false, "check").await?;
+    let report = checking::check(repo, read_data).await;
+    lock.release().await?;
+    let report = report?;
     println!(
         "checked {} snapshot(s) and {} pack(s); read {} pack(s), {}",
         report.snapshots,

@@ -45,7 +45,11 @@ impl SecretFile {
         // Whatever the umask and the platform did: only this user may look inside.
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700))?;
         let path = dir.path().join(name);
-        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
         file.write_all(contents)?;
         file.sync_all()?;
         Ok(SecretFile { _dir: dir, path })
@@ -84,7 +88,14 @@ pub struct ToolCommand {
 
 impl ToolCommand {
     pub fn new(tool: impl Into<String>, program: PathBuf) -> ToolCommand {
-        ToolCommand { tool: tool.into(), program, args: Vec::new(), env: Vec::new(), env_remove: Vec::new(), secret: None }
+        ToolCommand {
+            tool: tool.into(),
+            program,
+            args: Vec::new(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            secret: None,
+        }
     }
 
     pub fn arg(&mut self, arg: impl Into<OsString>) -> &mut ToolCommand {
@@ -131,14 +142,25 @@ impl ToolCommand {
             return Ok(output.stdout);
         }
         let tail = tail_of(&output.stderr, STDERR_TAIL_BYTES);
-        Err(io::Error::other(failure_message(&self.tool, output.status, &tail)))
+        Err(io::Error::other(failure_message(
+            &self.tool,
+            output.status,
+            &tail,
+        )))
     }
 }
 
 /// "cannot start TOOL (PROGRAM): ERROR", with a hint when it is not installed.
 pub fn spawn_error(tool: &str, program: &Path, error: io::Error) -> io::Error {
-    let hint = if error.kind() == io::ErrorKind::NotFound { " (is it installed?)" } else { "" };
-    io::Error::new(error.kind(), format!("cannot start {tool} ({}){hint}: {error}", program.display()))
+    let hint = if error.kind() == io::ErrorKind::NotFound {
+        " (is it installed?)"
+    } else {
+        ""
+    };
+    io::Error::new(
+        error.kind(),
+        format!("cannot start {tool} ({}){hint}: {error}", program.display()),
+    )
 }
 
 /// The message of a tool that failed: how it ended, then what it said.
@@ -146,7 +168,9 @@ pub fn failure_message(tool: &str, status: ExitStatus, stderr: &str) -> String {
     let how = match (status.code(), status.signal()) {
         (Some(code), _) => format!("{tool} failed (exit status {code})"),
         (None, Some(signal)) => {
-            let name = nix::sys::signal::Signal::try_from(signal).map(|s| s.as_str()).unwrap_or("unknown signal");
+            let name = nix::sys::signal::Signal::try_from(signal)
+                .map(|s| s.as_str())
+                .unwrap_or("unknown signal");
             format!("{tool} was killed by signal {signal} ({name})")
         }
         (None, None) => format!("{tool} failed ({status})"),
@@ -162,7 +186,11 @@ pub fn failure_message(tool: &str, status: ExitStatus, stderr: &str) -> String {
 pub fn tail_of(stderr: &[u8], limit: usize) -> String {
     let start = stderr.len().saturating_sub(limit);
     let text = String::from_utf8_lossy(&stderr[start..]);
-    let mut lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let mut lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     if start > 0 && !lines.is_empty() {
         // The first line was cut in the middle.
         lines.remove(0);
@@ -182,26 +210,32 @@ impl StderrTail {
         let buffer = Arc::new(Mutex::new(Vec::new()));
         let (done_tx, done) = mpsc::channel();
         let shared = buffer.clone();
-        let thread = std::thread::Builder::new().name("tool-stderr".into()).spawn(move || {
-            let mut chunk = [0u8; 4096];
-            loop {
-                match stderr.read(&mut chunk) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        let mut buffer = shared.lock().unwrap_or_else(|p| p.into_inner());
-                        buffer.extend_from_slice(&chunk[..n]);
-                        if buffer.len() > 2 * STDERR_TAIL_BYTES {
-                            let excess = buffer.len() - STDERR_TAIL_BYTES;
-                            buffer.drain(..excess);
+        let thread = std::thread::Builder::new()
+            .name("tool-stderr".into())
+            .spawn(move || {
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match stderr.read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            let mut buffer = shared.lock().unwrap_or_else(|p| p.into_inner());
+                            buffer.extend_from_slice(&chunk[..n]);
+                            if buffer.len() > 2 * STDERR_TAIL_BYTES {
+                                let excess = buffer.len() - STDERR_TAIL_BYTES;
+                                buffer.drain(..excess);
+                            }
                         }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
                 }
-            }
-            let _ = done_tx.send(());
-        })?;
-        Ok(StderrTail { buffer, done, thread: Some(thread) })
+                let _ = done_tx.send(());
+            })?;
+        Ok(StderrTail {
+            buffer,
+            done,
+            thread: Some(thread),
+        })
     }
 
     /// The end of what the tool wrote, once it closed its standard error (or after a grace
@@ -233,11 +267,17 @@ impl Trailer {
         let text = String::from_utf8_lossy(tail);
         let lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
         for (index, line) in lines.iter().enumerate().rev() {
-            let is_marker = if self.whole_line { line.trim_end() == self.marker } else { line.starts_with(self.marker) };
+            let is_marker = if self.whole_line {
+                line.trim_end() == self.marker
+            } else {
+                line.starts_with(self.marker)
+            };
             if is_marker {
                 return true;
             }
-            let ignorable = line.trim().is_empty() || line.starts_with("--") || line.starts_with("\\unrestrict ");
+            let ignorable = line.trim().is_empty()
+                || line.starts_with("--")
+                || line.starts_with("\\unrestrict ");
             if !ignorable || index == 0 {
                 return false;
             }
@@ -322,7 +362,9 @@ impl ChildStream {
     }
 
     fn start(&mut self) -> io::Result<()> {
-        let Some(mut tool) = self.command.take() else { return Ok(()) };
+        let Some(mut tool) = self.command.take() else {
+            return Ok(());
+        };
         let mut child = tool
             .command()
             .stdin(Stdio::null())
@@ -334,7 +376,12 @@ impl ChildStream {
         let stderr = StderrTail::start(child.stderr.take().expect("piped"))?;
         tracing::info!(tool = %tool.tool, pid = child.id(), "dump started");
         self.status.set_state(DumpState::Running);
-        self.running = Some(Running { child, stdout, stderr: Some(stderr), _secret: tool.secret.take() });
+        self.running = Some(Running {
+            child,
+            stdout,
+            stderr: Some(stderr),
+            _secret: tool.secret.take(),
+        });
         Ok(())
     }
 
@@ -346,9 +393,15 @@ impl ChildStream {
 
     /// The output ended: wait for the tool and judge the dump.
     fn finish(&mut self) -> io::Result<()> {
-        let Some(mut running) = self.running.take() else { return Ok(()) };
+        let Some(mut running) = self.running.take() else {
+            return Ok(());
+        };
         let status = running.child.wait()?;
-        let stderr = running.stderr.take().map(StderrTail::finish).unwrap_or_default();
+        let stderr = running
+            .stderr
+            .take()
+            .map(StderrTail::finish)
+            .unwrap_or_default();
         drop(running);
         if !status.success() {
             return Err(self.fail(failure_message(&self.tool, status, &stderr)));
@@ -374,7 +427,8 @@ impl ChildStream {
     fn remember_tail(&mut self, data: &[u8]) {
         if data.len() >= TRAILER_WINDOW_BYTES {
             self.tail.clear();
-            self.tail.extend_from_slice(&data[data.len() - TRAILER_WINDOW_BYTES..]);
+            self.tail
+                .extend_from_slice(&data[data.len() - TRAILER_WINDOW_BYTES..]);
             return;
         }
         self.tail.extend_from_slice(data);
@@ -430,7 +484,10 @@ impl Drop for ChildStream {
             let _ = running.child.kill();
             let _ = running.child.wait();
             if self.status.state() == DumpState::Running {
-                self.status.set_state(DumpState::Failed(format!("{} was stopped: the backup ended before the dump", self.tool)));
+                self.status.set_state(DumpState::Failed(format!(
+                    "{} was stopped: the backup ended before the dump",
+                    self.tool
+                )));
             }
         }
     }
@@ -439,12 +496,16 @@ impl Drop for ChildStream {
 /// Finds a program on `PATH`.
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths).map(|dir| dir.join(name)).find(|path| is_executable(path))
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(name))
+        .find(|path| is_executable(path))
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    fs::metadata(path).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -462,18 +523,32 @@ mod tests {
         stream.read_to_end(&mut out).map(|_| out)
     }
 
-    const PG: Trailer = Trailer { marker: "-- PostgreSQL database dump complete", whole_line: true };
+    const PG: Trailer = Trailer {
+        marker: "-- PostgreSQL database dump complete",
+        whole_line: true,
+    };
 
     #[test]
     fn a_successful_tool_streams_its_output_and_counts_it() {
-        let mut stream = shell("printf 'SELECT 1;\\n--\\n-- PostgreSQL database dump complete\\n--\\n\\n'", Some(PG));
+        let mut stream = shell(
+            "printf 'SELECT 1;\\n--\\n-- PostgreSQL database dump complete\\n--\\n\\n'",
+            Some(PG),
+        );
         let status = stream.status();
-        assert_eq!(status.state(), DumpState::NotStarted, "nothing runs before the first read");
+        assert_eq!(
+            status.state(),
+            DumpState::NotStarted,
+            "nothing runs before the first read"
+        );
         let out = read_all(&mut stream).unwrap();
         assert!(out.starts_with(b"SELECT 1;"));
         assert_eq!(status.bytes(), out.len() as u64);
         assert_eq!(status.state(), DumpState::Complete);
-        assert_eq!(stream.read(&mut [0u8; 8]).unwrap(), 0, "the end stays the end");
+        assert_eq!(
+            stream.read(&mut [0u8; 8]).unwrap(),
+            0,
+            "the end stays the end"
+        );
     }
 
     #[test]
@@ -487,21 +562,34 @@ mod tests {
             "fake-dump failed (exit status 1): pg_dumpall: error: connection to server failed: Connection refused Is the server running?"
         );
         assert!(matches!(stream.status().state(), DumpState::Failed(m) if m == error));
-        assert_eq!(stream.read(&mut [0u8; 8]).unwrap_err().to_string(), error, "the error stays");
+        assert_eq!(
+            stream.read(&mut [0u8; 8]).unwrap_err().to_string(),
+            error,
+            "the error stays"
+        );
     }
 
     #[test]
     fn a_killed_tool_fails_the_stream_naming_the_signal() {
         let mut stream = shell("echo start; kill -KILL $$", None);
         let error = read_all(&mut stream).unwrap_err().to_string();
-        assert!(error.starts_with("fake-dump was killed by signal 9 (SIGKILL)"), "{error}");
+        assert!(
+            error.starts_with("fake-dump was killed by signal 9 (SIGKILL)"),
+            "{error}"
+        );
     }
 
     #[test]
     fn an_output_without_the_trailer_is_a_truncated_dump() {
-        let mut stream = shell("printf -- '--\\n-- PostgreSQL database dump\\n--\\nCOPY t FROM stdin;\\n1\\n'", Some(PG));
+        let mut stream = shell(
+            "printf -- '--\\n-- PostgreSQL database dump\\n--\\nCOPY t FROM stdin;\\n1\\n'",
+            Some(PG),
+        );
         let error = read_all(&mut stream).unwrap_err().to_string();
-        assert!(error.contains("ends without the line `-- PostgreSQL database dump complete`"), "{error}");
+        assert!(
+            error.contains("ends without the line `-- PostgreSQL database dump complete`"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -509,14 +597,21 @@ mod tests {
         let command = ToolCommand::new("pg_dumpall", PathBuf::from("/nonexistent/pg_dumpall"));
         let mut stream = ChildStream::new(command, None);
         let error = read_all(&mut stream).unwrap_err().to_string();
-        assert!(error.contains("cannot start pg_dumpall (/nonexistent/pg_dumpall) (is it installed?)"), "{error}");
+        assert!(
+            error.contains("cannot start pg_dumpall (/nonexistent/pg_dumpall) (is it installed?)"),
+            "{error}"
+        );
     }
 
     #[test]
     fn only_the_end_of_a_long_stderr_is_kept() {
         let mut stream = shell("i=0; while [ $i -lt 3000 ]; do echo \"noise line $i\" >&2; i=$((i+1)); done; echo 'the real error' >&2; exit 2", None);
         let error = read_all(&mut stream).unwrap_err().to_string();
-        assert!(error.ends_with("noise line 2999 the real error"), "{}", &error[error.len() - 80..]);
+        assert!(
+            error.ends_with("noise line 2999 the real error"),
+            "{}",
+            &error[error.len() - 80..]
+        );
         assert!(error.len() < STDERR_TAIL_BYTES + 100, "{}", error.len());
         assert!(!error.contains("noise line 1 "), "the start is dropped");
     }
@@ -535,12 +630,23 @@ mod tests {
 
     #[test]
     fn trailers_accept_only_blank_comment_and_unrestrict_lines_after_them() {
-        let cluster = Trailer { marker: "-- PostgreSQL database cluster dump complete", whole_line: true };
+        let cluster = Trailer {
+            marker: "-- PostgreSQL database cluster dump complete",
+            whole_line: true,
+        };
         assert!(cluster.is_complete(b"x\n--\n-- PostgreSQL database cluster dump complete\n--\n\n"));
-        assert!(PG.is_complete(b"--\n-- PostgreSQL database dump complete\n--\n\n\\unrestrict abc\n\n"));
-        assert!(!cluster.is_complete(b"-- PostgreSQL database dump complete\n--\n"), "a database's end is not the cluster's");
+        assert!(
+            PG.is_complete(b"--\n-- PostgreSQL database dump complete\n--\n\n\\unrestrict abc\n\n")
+        );
+        assert!(
+            !cluster.is_complete(b"-- PostgreSQL database dump complete\n--\n"),
+            "a database's end is not the cluster's"
+        );
         assert!(!PG.is_complete(b"-- PostgreSQL database dump complete\n--\nCREATE TABLE x ();\n"));
-        let maria = Trailer { marker: "-- Dump completed", whole_line: false };
+        let maria = Trailer {
+            marker: "-- Dump completed",
+            whole_line: false,
+        };
         assert!(maria.is_complete(b"/*!40111 SET SQL_NOTES=@OLD_SQL_NOTES */;\n\n-- Dump completed on 2026-11-30  9:54:00\n"));
         assert!(!maria.is_complete(b"INSERT INTO t VALUES (1);\n"));
         assert!(!maria.is_complete(b""));
@@ -552,8 +658,18 @@ mod tests {
         let secret = SecretFile::create("pgpass", b"*:*:*:*:pw\n").unwrap();
         let path = secret.path().to_path_buf();
         assert_eq!(fs::read(&path).unwrap(), b"*:*:*:*:pw\n");
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            fs::metadata(path.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
         drop(secret);
         assert!(!path.exists() && !path.parent().unwrap().exists());
     }

@@ -34,9 +34,17 @@ use crate::error::{Error, Result};
 use zeroize::Zeroizing;
 
 /// Variables of the MariaDB/MySQL clients that would supply a password or another server.
-const ENV_REMOVE: [&str; 4] = ["MYSQL_PWD", "MYSQL_HOST", "MYSQL_TCP_PORT", "MYSQL_UNIX_PORT"];
+const ENV_REMOVE: [&str; 4] = [
+    "MYSQL_PWD",
+    "MYSQL_HOST",
+    "MYSQL_TCP_PORT",
+    "MYSQL_UNIX_PORT",
+];
 
-pub const TRAILER: Trailer = Trailer { marker: "-- Dump completed", whole_line: false };
+pub const TRAILER: Trailer = Trailer {
+    marker: "-- Dump completed",
+    whole_line: false,
+};
 
 /// Schemas that belong to the server, never listed as occupying it.
 const SYSTEM_SCHEMAS: &str = "'mysql', 'information_schema', 'performance_schema', 'sys'";
@@ -62,7 +70,9 @@ pub fn quote_ident(name: &str) -> String {
 
 /// The first of the programs found on PATH.
 fn find_first(names: &[&'static str]) -> Option<(&'static str, std::path::PathBuf)> {
-    names.iter().find_map(|name| find_program(name).map(|path| (*name, path)))
+    names
+        .iter()
+        .find_map(|name| find_program(name).map(|path| (*name, path)))
 }
 
 fn tool(names: &[&'static str], target: &DatabaseTarget) -> Result<ToolCommand> {
@@ -103,7 +113,11 @@ fn is_mariadb_tool(command: &ToolCommand) -> bool {
 /// `mariadb-dump` (else `mysqldump`) of every database or of one.
 pub fn dump_command(target: &DatabaseTarget) -> Result<(ToolCommand, Trailer)> {
     let mut command = tool(&["mariadb-dump", "mysqldump"], target)?;
-    command.arg("--single-transaction").arg("--routines").arg("--events").arg("--triggers");
+    command
+        .arg("--single-transaction")
+        .arg("--routines")
+        .arg("--events")
+        .arg("--triggers");
     match &target.uri.database {
         None => {
             command.arg("--all-databases");
@@ -128,7 +142,10 @@ pub fn dump_command(target: &DatabaseTarget) -> Result<(ToolCommand, Trailer)> {
 fn client(target: &DatabaseTarget, database: Option<&str>) -> Result<ToolCommand> {
     let mut command = tool(&["mariadb", "mysql"], target)?;
     // Binary mode: no client commands but DELIMITER in the dump, NUL bytes pass.
-    command.arg("--binary-mode").arg("--max-allowed-packet=1073741824").arg("--connect-timeout=30");
+    command
+        .arg("--binary-mode")
+        .arg("--max-allowed-packet=1073741824")
+        .arg("--connect-timeout=30");
     if let Some(database) = database {
         command.arg(format!("--database={database}"));
     }
@@ -138,10 +155,23 @@ fn client(target: &DatabaseTarget, database: Option<&str>) -> Result<ToolCommand
 /// Runs SQL with the client; the rows, one per line, fields tab-separated.
 pub fn query(target: &DatabaseTarget, sql: &str) -> Result<Vec<String>> {
     let mut command = client(target, None)?;
-    command.arg("--batch").arg("--skip-column-names").arg(format!("--execute={sql}"));
-    let what = format!("querying {} ({})", target.uri.with_database(None), target.name);
-    let output = command.output(b"").map_err(|e| Error::Io { what, source: e })?;
-    Ok(String::from_utf8_lossy(&output).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
+    command
+        .arg("--batch")
+        .arg("--skip-column-names")
+        .arg(format!("--execute={sql}"));
+    let what = format!(
+        "querying {} ({})",
+        target.uri.with_database(None),
+        target.name
+    );
+    let output = command
+        .output(b"")
+        .map_err(|e| Error::Io { what, source: e })?;
+    Ok(String::from_utf8_lossy(&output)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
 }
 
 /// The databases of the server with their count of tables, views, routines and events.
@@ -175,13 +205,20 @@ fn refuse(target: &DatabaseTarget, occupied: &[String]) -> Error {
 /// The account the client is logged in as, `user@host` split.
 fn current_account(target: &DatabaseTarget) -> Result<Option<(String, String)>> {
     let rows = query(target, "SELECT CURRENT_USER()")?;
-    Ok(rows.first().and_then(|a| a.rsplit_once('@')).map(|(u, h)| (u.to_owned(), h.to_owned())))
+    Ok(rows
+        .first()
+        .and_then(|a| a.rsplit_once('@'))
+        .map(|(u, h)| (u.to_owned(), h.to_owned())))
 }
 
 /// Prepares the restore of a dump of every database: refused when the server holds databases
 /// with objects (dropped when `overwrite`); the users filter for `mariadb://` dumps.
 pub fn prepare_all_restore(target: &DatabaseTarget, overwrite: bool) -> Result<PreparedRestore> {
-    let occupied: Vec<String> = schemas(target)?.into_iter().filter(|(_, n)| *n > 0).map(|(name, _)| name).collect();
+    let occupied: Vec<String> = schemas(target)?
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, _)| name)
+        .collect();
     let mut dropped = Vec::new();
     if !occupied.is_empty() {
         if !overwrite {
@@ -204,19 +241,31 @@ pub fn prepare_all_restore(target: &DatabaseTarget, overwrite: bool) -> Result<P
 
 /// Prepares the restore of one database's dump into `database`: created when missing, refused
 /// when it holds objects (dropped and created again when `overwrite`).
-pub fn prepare_database_restore(target: &DatabaseTarget, database: &str, overwrite: bool) -> Result<PreparedRestore> {
-    let existing = schemas(target)?.into_iter().find(|(name, _)| name == database);
+pub fn prepare_database_restore(
+    target: &DatabaseTarget,
+    database: &str,
+    overwrite: bool,
+) -> Result<PreparedRestore> {
+    let existing = schemas(target)?
+        .into_iter()
+        .find(|(name, _)| name == database);
     let mut dropped = Vec::new();
     if let Some((_, objects)) = existing {
         if objects > 0 {
             if !overwrite {
-                return Err(refuse(target, &[format!("database {database} (not empty)")]));
+                return Err(refuse(
+                    target,
+                    &[format!("database {database} (not empty)")],
+                ));
             }
             query(target, &format!("DROP DATABASE {}", quote_ident(database)))?;
             dropped.push(database.to_owned());
         }
     }
-    query(target, &format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(database)))?;
+    query(
+        target,
+        &format!("CREATE DATABASE IF NOT EXISTS {}", quote_ident(database)),
+    )?;
     Ok(PreparedRestore {
         command: client(target, Some(database))?,
         filter: Box::new(PassThrough),
@@ -238,23 +287,36 @@ impl UsersScriptFilter {
         let account = account.map(|(user, host)| {
             (
                 format!("{}@{}", quote_ident(&user), quote_ident(&host)),
-                format!("'{}'@'{}'", user.replace('\'', "\\'"), host.replace('\'', "\\'")),
+                format!(
+                    "'{}'@'{}'",
+                    user.replace('\'', "\\'"),
+                    host.replace('\'', "\\'")
+                ),
             )
         });
-        UsersScriptFilter { account, in_routine: false, pending: Vec::new() }
+        UsersScriptFilter {
+            account,
+            in_routine: false,
+            pending: Vec::new(),
+        }
     }
 
     fn is_connecting_account(&self, body: &str) -> bool {
-        let Some((backticked, quoted)) = &self.account else { return false };
-        let names = |rest: &str| rest.starts_with(backticked.as_str()) || rest.starts_with(quoted.as_str());
+        let Some((backticked, quoted)) = &self.account else {
+            return false;
+        };
+        let names =
+            |rest: &str| rest.starts_with(backticked.as_str()) || rest.starts_with(quoted.as_str());
         if let Some(rest) = body.strip_prefix("CREATE USER ") {
             return names(rest.strip_prefix("IF NOT EXISTS ").unwrap_or(rest));
         }
         if body.starts_with("GRANT ") || body.starts_with("/*M!100005 GRANT ") {
-            return body.contains(&format!(" TO {backticked}")) || body.contains(&format!(" TO {quoted}"));
+            return body.contains(&format!(" TO {backticked}"))
+                || body.contains(&format!(" TO {quoted}"));
         }
         if body.starts_with("/*M!100005 SET DEFAULT ROLE ") {
-            return body.contains(&format!(" FOR {quoted}")) || body.contains(&format!(" FOR {backticked}"));
+            return body.contains(&format!(" FOR {quoted}"))
+                || body.contains(&format!(" FOR {backticked}"));
         }
         if let Some(rest) = body.strip_prefix("/*!80001 ALTER USER ") {
             return names(rest);
@@ -283,7 +345,9 @@ impl UsersScriptFilter {
             return;
         }
         if self.is_connecting_account(body) {
-            out.extend_from_slice(b"-- neverwiped: the connecting account is kept as the target has it\n");
+            out.extend_from_slice(
+                b"-- neverwiped: the connecting account is kept as the target has it\n",
+            );
             return;
         }
         // A dumped role is made again, administered by mariadb-dump's import role, so that the
@@ -336,7 +400,10 @@ mod tests {
 
     #[test]
     fn option_files_quote_the_password() {
-        assert_eq!(option_file("p\"a ss\\w#rd:é").as_str(), "[client]\npassword=\"p\\\"a ss\\\\w#rd:é\"\n");
+        assert_eq!(
+            option_file("p\"a ss\\w#rd:é").as_str(),
+            "[client]\npassword=\"p\\\"a ss\\\\w#rd:é\"\n"
+        );
         assert_eq!(quote_ident("a`b"), "`a``b`");
     }
 
@@ -364,16 +431,36 @@ GRANT ALL PRIVILEGES ON *.* TO `admin`@`%x`;\n-- Dump completed on 2026-11-30";
     fn existing_users_are_kept_and_the_connecting_account_is_not_touched() {
         for piece in [1, 5, 4096] {
             let out = filtered(DUMP, Some(("admin", "%")), piece);
-            assert!(out.contains("(1,'CREATE USER x'),\n"), "data is untouched: {out}");
-            assert!(out.contains("DELIMITER ;;\nCREATE USER `inside`@`%`;\nDELIMITER ;\n"), "routine bodies are untouched");
-            assert!(out.contains("CREATE USER IF NOT EXISTS `root`@`localhost`;\n"), "{out}");
-            assert!(out.contains("CREATE USER IF NOT EXISTS `app`@`%` IDENTIFIED BY PASSWORD '*B6';\n"));
-            assert!(!out.contains("'*81'"), "the connecting account's password is never replaced: {out}");
+            assert!(
+                out.contains("(1,'CREATE USER x'),\n"),
+                "data is untouched: {out}"
+            );
+            assert!(
+                out.contains("DELIMITER ;;\nCREATE USER `inside`@`%`;\nDELIMITER ;\n"),
+                "routine bodies are untouched"
+            );
+            assert!(
+                out.contains("CREATE USER IF NOT EXISTS `root`@`localhost`;\n"),
+                "{out}"
+            );
+            assert!(
+                out.contains("CREATE USER IF NOT EXISTS `app`@`%` IDENTIFIED BY PASSWORD '*B6';\n")
+            );
+            assert!(
+                !out.contains("'*81'"),
+                "the connecting account's password is never replaced: {out}"
+            );
             assert!(!out.contains("FOR 'admin'@'%'") && !out.contains("ALTER USER 'admin'@'%'"));
-            assert!(out.contains("/*M!100005 CREATE OR REPLACE ROLE 'reader' WITH ADMIN"), "{out}");
+            assert!(
+                out.contains("/*M!100005 CREATE OR REPLACE ROLE 'reader' WITH ADMIN"),
+                "{out}"
+            );
             assert!(out.contains("CREATE ROLE IF NOT EXISTS mariadb_dump_import_role;\n"));
             assert!(out.contains("GRANT `reader` TO `app`@`%`;\n"));
-            assert!(out.contains("GRANT ALL PRIVILEGES ON *.* TO `admin`@`%x`;\n"), "another account");
+            assert!(
+                out.contains("GRANT ALL PRIVILEGES ON *.* TO `admin`@`%x`;\n"),
+                "another account"
+            );
             assert!(out.ends_with("-- Dump completed on 2026-11-30"));
         }
     }

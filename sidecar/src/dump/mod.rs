@@ -53,17 +53,29 @@ impl std::fmt::Debug for DatabaseTarget {
 
 impl DatabaseTarget {
     /// Checks the name and the password (which must fit in a PGPASSFILE line).
-    pub fn new(name: &str, uri: DatabaseUri, password: Option<Zeroizing<String>>) -> Result<DatabaseTarget> {
+    pub fn new(
+        name: &str,
+        uri: DatabaseUri,
+        password: Option<Zeroizing<String>>,
+    ) -> Result<DatabaseTarget> {
         check_name(name)?;
         if let Some(password) = &password {
             if password.is_empty() {
-                return Err(Error::Usage(format!("the password of database {name} is empty")));
+                return Err(Error::Usage(format!(
+                    "the password of database {name} is empty"
+                )));
             }
             if password.contains(['\n', '\r', '\0']) {
-                return Err(Error::Usage(format!("the password of database {name} holds a line break or a NUL byte")));
+                return Err(Error::Usage(format!(
+                    "the password of database {name} holds a line break or a NUL byte"
+                )));
             }
         }
-        Ok(DatabaseTarget { name: name.to_owned(), uri, password })
+        Ok(DatabaseTarget {
+            name: name.to_owned(),
+            uri,
+            password,
+        })
     }
 
     /// `/databases/NAME/all.sql` or `/databases/NAME/DBNAME.sql`.
@@ -80,8 +92,13 @@ impl DatabaseTarget {
 /// letters, digits, `.`, `_` and `-`, starting with a letter or a digit.
 pub fn check_name(name: &str) -> Result<()> {
     let valid = name.len() <= 63
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
     if valid {
         Ok(())
     } else {
@@ -94,8 +111,16 @@ pub fn check_name(name: &str) -> Result<()> {
 /// The variable holding the password of database `name`: `NEVERWIPED_DB_PASSWORD_` and the name
 /// upper-cased, other characters than letters and digits turned into `_`.
 pub fn password_variable(name: &str) -> String {
-    let suffix: String =
-        name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    let suffix: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
     format!("NEVERWIPED_DB_PASSWORD_{suffix}")
 }
 
@@ -124,7 +149,10 @@ mod tests {
     #[test]
     fn names_become_folders_and_variables() {
         assert_eq!(password_variable("main"), "NEVERWIPED_DB_PASSWORD_MAIN");
-        assert_eq!(password_variable("shop-eu.2"), "NEVERWIPED_DB_PASSWORD_SHOP_EU_2");
+        assert_eq!(
+            password_variable("shop-eu.2"),
+            "NEVERWIPED_DB_PASSWORD_SHOP_EU_2"
+        );
         for bad in ["", "-x", ".x", "a/b", "a b", "é"] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
@@ -133,16 +161,28 @@ mod tests {
 
     #[test]
     fn dumps_land_under_databases_name() {
-        let all = DatabaseTarget::new("main", DatabaseUri::parse("postgresql://u@h").unwrap(), None).unwrap();
+        let all = DatabaseTarget::new(
+            "main",
+            DatabaseUri::parse("postgresql://u@h").unwrap(),
+            None,
+        )
+        .unwrap();
         assert_eq!(all.snapshot_path(), "/databases/main/all.sql");
-        let one = DatabaseTarget::new("main", DatabaseUri::parse("mariadb://u@h/shop").unwrap(), None).unwrap();
+        let one = DatabaseTarget::new(
+            "main",
+            DatabaseUri::parse("mariadb://u@h/shop").unwrap(),
+            None,
+        )
+        .unwrap();
         assert_eq!(one.snapshot_path(), "/databases/main/shop.sql");
     }
 
     #[test]
     fn passwords_must_fit_a_passfile_line() {
         let uri = DatabaseUri::parse("postgresql://u@h").unwrap();
-        let with = |pw: &str| DatabaseTarget::new("main", uri.clone(), Some(Zeroizing::new(pw.to_owned())));
+        let with = |pw: &str| {
+            DatabaseTarget::new("main", uri.clone(), Some(Zeroizing::new(pw.to_owned())))
+        };
         assert!(with("").is_err());
         assert!(with("a\nb").unwrap_err().to_string().contains("line break"));
         with("p\"a ss\\w#rd:é").unwrap();

@@ -35,14 +35,29 @@ use crate::error::{Error, Result};
 use zeroize::Zeroizing;
 
 /// Variables of libpq that would send the tools elsewhere or supply another password.
-const ENV_REMOVE: [&str; 9] =
-    ["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGDATABASE", "PGPASSWORD", "PGPASSFILE", "PGSERVICE", "PGSERVICEFILE"];
+const ENV_REMOVE: [&str; 9] = [
+    "PGHOST",
+    "PGHOSTADDR",
+    "PGPORT",
+    "PGUSER",
+    "PGDATABASE",
+    "PGPASSWORD",
+    "PGPASSFILE",
+    "PGSERVICE",
+    "PGSERVICEFILE",
+];
 
 /// Seconds libpq waits for a connection, unless `PGCONNECT_TIMEOUT` says otherwise.
 const CONNECT_TIMEOUT_SECS: &str = "30";
 
-pub const CLUSTER_TRAILER: Trailer = Trailer { marker: "-- PostgreSQL database cluster dump complete", whole_line: true };
-pub const DATABASE_TRAILER: Trailer = Trailer { marker: "-- PostgreSQL database dump complete", whole_line: true };
+pub const CLUSTER_TRAILER: Trailer = Trailer {
+    marker: "-- PostgreSQL database cluster dump complete",
+    whole_line: true,
+};
+pub const DATABASE_TRAILER: Trailer = Trailer {
+    marker: "-- PostgreSQL database dump complete",
+    whole_line: true,
+};
 
 /// The databases a restore never lists as occupying a server.
 const SYSTEM_DATABASES: &str = "'template0', 'template1', 'postgres'";
@@ -63,7 +78,10 @@ pub fn pgpass_line(password: &str) -> Zeroizing<String> {
 /// A libpq connection string naming only a database: a name with `=` or a URI prefix cannot be
 /// taken for a connection string of its own.
 pub fn dbname_conninfo(database: &str) -> String {
-    format!("dbname='{}'", database.replace('\\', "\\\\").replace('\'', "\\'"))
+    format!(
+        "dbname='{}'",
+        database.replace('\\', "\\\\").replace('\'', "\\'")
+    )
 }
 
 /// An identifier quoted for SQL.
@@ -92,13 +110,17 @@ fn tool(name: &str, target: &DatabaseTarget) -> Result<ToolCommand> {
         .arg("--no-password");
     command.env_remove = ENV_REMOVE.to_vec();
     if std::env::var_os("PGCONNECT_TIMEOUT").is_none() {
-        command.env.push(("PGCONNECT_TIMEOUT".into(), CONNECT_TIMEOUT_SECS.into()));
+        command
+            .env
+            .push(("PGCONNECT_TIMEOUT".into(), CONNECT_TIMEOUT_SECS.into()));
     }
     command.env.push(("PGAPPNAME".into(), "neverwiped".into()));
     if let Some(password) = &target.password {
         let secret = SecretFile::create("pgpass", pgpass_line(password).as_bytes())
             .map_err(|e| Error::io("writing a private PGPASSFILE", e))?;
-        command.env.push(("PGPASSFILE".into(), secret.path().into()));
+        command
+            .env
+            .push(("PGPASSFILE".into(), secret.path().into()));
         command.secret = Some(secret);
     }
     Ok(command)
@@ -130,10 +152,24 @@ fn psql(target: &DatabaseTarget, database: &str) -> Result<ToolCommand> {
 /// Runs one SQL command with psql in `database`; the rows, one per line, fields tab-separated.
 pub fn query(target: &DatabaseTarget, database: &str, sql: &str) -> Result<Vec<String>> {
     let mut command = psql(target, database)?;
-    command.arg("--tuples-only").arg("--no-align").arg("--field-separator=\t").arg(format!("--command={sql}"));
-    let what = format!("querying {} ({})", target.uri.with_database(Some(database.to_owned())), target.name);
-    let output = command.output(b"").map_err(|e| Error::Io { what, source: e })?;
-    Ok(String::from_utf8_lossy(&output).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
+    command
+        .arg("--tuples-only")
+        .arg("--no-align")
+        .arg("--field-separator=\t")
+        .arg(format!("--command={sql}"));
+    let what = format!(
+        "querying {} ({})",
+        target.uri.with_database(Some(database.to_owned())),
+        target.name
+    );
+    let output = command
+        .output(b"")
+        .map_err(|e| Error::Io { what, source: e })?;
+    Ok(String::from_utf8_lossy(&output)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
 }
 
 /// How many objects a user made in a database (tables, views, sequences, functions, schemas,
@@ -148,18 +184,32 @@ pub fn user_objects(target: &DatabaseTarget, database: &str) -> Result<u64> {
            WHERE nspname NOT IN ('pg_catalog', 'information_schema', 'public') AND nspname !~ '^pg_(toast|temp_)') \
       + (SELECT count(*) FROM pg_extension WHERE extname <> 'plpgsql')";
     let rows = query(target, database, sql)?;
-    Ok(rows.first().and_then(|n| n.trim().parse().ok()).unwrap_or(0))
+    Ok(rows
+        .first()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0))
 }
 
 fn server_version(target: &DatabaseTarget) -> Result<u32> {
     let rows = query(target, "postgres", "SHOW server_version_num")?;
-    Ok(rows.first().and_then(|n| n.trim().parse().ok()).unwrap_or(0))
+    Ok(rows
+        .first()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0))
 }
 
 fn drop_database(target: &DatabaseTarget, database: &str, from: &str) -> Result<()> {
     // WITH (FORCE) (PostgreSQL 13) ends the sessions still connected to it.
-    let force = if server_version(target)? >= 130000 { " WITH (FORCE)" } else { "" };
-    query(target, from, &format!("DROP DATABASE {}{force}", quote_ident(database)))?;
+    let force = if server_version(target)? >= 130000 {
+        " WITH (FORCE)"
+    } else {
+        ""
+    };
+    query(
+        target,
+        from,
+        &format!("DROP DATABASE {}{force}", quote_ident(database)),
+    )?;
     Ok(())
 }
 
@@ -175,11 +225,16 @@ fn refuse(target: &DatabaseTarget, occupied: &[String]) -> Error {
 
 /// Prepares the restore of a `pg_dumpall` dump: checks that the server holds no databases (or
 /// drops them when `overwrite`), then `psql` with the roles filter.
-pub fn prepare_cluster_restore(target: &DatabaseTarget, overwrite: bool) -> Result<PreparedRestore> {
+pub fn prepare_cluster_restore(
+    target: &DatabaseTarget,
+    overwrite: bool,
+) -> Result<PreparedRestore> {
     let databases = query(
         target,
         "postgres",
-        &format!("SELECT datname FROM pg_database WHERE datname NOT IN ({SYSTEM_DATABASES}) ORDER BY 1"),
+        &format!(
+            "SELECT datname FROM pg_database WHERE datname NOT IN ({SYSTEM_DATABASES}) ORDER BY 1"
+        ),
     )?;
     let postgres_used = user_objects(target, "postgres")? > 0;
     let mut occupied: Vec<String> = databases.iter().map(|d| format!("database {d}")).collect();
@@ -198,7 +253,11 @@ pub fn prepare_cluster_restore(target: &DatabaseTarget, overwrite: bool) -> Resu
         if postgres_used {
             // pg_dumpall restores into the existing postgres database: recreate it empty.
             drop_database(target, "postgres", "template1")?;
-            query(target, "template1", "CREATE DATABASE postgres TEMPLATE template0")?;
+            query(
+                target,
+                "template1",
+                "CREATE DATABASE postgres TEMPLATE template0",
+            )?;
             dropped.push("postgres".into());
         }
     }
@@ -213,25 +272,51 @@ pub fn prepare_cluster_restore(target: &DatabaseTarget, overwrite: bool) -> Resu
 /// Prepares the restore of a `pg_dump` dump into `database`: created when missing, refused when
 /// it holds objects (dropped and created again when `overwrite`). psql runs it in one
 /// transaction: a failed restore leaves the database as it was.
-pub fn prepare_database_restore(target: &DatabaseTarget, database: &str, overwrite: bool) -> Result<PreparedRestore> {
-    let exists = !query(target, "postgres", &format!("SELECT 1 FROM pg_database WHERE datname = {}", quote_literal(database)))?
-        .is_empty();
+pub fn prepare_database_restore(
+    target: &DatabaseTarget,
+    database: &str,
+    overwrite: bool,
+) -> Result<PreparedRestore> {
+    let exists = !query(
+        target,
+        "postgres",
+        &format!(
+            "SELECT 1 FROM pg_database WHERE datname = {}",
+            quote_literal(database)
+        ),
+    )?
+    .is_empty();
     let mut dropped = Vec::new();
     let mut create = !exists;
     if exists && user_objects(target, database)? > 0 {
         if !overwrite {
-            return Err(refuse(target, &[format!("database {database} (not empty)")]));
+            return Err(refuse(
+                target,
+                &[format!("database {database} (not empty)")],
+            ));
         }
         drop_database(target, database, "postgres")?;
         dropped.push(database.to_owned());
         create = true;
     }
     if create {
-        query(target, "postgres", &format!("CREATE DATABASE {} TEMPLATE template0", quote_ident(database)))?;
+        query(
+            target,
+            "postgres",
+            &format!(
+                "CREATE DATABASE {} TEMPLATE template0",
+                quote_ident(database)
+            ),
+        )?;
     }
     let mut command = psql(target, database)?;
     command.arg("--single-transaction");
-    Ok(PreparedRestore { command, filter: Box::new(super::restore::PassThrough), database: Some(database.to_owned()), dropped })
+    Ok(PreparedRestore {
+        command,
+        filter: Box::new(super::restore::PassThrough),
+        database: Some(database.to_owned()),
+        dropped,
+    })
 }
 
 /// Parses the role name at the start of `text` as pg_dumpall writes it (`fmtId`): a quoted
@@ -253,7 +338,9 @@ pub fn parse_ident(text: &str) -> Option<(String, &str)> {
         }
         return None;
     }
-    let end = text.find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$')).unwrap_or(text.len());
+    let end = text
+        .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$'))
+        .unwrap_or(text.len());
     (end > 0).then(|| (text[..end].to_owned(), &text[end..]))
 }
 
@@ -268,7 +355,11 @@ const DO_TAG: &str = "$neverwiped_role$";
 
 impl ClusterScriptFilter {
     pub fn new(uri: &DatabaseUri) -> ClusterScriptFilter {
-        ClusterScriptFilter { connecting_role: uri.user.clone(), in_globals: true, pending: Vec::new() }
+        ClusterScriptFilter {
+            connecting_role: uri.user.clone(),
+            in_globals: true,
+            pending: Vec::new(),
+        }
     }
 
     fn rewrite_line(&self, line: &[u8], out: &mut Vec<u8>) {
@@ -280,7 +371,10 @@ impl ClusterScriptFilter {
         if let Some(rest) = body.strip_prefix("CREATE ROLE ") {
             if let Some((role, ";")) = parse_ident(rest) {
                 if role == self.connecting_role {
-                    out.extend_from_slice(format!("-- neverwiped: role {role} exists, the restore connects as it\n").as_bytes());
+                    out.extend_from_slice(
+                        format!("-- neverwiped: role {role} exists, the restore connects as it\n")
+                            .as_bytes(),
+                    );
                     return;
                 }
                 if !body.contains(DO_TAG) {
@@ -295,7 +389,12 @@ impl ClusterScriptFilter {
         if let Some(rest) = body.strip_prefix("ALTER ROLE ") {
             if let Some((role, rest)) = parse_ident(rest) {
                 if role == self.connecting_role && rest.starts_with(" WITH ") {
-                    out.extend_from_slice(format!("-- neverwiped: attributes of {role} kept as the target has them\n").as_bytes());
+                    out.extend_from_slice(
+                        format!(
+                            "-- neverwiped: attributes of {role} kept as the target has them\n"
+                        )
+                        .as_bytes(),
+                    );
                     return;
                 }
             }
@@ -350,7 +449,10 @@ mod tests {
     #[test]
     fn database_names_are_passed_as_a_quoted_conninfo() {
         assert_eq!(dbname_conninfo("shop"), "dbname='shop'");
-        assert_eq!(dbname_conninfo("it's host=evil"), "dbname='it\\'s host=evil'");
+        assert_eq!(
+            dbname_conninfo("it's host=evil"),
+            "dbname='it\\'s host=evil'"
+        );
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
         assert_eq!(quote_literal("o'k"), "'o''k'");
     }
@@ -358,7 +460,10 @@ mod tests {
     #[test]
     fn identifiers_parse_as_pg_dumpall_writes_them() {
         assert_eq!(parse_ident("admin;"), Some(("admin".into(), ";")));
-        assert_eq!(parse_ident("\"Ad\"\"min\" WITH"), Some(("Ad\"min".into(), " WITH")));
+        assert_eq!(
+            parse_ident("\"Ad\"\"min\" WITH"),
+            Some(("Ad\"min".into(), " WITH"))
+        );
         assert_eq!(parse_ident("\"unterminated"), None);
         assert_eq!(parse_ident(";"), None);
     }
@@ -385,25 +490,38 @@ COPY t (v) FROM stdin;\nCREATE ROLE admin;\n\\.\n";
         for piece in [1, 7, 4096] {
             let out = filtered(DUMP, "admin", piece);
             let (globals, databases) = out.split_once("\\connect template1\n").unwrap();
-            assert!(globals.contains("-- neverwiped: role admin exists"), "{globals}");
+            assert!(
+                globals.contains("-- neverwiped: role admin exists"),
+                "{globals}"
+            );
             assert!(!globals.contains("ALTER ROLE admin WITH"), "{globals}");
-            assert!(globals.contains("ALTER ROLE admin SET search_path TO public;"), "settings stay: {globals}");
+            assert!(
+                globals.contains("ALTER ROLE admin SET search_path TO public;"),
+                "settings stay: {globals}"
+            );
             assert!(
                 globals.contains(
                     "DO $neverwiped_role$BEGIN CREATE ROLE \"App Owner\"; EXCEPTION WHEN duplicate_object THEN NULL; END$neverwiped_role$;\n"
                 ),
                 "{globals}"
             );
-            assert!(globals.contains("ALTER ROLE \"App Owner\" WITH NOSUPERUSER LOGIN PASSWORD 'SCRAM-y';\n"));
+            assert!(globals
+                .contains("ALTER ROLE \"App Owner\" WITH NOSUPERUSER LOGIN PASSWORD 'SCRAM-y';\n"));
             assert!(globals.contains("\\restrict KEY\n") && globals.contains("\\unrestrict KEY\n"));
-            assert_eq!(databases, "\nCOPY t (v) FROM stdin;\nCREATE ROLE admin;\n\\.\n", "data passes unchanged");
+            assert_eq!(
+                databases, "\nCOPY t (v) FROM stdin;\nCREATE ROLE admin;\n\\.\n",
+                "data passes unchanged"
+            );
         }
     }
 
     #[test]
     fn restoring_as_another_role_creates_the_dumped_superuser_if_missing() {
         let out = filtered(DUMP, "postgres", 13);
-        assert!(out.contains("DO $neverwiped_role$BEGIN CREATE ROLE admin;"), "{out}");
+        assert!(
+            out.contains("DO $neverwiped_role$BEGIN CREATE ROLE admin;"),
+            "{out}"
+        );
         assert!(out.contains("ALTER ROLE admin WITH SUPERUSER"), "{out}");
     }
 }

@@ -55,7 +55,11 @@ impl DumpKind {
             }
             if line.starts_with("-- Host: ") {
                 if let Some((_, database)) = line.split_once("Database: ") {
-                    return Some(if database.trim().is_empty() { DumpKind::MariaDbAll } else { DumpKind::MariaDbDatabase });
+                    return Some(if database.trim().is_empty() {
+                        DumpKind::MariaDbAll
+                    } else {
+                        DumpKind::MariaDbDatabase
+                    });
                 }
                 return Some(DumpKind::MariaDbAll);
             }
@@ -78,10 +82,14 @@ impl DumpKind {
 /// Finds the dump of database `name` in the snapshot whose tree is `root`.
 pub async fn find_dump(repo: &IndexedRepository, root: BlobId, name: &str) -> Result<DumpEntry> {
     let dir = format!("{SNAPSHOT_DIR}/{name}");
-    let plan = crate::restore::plan_restore(repo, root, std::slice::from_ref(&dir)).await.map_err(|error| match error {
-        Error::Usage(_) => Error::Usage(format!("the snapshot holds no dump of database {name}: {dir} is not in it")),
-        error => error,
-    })?;
+    let plan = crate::restore::plan_restore(repo, root, std::slice::from_ref(&dir))
+        .await
+        .map_err(|error| match error {
+            Error::Usage(_) => Error::Usage(format!(
+                "the snapshot holds no dump of database {name}: {dir} is not in it"
+            )),
+            error => error,
+        })?;
     let prefix = format!("{}/", dir.trim_start_matches('/'));
     let mut dumps: Vec<DumpEntry> = plan
         .entries
@@ -89,19 +97,28 @@ pub async fn find_dump(repo: &IndexedRepository, root: BlobId, name: &str) -> Re
         .filter_map(|entry| {
             let path = String::from_utf8_lossy(&entry.path).into_owned();
             let file = path.strip_prefix(&prefix)?;
-            let stem = file.strip_suffix(".sql").filter(|stem| !stem.contains('/') && !stem.is_empty())?;
+            let stem = file
+                .strip_suffix(".sql")
+                .filter(|stem| !stem.contains('/') && !stem.is_empty())?;
             match &entry.node.kind {
-                NodeKind::File { size, content } => {
-                    Some(DumpEntry { path: format!("/{path}"), stem: stem.to_owned(), size: *size, content: content.clone() })
-                }
+                NodeKind::File { size, content } => Some(DumpEntry {
+                    path: format!("/{path}"),
+                    stem: stem.to_owned(),
+                    size: *size,
+                    content: content.clone(),
+                }),
                 _ => None,
             }
         })
         .collect();
     match dumps.len() {
         1 => Ok(dumps.remove(0)),
-        0 => Err(Error::Usage(format!("{dir} of the snapshot holds no .sql dump"))),
-        _ => Err(Error::Usage(format!("{dir} of the snapshot holds several .sql dumps: restore them with --include instead"))),
+        0 => Err(Error::Usage(format!(
+            "{dir} of the snapshot holds no .sql dump"
+        ))),
+        _ => Err(Error::Usage(format!(
+            "{dir} of the snapshot holds several .sql dumps: restore them with --include instead"
+        ))),
     }
 }
 
@@ -169,11 +186,20 @@ async fn run_restore(
 ) -> Result<DatabaseRestoreReport> {
     let entry = find_dump(repo, root, &target.name).await?;
     let Some(first_id) = entry.content.first() else {
-        return Err(Error::Usage(format!("{} is empty: there is nothing to restore", entry.path)));
+        return Err(Error::Usage(format!(
+            "{} is empty: there is nothing to restore",
+            entry.path
+        )));
     };
-    let first = repo.read_blob(first_id, &format!("content of {}", entry.path)).await?;
-    let kind = DumpKind::sniff(&first)
-        .ok_or_else(|| Error::Usage(format!("{} is not a dump of pg_dumpall, pg_dump or mariadb-dump", entry.path)))?;
+    let first = repo
+        .read_blob(first_id, &format!("content of {}", entry.path))
+        .await?;
+    let kind = DumpKind::sniff(&first).ok_or_else(|| {
+        Error::Usage(format!(
+            "{} is not a dump of pg_dumpall, pg_dump or mariadb-dump",
+            entry.path
+        ))
+    })?;
     let postgres_dump = matches!(kind, DumpKind::PostgresCluster | DumpKind::PostgresDatabase);
     if postgres_dump != (target.uri.engine == Engine::Postgres) {
         return Err(Error::Usage(format!(
@@ -189,14 +215,22 @@ async fn run_restore(
             entry.path, target.uri
         )));
     }
-    let database = target.uri.database.clone().unwrap_or_else(|| entry.stem.clone());
+    let database = target
+        .uri
+        .database
+        .clone()
+        .unwrap_or_else(|| entry.stem.clone());
     let prepared = {
         let (target, kind, database) = (target.clone(), kind.clone(), database.clone());
         tokio::task::spawn_blocking(move || match kind {
             DumpKind::PostgresCluster => postgres::prepare_cluster_restore(&target, overwrite),
-            DumpKind::PostgresDatabase => postgres::prepare_database_restore(&target, &database, overwrite),
+            DumpKind::PostgresDatabase => {
+                postgres::prepare_database_restore(&target, &database, overwrite)
+            }
             DumpKind::MariaDbAll => mariadb::prepare_all_restore(&target, overwrite),
-            DumpKind::MariaDbDatabase => mariadb::prepare_database_restore(&target, &database, overwrite),
+            DumpKind::MariaDbDatabase => {
+                mariadb::prepare_database_restore(&target, &database, overwrite)
+            }
         })
         .await
         .map_err(|e| Error::Interrupted(e.to_string()))??
@@ -211,10 +245,17 @@ async fn run_restore(
         database: prepared.database.clone(),
         dropped: prepared.dropped.clone(),
     };
-    let what = format!("restoring {} into {}", entry.path, target.uri.with_database(prepared.database.clone()));
+    let what = format!(
+        "restoring {} into {}",
+        entry.path,
+        target.uri.with_database(prepared.database.clone())
+    );
     stream_into_client(repo, &entry, first, prepared, status)
         .await
-        .map_err(|message| Error::Io { what, source: std::io::Error::other(message) })?;
+        .map_err(|message| Error::Io {
+            what,
+            source: std::io::Error::other(message),
+        })?;
     Ok(report)
 }
 
@@ -268,9 +309,13 @@ async fn stream_into_client(
         }
     }
     drop(sender);
-    let fed = writer.await.map_err(|e| format!("the restore writer failed: {e}"))?;
+    let fed = writer
+        .await
+        .map_err(|e| format!("the restore writer failed: {e}"))?;
     match (read_error, fed) {
-        (Some(error), _) => Err(format!("reading the dump from the repository failed, the client was stopped: {error}")),
+        (Some(error), _) => Err(format!(
+            "reading the dump from the repository failed, the client was stopped: {error}"
+        )),
         (None, result) => result,
     }
 }
@@ -292,7 +337,8 @@ fn feed_client(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| spawn_error(&tool, &prepared.command.program, e).to_string())?;
-    let stderr = StderrTail::start(child.stderr.take().expect("piped")).map_err(|e| e.to_string())?;
+    let stderr =
+        StderrTail::start(child.stderr.take().expect("piped")).map_err(|e| e.to_string())?;
     let mut stdin = child.stdin.take().expect("piped");
     let mut out = Vec::new();
     let mut ended = false;
@@ -322,7 +368,9 @@ fn feed_client(
         let _ = child.kill();
     }
     drop(stdin);
-    let exit = child.wait().map_err(|e| format!("waiting for {tool}: {e}"))?;
+    let exit = child
+        .wait()
+        .map_err(|e| format!("waiting for {tool}: {e}"))?;
     let message = stderr.finish();
     drop(prepared.command.secret.take());
     if !exit.success() {
@@ -332,7 +380,9 @@ fn feed_client(
         return Err(format!("{tool} stopped reading the dump: {error}"));
     }
     if !ended {
-        return Err(format!("{tool} was stopped: the dump could not be read whole"));
+        return Err(format!(
+            "{tool} was stopped: the dump could not be read whole"
+        ));
     }
     if !message.is_empty() {
         tracing::info!(tool = %tool, "{message}");
@@ -358,7 +408,12 @@ mod tests {
             (b"", None),
         ];
         for (head, kind) in cases {
-            assert_eq!(DumpKind::sniff(head), kind, "{}", String::from_utf8_lossy(head));
+            assert_eq!(
+                DumpKind::sniff(head),
+                kind,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
         }
     }
 }

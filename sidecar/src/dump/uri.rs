@@ -66,7 +66,9 @@ impl DatabaseUri {
             other => return Err(format!("unknown scheme {other}: expected {shape}")),
         };
         if url.password().is_some() {
-            return Err("the URI holds a password: passwords are never taken from the command line".into());
+            return Err(
+                "the URI holds a password: passwords are never taken from the command line".into(),
+            );
         }
         let user = decode(url.username(), "user name")?;
         if user.is_empty() {
@@ -85,7 +87,10 @@ impl DatabaseUri {
             return Err(format!("no host name: expected {shape}"));
         }
         if url.query().is_some() || url.fragment().is_some() {
-            return Err("query parameters (?…) and fragments (#…) are not supported in a database URI".into());
+            return Err(
+                "query parameters (?…) and fragments (#…) are not supported in a database URI"
+                    .into(),
+            );
         }
         if has_dot_segment(text) {
             return Err("'.' and '..' are not database names".into());
@@ -99,7 +104,13 @@ impl DatabaseUri {
                 Some(name)
             }
         };
-        Ok(DatabaseUri { engine, user, host, port: url.port(), database })
+        Ok(DatabaseUri {
+            engine,
+            user,
+            host,
+            port: url.port(),
+            database,
+        })
     }
 
     pub fn port(&self) -> u16 {
@@ -108,15 +119,29 @@ impl DatabaseUri {
 
     /// The same server and user with another database (or all of them).
     pub fn with_database(&self, database: Option<String>) -> DatabaseUri {
-        DatabaseUri { database, ..self.clone() }
+        DatabaseUri {
+            database,
+            ..self.clone()
+        }
     }
 }
 
 impl fmt::Display for DatabaseUri {
     /// The URI as a user wrote it (it never holds a secret).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        write!(f, "{}://{}@{}:{}", self.engine.scheme(), self.user, host, self.port())?;
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        write!(
+            f,
+            "{}://{}@{}:{}",
+            self.engine.scheme(),
+            self.user,
+            host,
+            self.port()
+        )?;
         if let Some(database) = &self.database {
             write!(f, "/{database}")?;
         }
@@ -133,8 +158,12 @@ fn decode(text: &str, what: &str) -> Result<String, String> {
 
 /// Whether the path of a URI has a `.` or `..` segment, which URL parsing would resolve away.
 fn has_dot_segment(text: &str) -> bool {
-    let Some((_, after_scheme)) = text.split_once("://") else { return false };
-    let Some((_, path)) = after_scheme.split_once('/') else { return false };
+    let Some((_, after_scheme)) = text.split_once("://") else {
+        return false;
+    };
+    let Some((_, path)) = after_scheme.split_once('/') else {
+        return false;
+    };
     let path = path.split(['?', '#']).next().unwrap_or("");
     path.split('/').any(|segment| {
         let segment = segment.to_ascii_lowercase().replace("%2e", ".");
@@ -145,7 +174,9 @@ fn has_dot_segment(text: &str) -> bool {
 /// A database name becomes a file name of the snapshot and an argument of the tools.
 pub fn check_database_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-        return Err(format!("{name:?} is not a database name this tool can dump (no '/', not '.' or '..')"));
+        return Err(format!(
+            "{name:?} is not a database name this tool can dump (no '/', not '.' or '..')"
+        ));
     }
     if name.starts_with('-') {
         return Err(format!("the database name {name:?} starts with '-'"));
@@ -161,21 +192,36 @@ mod tests {
     fn postgres_uris_name_user_host_port_and_database() {
         let uri = DatabaseUri::parse("postgresql://admin@db.example.com:6543/shop").unwrap();
         assert_eq!(uri.engine, Engine::Postgres);
-        assert_eq!((uri.user.as_str(), uri.host.as_str(), uri.port()), ("admin", "db.example.com", 6543));
+        assert_eq!(
+            (uri.user.as_str(), uri.host.as_str(), uri.port()),
+            ("admin", "db.example.com", 6543)
+        );
         assert_eq!(uri.database.as_deref(), Some("shop"));
-        assert_eq!(uri.to_string(), "postgresql://admin@db.example.com:6543/shop");
+        assert_eq!(
+            uri.to_string(),
+            "postgresql://admin@db.example.com:6543/shop"
+        );
 
         let all = DatabaseUri::parse("postgres://postgres@10.0.0.7").unwrap();
         assert_eq!((all.port(), all.database.clone()), (5432, None));
-        assert_eq!(DatabaseUri::parse("postgresql://u@h/").unwrap().database, None);
+        assert_eq!(
+            DatabaseUri::parse("postgresql://u@h/").unwrap().database,
+            None
+        );
     }
 
     #[test]
     fn mariadb_and_mysql_uris_default_to_port_3306() {
         let uri = DatabaseUri::parse("mariadb://root@127.0.0.1").unwrap();
-        assert_eq!((uri.engine, uri.port(), uri.database), (Engine::MariaDb, 3306, None));
+        assert_eq!(
+            (uri.engine, uri.port(), uri.database),
+            (Engine::MariaDb, 3306, None)
+        );
         let uri = DatabaseUri::parse("mysql://app@[::1]:3307/Sales%20DB").unwrap();
-        assert_eq!((uri.engine, uri.host.as_str(), uri.port()), (Engine::MySql, "::1", 3307));
+        assert_eq!(
+            (uri.engine, uri.host.as_str(), uri.port()),
+            (Engine::MySql, "::1", 3307)
+        );
         assert_eq!(uri.database.as_deref(), Some("Sales DB"));
         assert_eq!(uri.to_string(), "mysql://app@[::1]:3307/Sales DB");
     }
@@ -190,7 +236,10 @@ mod tests {
     fn a_password_in_the_uri_is_refused() {
         let error = DatabaseUri::parse("postgresql://admin:secret@host/db").unwrap_err();
         assert!(error.contains("holds a password"), "{error}");
-        assert!(!error.contains("secret"), "the message must not repeat the password: {error}");
+        assert!(
+            !error.contains("secret"),
+            "the message must not repeat the password: {error}"
+        );
     }
 
     #[test]

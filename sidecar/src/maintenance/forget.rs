@@ -97,6 +97,9 @@ pub fn apply_policy(snapshots: &[(SnapshotId, Snapshot)], policy: &KeepPolicy) -
     verdicts
 }
 
+/// A group of snapshots: their host and their paths.
+type GroupKey = (String, Vec<String>);
+
 /// The snapshots of one host and set of paths (one plan's, or one source's), with verdicts.
 #[derive(Debug)]
 pub struct ForgetGroup {
@@ -119,7 +122,7 @@ pub async fn forget(
             "no keep rule given: forget would remove every snapshot".into(),
         ));
     }
-    let mut groups: BTreeMap<(String, Vec<String>), Vec<(SnapshotId, Snapshot)>> = BTreeMap::new();
+    let mut groups: BTreeMap<GroupKey, Vec<(SnapshotId, Snapshot)>> = BTreeMap::new();
     for (id, snapshot) in repo.snapshots().await? {
         if host.is_some_and(|host| host != snapshot.hostname) {
             continue;

@@ -58,6 +58,30 @@ pub async fn restore(
     root: crate::ids::BlobId,
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
+    // A shared lock keeps prune from deleting packs while they are read. Credentials that may
+    // only read cannot write one: restore anyway, as nothing is changed.
+    let lock = match crate::locking::acquire(repo, false, "restore").await {
+        Ok(lock) => Some(lock),
+        Err(Error::Backend(crate::backend::BackendError::Forbidden { .. })) => {
+            tracing::warn!("the repository cannot be locked with these credentials; restoring without a lock");
+            None
+        }
+        Err(error) => return Err(error),
+    };
+    let result = restore_unlocked(repo, root, options).await;
+    if let Some(lock) = lock {
+        if let Err(error) = lock.release().await {
+            tracing::warn!(%error, "could not remove the restore's lock");
+        }
+    }
+    result
+}
+
+async fn restore_unlocked(
+    repo: &IndexedRepository,
+    root: crate::ids::BlobId,
+    options: &RestoreOptions,
+) -> Result<RestoreReport> {
     let plan = plan_restore(repo, root, &options.includes).await?;
     options
         .progress

@@ -40,19 +40,33 @@ fn missing(test: &str, what: &str, hint: &str) {
 }
 
 fn is_executable(path: &Path) -> bool {
-    fs::metadata(path).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 /// A program on PATH, or at one of `fallbacks`.
 pub fn find_program(name: &str, fallbacks: &[&str]) -> Option<PathBuf> {
-    let from_path = std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join(name)).find(|p| is_executable(p)));
-    from_path.or_else(|| fallbacks.iter().map(PathBuf::from).find(|p| is_executable(p)))
+    let from_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| is_executable(p))
+    });
+    from_path.or_else(|| {
+        fallbacks
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| is_executable(p))
+    })
 }
 
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn read_tail(path: &Path) -> String {
@@ -68,7 +82,11 @@ fn read_tail(path: &Path) -> String {
 /// The SHA-256 of a command's standard output and how many lines it had, read as it comes
 /// (table contents are tens of megabytes).
 pub fn hash_output(mut command: Command) -> Result<(String, u64), String> {
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
     let errors = std::thread::spawn(move || {
@@ -96,7 +114,10 @@ pub fn hash_output(mut command: Command) -> Result<(String, u64), String> {
 }
 
 fn output_text(mut command: Command, what: &str) -> Result<String, String> {
-    let output = command.stdin(Stdio::null()).output().map_err(|e| format!("{what}: {e}"))?;
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: {e}"))?;
     if !output.status.success() {
         return Err(format!(
             "{what}: {}\nstdout: {}\nstderr: {}",
@@ -110,7 +131,12 @@ fn output_text(mut command: Command, what: &str) -> Result<String, String> {
 
 /// Waits until `ready` says the server accepts connections. `Err` with the log when the server
 /// exited (another process took its port); a panic when it neither listens nor exits in time.
-fn wait_until_ready(name: &str, child: &mut Child, log: &Path, ready: impl Fn() -> bool) -> Result<(), String> {
+fn wait_until_ready(
+    name: &str,
+    child: &mut Child,
+    log: &Path,
+    ready: impl Fn() -> bool,
+) -> Result<(), String> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -121,7 +147,10 @@ fn wait_until_ready(name: &str, child: &mut Child, log: &Path, ready: impl Fn() 
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("{name} did not accept connections within {START_TIMEOUT:?}:\n{}", read_tail(log));
+            panic!(
+                "{name} did not accept connections within {START_TIMEOUT:?}:\n{}",
+                read_tail(log)
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -166,7 +195,8 @@ fn postgres_bin_dir() -> Option<PathBuf> {
             let entry = entry.ok()?;
             let version: u32 = entry.file_name().to_str()?.parse().ok()?;
             let bin = entry.path().join("bin");
-            (is_executable(&bin.join("initdb")) && is_executable(&bin.join("postgres"))).then_some((version, bin))
+            (is_executable(&bin.join("initdb")) && is_executable(&bin.join("postgres")))
+                .then_some((version, bin))
         })
         .collect();
     dirs.sort();
@@ -178,7 +208,10 @@ fn postgres_user() -> Option<(u32, u32)> {
     if !nix::unistd::geteuid().is_root() {
         return None;
     }
-    let user = nix::unistd::User::from_name("postgres").ok().flatten().expect("running as root, the `postgres` user is needed");
+    let user = nix::unistd::User::from_name("postgres")
+        .ok()
+        .flatten()
+        .expect("running as root, the `postgres` user is needed");
     Some((user.uid.as_raw(), user.gid.as_raw()))
 }
 
@@ -186,17 +219,28 @@ impl Postgres {
     /// Starts a fresh server, or returns `None` (after `SKIPPED`) when PostgreSQL is missing.
     pub fn start(test: &str) -> Option<Postgres> {
         let Some(bin) = postgres_bin_dir() else {
-            missing(test, "PostgreSQL server binaries not found", "apt-get install postgresql (or set NEVERWIPED_POSTGRES_BIN_DIR)");
+            missing(
+                test,
+                "PostgreSQL server binaries not found",
+                "apt-get install postgresql (or set NEVERWIPED_POSTGRES_BIN_DIR)",
+            );
             return None;
         };
         for tool in ["pg_dump", "pg_dumpall", "psql"] {
             if !is_executable(&bin.join(tool)) {
-                missing(test, &format!("{tool} not found in {}", bin.display()), "apt-get install postgresql");
+                missing(
+                    test,
+                    &format!("{tool} not found in {}", bin.display()),
+                    "apt-get install postgresql",
+                );
                 return None;
             }
         }
         let owner = postgres_user();
-        let dir = tempfile::Builder::new().prefix("neverwiped-postgres-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("neverwiped-postgres-")
+            .tempdir()
+            .unwrap();
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
         }
@@ -244,8 +288,22 @@ impl Postgres {
                 .arg("-k")
                 .arg(dir.path())
                 .args(["-c", "listen_addresses=127.0.0.1"])
-                .args(["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
-                .args(["-c", "max_wal_size=2GB", "-c", "shared_buffers=64MB", "-c", "max_connections=40"])
+                .args([
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "synchronous_commit=off",
+                    "-c",
+                    "full_page_writes=off",
+                ])
+                .args([
+                    "-c",
+                    "max_wal_size=2GB",
+                    "-c",
+                    "shared_buffers=64MB",
+                    "-c",
+                    "max_connections=40",
+                ])
                 .current_dir(dir.path())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
@@ -258,7 +316,15 @@ impl Postgres {
                 output_text(psql, "probe").is_ok()
             };
             match wait_until_ready("postgres", &mut child, &log_path, probe) {
-                Ok(()) => return Some(Postgres { dir, bin, port, child, pgpass }),
+                Ok(()) => {
+                    return Some(Postgres {
+                        dir,
+                        bin,
+                        port,
+                        child,
+                        pgpass,
+                    })
+                }
                 // Another process took the port: try another one.
                 Err(log) => last_log = log,
             }
@@ -302,24 +368,37 @@ impl Postgres {
     /// Runs SQL as the administrator; panics with psql's message when it fails.
     #[track_caller]
     pub fn psql(&self, database: &str, sql: &str) -> String {
-        self.try_psql(database, sql).unwrap_or_else(|e| panic!("{e}"))
+        self.try_psql(database, sql)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Runs SQL as another role with its password (to prove a restored password works).
-    pub fn psql_as(&self, user: &str, password: &str, database: &str, sql: &str) -> Result<String, String> {
+    pub fn psql_as(
+        &self,
+        user: &str,
+        password: &str,
+        database: &str,
+        sql: &str,
+    ) -> Result<String, String> {
         let pgpass = self.dir.path().join(format!("pgpass-{user}"));
         let escaped = password.replace('\\', "\\\\").replace(':', "\\:");
         fs::write(&pgpass, format!("*:*:*:{user}:{escaped}\n")).unwrap();
         fs::set_permissions(&pgpass, fs::Permissions::from_mode(0o600)).unwrap();
         let mut command = self.psql_command(database);
-        command.arg(format!("--username={user}")).env("PGPASSFILE", &pgpass).arg("--command").arg(sql);
+        command
+            .arg(format!("--username={user}"))
+            .env("PGPASSFILE", &pgpass)
+            .arg("--command")
+            .arg(sql);
         output_text(command, &format!("psql as {user}"))
     }
 
     /// The SHA-256 and line count of a query's rows in COPY text format.
     pub fn hash_query(&self, database: &str, query: &str) -> (String, u64) {
         let mut command = self.psql_command(database);
-        command.arg("--command").arg(format!("COPY ({query}) TO STDOUT"));
+        command
+            .arg("--command")
+            .arg(format!("COPY ({query}) TO STDOUT"));
         hash_output(command).unwrap_or_else(|e| panic!("hashing {query}: {e}"))
     }
 }
@@ -327,7 +406,14 @@ impl Postgres {
 fn psql_command(bin: &Path, port: u16, pgpass: &Path, database: &str) -> Command {
     let mut command = Command::new(bin.join("psql"));
     command
-        .args(["--no-psqlrc", "--quiet", "--no-password", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1"])
+        .args([
+            "--no-psqlrc",
+            "--quiet",
+            "--no-password",
+            "--tuples-only",
+            "--no-align",
+            "--set=ON_ERROR_STOP=1",
+        ])
         .arg("--host=127.0.0.1")
         .arg(format!("--port={port}"))
         .arg(format!("--username={ADMIN}"))
@@ -350,7 +436,11 @@ fn as_user(command: &mut Command, owner: Option<(u32, u32)>) {
 impl Drop for Postgres {
     fn drop(&mut self) {
         // SIGINT: the fast shutdown (sessions ended, clean stop).
-        stop(&mut self.child, nix::sys::signal::Signal::SIGINT, Duration::from_secs(20));
+        stop(
+            &mut self.child,
+            nix::sys::signal::Signal::SIGINT,
+            Duration::from_secs(20),
+        );
         if std::thread::panicking() {
             eprintln!("--- postgres log ---\n{}", self.log());
         }
@@ -373,17 +463,32 @@ impl MariaDb {
     /// Starts a fresh server, or returns `None` (after `SKIPPED`) when MariaDB is missing.
     pub fn start(test: &str) -> Option<MariaDb> {
         let hint = "apt-get install mariadb-server mariadb-client";
-        let install = find_program("mariadb-install-db", &["/usr/bin/mariadb-install-db", "/usr/bin/mysql_install_db"]);
+        let install = find_program(
+            "mariadb-install-db",
+            &["/usr/bin/mariadb-install-db", "/usr/bin/mysql_install_db"],
+        );
         let server = find_program("mariadbd", &["/usr/sbin/mariadbd", "/usr/sbin/mysqld"]);
         let client = find_program("mariadb", &["/usr/bin/mariadb"]);
         let dump = find_program("mariadb-dump", &[]).or_else(|| find_program("mysqldump", &[]));
-        let (Some(install), Some(server), Some(client), Some(_)) = (install, server, client, dump) else {
-            missing(test, "MariaDB (mariadb-install-db, mariadbd, mariadb, mariadb-dump) not found", hint);
+        let (Some(install), Some(server), Some(client), Some(_)) = (install, server, client, dump)
+        else {
+            missing(
+                test,
+                "MariaDB (mariadb-install-db, mariadbd, mariadb, mariadb-dump) not found",
+                hint,
+            );
             return None;
         };
-        let dir = tempfile::Builder::new().prefix("neverwiped-mariadb-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("neverwiped-mariadb-")
+            .tempdir()
+            .unwrap();
         let data = dir.path().join("data");
-        let user = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten().map(|u| u.name).unwrap_or("root".into());
+        let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .unwrap_or("root".into());
         let mut command = Command::new(&install);
         command
             .arg("--no-defaults")
@@ -403,8 +508,14 @@ impl MariaDb {
             let mut child = Command::new(&server)
                 .arg("--no-defaults")
                 .arg(format!("--datadir={}", data.display()))
-                .arg(format!("--socket={}", dir.path().join("mysqld.sock").display()))
-                .arg(format!("--pid-file={}", dir.path().join("mysqld.pid").display()))
+                .arg(format!(
+                    "--socket={}",
+                    dir.path().join("mysqld.sock").display()
+                ))
+                .arg(format!(
+                    "--pid-file={}",
+                    dir.path().join("mysqld.pid").display()
+                ))
                 .arg(format!("--log-error={}", log_path.display()))
                 .arg(format!("--port={port}"))
                 .arg("--bind-address=127.0.0.1")
@@ -429,7 +540,12 @@ impl MariaDb {
             };
             match wait_until_ready("mariadbd", &mut child, &log_path, probe) {
                 Ok(()) => {
-                    let maria = MariaDb { dir, client, port, child };
+                    let maria = MariaDb {
+                        dir,
+                        client,
+                        port,
+                        child,
+                    };
                     maria.root_sql(&format!(
                         // No anonymous accounts, none by host name (which --skip-name-resolve ignores).
                         "DELETE FROM mysql.global_priv WHERE User = '' OR Host NOT IN ('localhost', '127.0.0.1', '::1', '%'); \
@@ -484,7 +600,12 @@ impl MariaDb {
         let mut command = Command::new(&self.client);
         command
             .arg("--no-defaults")
-            .args(["--protocol=TCP", "--host=127.0.0.1", "--batch", "--skip-column-names"])
+            .args([
+                "--protocol=TCP",
+                "--host=127.0.0.1",
+                "--batch",
+                "--skip-column-names",
+            ])
             .arg(format!("--port={}", self.port))
             .arg(format!("--user={user}"))
             .arg(format!("--execute={sql}"))
@@ -505,14 +626,23 @@ fn root_command(client: &Path, socket: &Path) -> Command {
     command
         .arg("--no-defaults")
         .arg(format!("--socket={}", socket.display()))
-        .args(["--user=root", "--batch", "--skip-column-names", "--default-character-set=utf8mb4"])
+        .args([
+            "--user=root",
+            "--batch",
+            "--skip-column-names",
+            "--default-character-set=utf8mb4",
+        ])
         .env_remove("MYSQL_PWD");
     command
 }
 
 impl Drop for MariaDb {
     fn drop(&mut self) {
-        stop(&mut self.child, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(20));
+        stop(
+            &mut self.child,
+            nix::sys::signal::Signal::SIGTERM,
+            Duration::from_secs(20),
+        );
         if std::thread::panicking() {
             eprintln!("--- mariadbd log ---\n{}", self.log());
         }

@@ -1,0 +1,1010 @@
+//! The `neverwiped-operator` binary against real Kubernetes API machinery, as a user meets it:
+//! the CRDs and resources applied with `kubectl apply`, the results read back with `kubectl get`.
+//! The test plays the Job controller and the kubelet (no controllers run on the test server): it
+//! creates each Job's pod with a terminated container whose termination message is the sidecar's
+//! real result, and sets the Job's status.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Client;
+use neverwiped_contract::{ExitStatus, Operation};
+use serde_json::{json, Value};
+use support::*;
+
+const REPOSITORY_PASSWORD: &str = "correct horse battery staple 7f3a";
+const GATE_USERNAME: &str = "shop-backup-user";
+const GATE_PASSWORD: &str = "gate-password-91b2";
+const PG_USERNAME: &str = "pg-backup-user";
+const PG_PASSWORD: &str = "pg-password-c44e";
+
+/// The Secrets, claims and application pod the example BackupPlan names.
+async fn create_example_world(client: &Client, namespace: &str) {
+    kubectl(&[
+        "-n",
+        namespace,
+        "create",
+        "secret",
+        "generic",
+        "shop-repository",
+        &format!("--from-literal=password={REPOSITORY_PASSWORD}"),
+    ]);
+    kubectl(&[
+        "-n",
+        namespace,
+        "create",
+        "secret",
+        "generic",
+        "gate-login",
+        "--type=kubernetes.io/basic-auth",
+        &format!("--from-literal=username={GATE_USERNAME}"),
+        &format!("--from-literal=password={GATE_PASSWORD}"),
+    ]);
+    kubectl(&[
+        "-n",
+        namespace,
+        "create",
+        "secret",
+        "generic",
+        "pg-backup",
+        "--type=kubernetes.io/basic-auth",
+        &format!("--from-literal=username={PG_USERNAME}"),
+        &format!("--from-literal=password={PG_PASSWORD}"),
+    ]);
+    create_claim(namespace, "uploads", &[]);
+    create_claim(namespace, "media", &[("backup", "nightly")]);
+    // The application that uses the ReadWriteOnce volume, on node-a: a Direct read must run there.
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "shop-0", "labels": {"app": "shop"}},
+        "spec": {
+            "nodeName": "node-a",
+            "containers": [{"name": "shop", "image": "shop:1", "volumeMounts": [{"name": "uploads", "mountPath": "/srv"}]}],
+            "volumes": [{"name": "uploads", "persistentVolumeClaim": {"claimName": "uploads"}}],
+        }
+    }))
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    pods.patch_status(
+        "shop-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+}
+
+fn create_claim(namespace: &str, name: &str, labels: &[(&str, &str)]) {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let claim = json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    });
+    kubectl_stdin(&["apply", "-f", "-"], Some(&claim.to_string()));
+}
+
+/// `docs/examples/<name>` as JSON, moved into `namespace`.
+fn example(name: &str, namespace: &str) -> Value {
+    let text = std::fs::read_to_string(repo_root().join("docs/examples").join(name))
+        .expect("the example exists");
+    let mut value: Value = serde_saphyr::from_str(&text).expect("the example is YAML");
+    value["metadata"]["namespace"] = json!(namespace);
+    value
+}
+
+/// The example BackupPlan in `namespace`, with a manual trigger so it runs now, placement
+/// settings, and a repository URL of the test.
+fn example_plan(namespace: &str) -> Value {
+    let mut plan = example("backupplan.yaml", namespace);
+    plan["spec"]["manualTrigger"] = json!("first");
+    plan["spec"]["repository"]["url"] = json!("http://gate.example.test:8000/shop");
+    plan["spec"]["pod"]["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
+    plan["spec"]["pod"]["tolerations"] =
+        json!([{"key": "backup", "operator": "Exists", "effect": "NoSchedule"}]);
+    plan
+}
+
+fn apply(object: &Value) -> String {
+    kubectl_stdin(&["apply", "-f", "-"], Some(&object.to_string()))
+}
+
+fn plan_status(namespace: &str, name: &str) -> Value {
+    kubectl_json(&["get", "backupplan", name, "-n", namespace])["status"].clone()
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|conditions| conditions.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+/// Waits until the plan's `lastRun` is the run of Job `job`, and returns the status.
+async fn run_recorded(namespace: &str, plan: &str, job: &str) -> Value {
+    eventually(
+        &format!("the run of {job} on the status"),
+        ACT_TIMEOUT,
+        || async {
+            let status = plan_status(namespace, plan);
+            (status["lastRun"]["jobName"] == job).then_some(status)
+        },
+    )
+    .await
+}
+
+/// The row of `kubectl get backupplans -A` for the plan.
+fn plan_row(namespace: &str, plan: &str) -> BTreeMap<String, String> {
+    table(&kubectl(&["get", "backupplans", "-A"]))
+        .into_iter()
+        .find(|row| row["NAMESPACE"] == namespace && row["NAME"] == plan)
+        .unwrap_or_else(|| panic!("no row for {namespace}/{plan}"))
+}
+
+/// The namespace's Events as `kubectl get events` prints them.
+fn event_rows(namespace: &str) -> Vec<BTreeMap<String, String>> {
+    table(&kubectl(&["get", "events", "-n", namespace]))
+}
+
+async fn event_seen(namespace: &str, reason: &str, message_part: &str) -> BTreeMap<String, String> {
+    eventually(&format!("an Event {reason}"), ACT_TIMEOUT, || async {
+        event_rows(namespace)
+            .into_iter()
+            .find(|row| row["REASON"] == reason && row["MESSAGE"].contains(message_part))
+    })
+    .await
+}
+
+fn args_of(job: &Job) -> Vec<String> {
+    job.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("run");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    create_example_world(&client, ns).await;
+    let operator = Operator::start(ns);
+
+    apply(&example_plan(ns));
+    let job = job_created(&client, ns, "nightly-manual-1").await;
+
+    // The Job's spec: everything through the pod spec, nothing secret in it.
+    let job_json = serde_json::to_string(&job).unwrap();
+    for secret in [
+        REPOSITORY_PASSWORD,
+        GATE_USERNAME,
+        GATE_PASSWORD,
+        PG_USERNAME,
+        PG_PASSWORD,
+    ] {
+        assert!(
+            !job_json.contains(secret),
+            "the Job holds a secret value: {job_json}"
+        );
+    }
+    let spec = job.spec.as_ref().unwrap();
+    assert_eq!(spec.active_deadline_seconds, Some(6 * 3600), "deadline: 6h");
+    assert_eq!(spec.backoff_limit, Some(0));
+    let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("BackupPlan", "nightly", Some(true))
+    );
+    let pod = spec.template.spec.as_ref().unwrap();
+    let container = &pod.containers[0];
+    assert_eq!(container.image.as_deref(), Some(SIDECAR_IMAGE));
+    assert_eq!(
+        container.command.as_deref(),
+        Some(&["neverwiped-sidecar".to_string()][..])
+    );
+    let args = args_of(&job);
+    assert_eq!(
+        args,
+        [
+            "backup",
+            "/data/media",
+            "/data/uploads",
+            "--repo",
+            "rest:http://gate.example.test:8000/shop",
+            "--result-file",
+            "/dev/termination-log",
+            "--host",
+            &format!("{ns}/nightly"),
+            "--tag",
+            "plan=nightly",
+            "--exclude",
+            "/data/uploads/**/cache",
+            "--exclude",
+            "/data/uploads/**/*.tmp",
+            "--limit-upload",
+            "52428800",
+            "--database",
+            "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@postgres.shop.svc:5432",
+            "--database-password-file",
+            "orders=/var/run/neverwiped/databases/orders/password",
+        ]
+    );
+    // Secrets as files and as environment variables from the Secrets.
+    let env: BTreeMap<String, Value> = container
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| (e.name.clone(), serde_json::to_value(e).unwrap()))
+        .collect();
+    assert_eq!(
+        env["NEVERWIPED_PASSWORD_FILE"]["value"],
+        "/var/run/neverwiped/repository/password"
+    );
+    assert_eq!(
+        env["NEVERWIPED_GATE_PASSWORD_FILE"]["value"],
+        "/var/run/neverwiped/gate/password"
+    );
+    assert_eq!(
+        env["NEVERWIPED_GATE_USERNAME"]["valueFrom"]["secretKeyRef"],
+        json!({"name": "gate-login", "key": "username", "optional": false})
+    );
+    assert_eq!(
+        env["NEVERWIPED_DB_USERNAME_ORDERS"]["valueFrom"]["secretKeyRef"],
+        json!({"name": "pg-backup", "key": "username", "optional": false})
+    );
+    let volumes: BTreeMap<String, Value> = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|v| (v.name.clone(), serde_json::to_value(v).unwrap()))
+        .collect();
+    assert_eq!(
+        volumes["repository-password"]["secret"]["secretName"],
+        "shop-repository"
+    );
+    assert_eq!(
+        volumes["repository-password"]["secret"]["items"][0]["key"],
+        "password"
+    );
+    let claims: Vec<(String, bool)> = volumes
+        .values()
+        .filter_map(|v| {
+            let claim = v.get("persistentVolumeClaim")?;
+            Some((
+                claim["claimName"].as_str()?.to_owned(),
+                claim["readOnly"] == true,
+            ))
+        })
+        .collect();
+    assert_eq!(
+        claims,
+        [("media".to_string(), true), ("uploads".to_string(), true)]
+    );
+    // Locked down.
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(
+        pod.security_context
+            .as_ref()
+            .unwrap()
+            .seccomp_profile
+            .as_ref()
+            .unwrap()
+            .type_,
+        "RuntimeDefault"
+    );
+    let security = container.security_context.as_ref().unwrap();
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    let capabilities = security.capabilities.as_ref().unwrap();
+    assert_eq!(capabilities.drop.as_deref(), Some(&["ALL".to_string()][..]));
+    assert_eq!(
+        capabilities.add.as_deref(),
+        Some(&["DAC_READ_SEARCH".to_string()][..])
+    );
+    // Placement: the plan's, and the node where the ReadWriteOnce volume is in use.
+    assert_eq!(
+        pod.node_selector.as_ref().unwrap()["kubernetes.io/os"],
+        "linux"
+    );
+    assert_eq!(
+        pod.tolerations.as_ref().unwrap()[0].key.as_deref(),
+        Some("backup")
+    );
+    let affinity = serde_json::to_value(pod.affinity.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchFields"][0],
+        json!({"key": "metadata.name", "operator": "In", "values": ["node-a"]})
+    );
+    let resources = serde_json::to_value(container.resources.as_ref().unwrap()).unwrap();
+    assert_eq!(resources["limits"]["memory"], "1Gi");
+
+    // While it runs: Running=True, and the plan's row says so.
+    let status = plan_status(ns, "nightly");
+    assert_eq!(status["activeRun"]["jobName"], "nightly-manual-1");
+    assert_eq!(condition(&status, "Running")["status"], "True");
+    event_seen(ns, "BackupStarted", "nightly-manual-1").await;
+
+    // The sidecar succeeds.
+    let result = run_result(Operation::Backup, ExitStatus::Success);
+    finish_job(
+        &client,
+        ns,
+        "nightly-manual-1",
+        Ending::Result {
+            exit_code: 0,
+            result: Box::new(result.clone()),
+        },
+    )
+    .await;
+    let status = run_recorded(ns, "nightly", "nightly-manual-1").await;
+    let last = &status["lastRun"];
+    assert_eq!(last["result"], "Succeeded");
+    assert_eq!(last["reason"], "Succeeded");
+    assert_eq!(last["trigger"], "Manual");
+    assert_eq!(last["snapshotId"], json!(result.snapshot_id));
+    assert_eq!(last["filesRead"], 1234);
+    assert_eq!(last["bytesRead"], 987_654_321);
+    assert_eq!(last["bytesAdded"], 1_234_567);
+    assert_eq!(last["bytesSent"], 1_300_000);
+    assert_eq!(last["durationSeconds"], 61);
+    assert!(status.get("activeRun").is_none());
+    assert_eq!(status["lastManualTrigger"], "first");
+    assert_eq!(condition(&status, "Ready")["status"], "True");
+    assert_eq!(condition(&status, "Running")["reason"], "Idle");
+    assert_eq!(condition(&status, "LastBackupSucceeded")["status"], "True");
+    assert_eq!(status["history"].as_array().unwrap().len(), 1);
+
+    // What `kubectl get backupplans -A` shows.
+    let row = plan_row(ns, "nightly");
+    assert_eq!(row["SCHEDULE"], "30 2 * * *");
+    assert_eq!(row["READY"], "True");
+    assert_eq!(row["LAST RESULT"], "Succeeded");
+    assert!(row["LAST SUCCESS"].ends_with('s'), "an age: {row:?}");
+    assert_eq!(row["BYTES SENT"], "1300000");
+    let next = neverwiped_operator::schedule::Schedule::parse("30 2 * * *", "Europe/Berlin")
+        .unwrap()
+        .next_after(jiff::Timestamp::now())
+        .unwrap();
+    assert_eq!(row["NEXT RUN"], next.to_string());
+    assert_eq!(status["nextScheduleTime"], next.to_string());
+    let wide = table(&kubectl(&["get", "backupplans", "-n", ns, "-o", "wide"]));
+    assert_eq!(wide[0]["SNAPSHOT"], result.snapshot_id.clone().unwrap());
+    assert_eq!(wide[0]["SUSPENDED"], "false");
+    // The category lists it too.
+    assert!(kubectl(&["get", "neverwiped", "-n", ns]).contains("backupplan.neverwiped.io/nightly"));
+
+    // The Event, as `kubectl get events` shows it.
+    let event = event_seen(ns, "BackupSucceeded", "nightly-manual-1").await;
+    assert_eq!(event["TYPE"], "Normal");
+    assert_eq!(event["OBJECT"], "backupplan/nightly");
+    assert!(event["MESSAGE"].contains(result.snapshot_id.as_deref().unwrap()));
+
+    // The metric users alert on.
+    let completion: jiff::Timestamp = last["completionTime"].as_str().unwrap().parse().unwrap();
+    let series = format!(
+        "neverwiped_backup_last_success_timestamp_seconds{{namespace=\"{ns}\",plan=\"nightly\"}}"
+    );
+    assert_eq!(
+        operator.metric(&series),
+        Some(completion.as_second() as f64)
+    );
+    assert_eq!(
+        operator.metric(&format!(
+            "neverwiped_backup_runs_total{{namespace=\"{ns}\",plan=\"nightly\",result=\"Succeeded\",reason=\"Succeeded\"}}"
+        )),
+        Some(1.0)
+    );
+    assert_eq!(
+        operator.metric(&format!(
+            "neverwiped_backup_bytes_sent_total{{namespace=\"{ns}\",plan=\"nightly\"}}"
+        )),
+        Some(1_300_000.0)
+    );
+    assert_eq!(operator.get("/readyz").as_deref(), Some("ok\n"));
+}
+
+#[tokio::test]
+async fn failed_runs_are_reported_with_their_real_reason() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("fail");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    create_example_world(&client, ns).await;
+    let operator = Operator::start(ns);
+    let mut plan = example_plan(ns);
+    plan["spec"]["manualTrigger"] = json!("1");
+    apply(&plan);
+
+    // 1. The sidecar fails, and says why.
+    job_created(&client, ns, "nightly-manual-1").await;
+    let mut result = run_result(Operation::Backup, ExitStatus::Failed);
+    result.error = Some(
+        "cannot reach the gate at http://gate.example.test:8000/shop: connection refused".into(),
+    );
+    finish_job(
+        &client,
+        ns,
+        "nightly-manual-1",
+        Ending::Result {
+            exit_code: 1,
+            result: Box::new(result),
+        },
+    )
+    .await;
+    let status = run_recorded(ns, "nightly", "nightly-manual-1").await;
+    assert_eq!(status["lastRun"]["result"], "Failed");
+    assert_eq!(status["lastRun"]["reason"], "BackupFailed");
+    assert_eq!(
+        status["lastRun"]["message"],
+        "cannot reach the gate at http://gate.example.test:8000/shop: connection refused"
+    );
+    assert!(status.get("lastSuccessfulTime").is_none());
+    let succeeded = condition(&status, "LastBackupSucceeded");
+    assert_eq!(
+        (&succeeded["status"], &succeeded["reason"]),
+        (&json!("False"), &json!("BackupFailed"))
+    );
+    let event = event_seen(ns, "BackupFailed", "connection refused").await;
+    assert_eq!(event["TYPE"], "Warning");
+    let row = plan_row(ns, "nightly");
+    assert_eq!(row["LAST RESULT"], "Failed");
+    assert!(
+        matches!(row["LAST SUCCESS"].as_str(), "" | "<none>"),
+        "{row:?}"
+    );
+
+    // 2. Out of memory: no result, the kernel's reason.
+    kubectl(&[
+        "patch",
+        "backupplan",
+        "nightly",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"manualTrigger":"2"}}"#,
+    ]);
+    job_created(&client, ns, "nightly-manual-2").await;
+    finish_job(&client, ns, "nightly-manual-2", Ending::OomKilled).await;
+    let status = run_recorded(ns, "nightly", "nightly-manual-2").await;
+    assert_eq!(status["lastRun"]["result"], "Failed");
+    assert_eq!(status["lastRun"]["reason"], "OOMKilled");
+    let message = status["lastRun"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("out of memory (memory limit 1Gi)"),
+        "{message}"
+    );
+    event_seen(ns, "BackupFailed", "OOMKilled").await;
+
+    // 3. Still going at its deadline: stopped by the Job controller, pod gone.
+    kubectl(&[
+        "patch",
+        "backupplan",
+        "nightly",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"manualTrigger":"3"}}"#,
+    ]);
+    job_created(&client, ns, "nightly-manual-3").await;
+    finish_job(&client, ns, "nightly-manual-3", Ending::DeadlineExceeded).await;
+    let status = run_recorded(ns, "nightly", "nightly-manual-3").await;
+    assert_eq!(status["lastRun"]["reason"], "DeadlineExceeded");
+    let message = status["lastRun"]["message"].as_str().unwrap();
+    assert!(message.contains("deadline of 6h"), "{message}");
+    assert_eq!(
+        condition(&status, "LastBackupSucceeded")["reason"],
+        "DeadlineExceeded"
+    );
+    event_seen(ns, "BackupFailed", "DeadlineExceeded").await;
+    let reasons: Vec<&str> = status["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["DeadlineExceeded", "OOMKilled", "BackupFailed"]);
+    assert_eq!(
+        operator.metric(&format!(
+            "neverwiped_backup_runs_total{{namespace=\"{ns}\",plan=\"nightly\",result=\"Failed\",reason=\"OOMKilled\"}}"
+        )),
+        Some(1.0)
+    );
+    // No success yet: nothing to alert from but the absence of the series.
+    assert_eq!(
+        operator.metric(&format!(
+            "neverwiped_backup_last_success_timestamp_seconds{{namespace=\"{ns}\",plan=\"nightly\"}}"
+        )),
+        None
+    );
+}
+
+#[tokio::test]
+async fn a_restore_applied_with_kubectl_runs_a_job_and_reports_what_it_restored() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("restore");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    create_example_world(&client, ns).await;
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "secret",
+        "generic",
+        "pg-admin",
+        "--type=kubernetes.io/basic-auth",
+        "--from-literal=username=postgres",
+        "--from-literal=password=admin-pw-55",
+    ]);
+    let _operator = Operator::start(ns);
+    let mut plan = example_plan(ns);
+    plan["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("manualTrigger");
+    apply(&plan);
+    apply(&example("restore.yaml", ns));
+
+    let job = job_created(&client, ns, "uploads-before-incident-restore").await;
+    assert_eq!(
+        args_of(&job),
+        [
+            "restore",
+            "latest",
+            "--repo",
+            "rest:http://gate.example.test:8000/shop",
+            "--result-file",
+            "/dev/termination-log",
+            "--target",
+            "/restore",
+            "--include",
+            "/data/uploads",
+            "--host",
+            &format!("{ns}/nightly"),
+            "--before",
+            "2026-11-29T00:00:00Z",
+            "--database",
+            "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@postgres-new.shop.svc:5432",
+            "--database-password-file",
+            "orders=/var/run/neverwiped/databases/orders/password",
+        ]
+    );
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let target = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find_map(|v| v.persistent_volume_claim.as_ref())
+        .unwrap();
+    assert_eq!(
+        (
+            target.claim_name.as_str(),
+            target.read_only.unwrap_or(false)
+        ),
+        ("uploads-restored", false)
+    );
+    let mount = pod.containers[0]
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| m.mount_path == "/restore/data/uploads")
+        .expect("the target is mounted where the snapshot's files land");
+    assert!(!mount.read_only.unwrap_or(false));
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    // The new claim, as asked.
+    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .get("uploads-restored")
+        .await
+        .expect("the Restore created its claim");
+    let claim_spec = claim.spec.unwrap();
+    assert_eq!(claim_spec.storage_class_name.as_deref(), Some("standard"));
+    assert_eq!(
+        claim_spec.resources.unwrap().requests.unwrap()["storage"].0,
+        "20Gi"
+    );
+    assert_eq!(
+        claim.metadata.owner_references, None,
+        "deleting the Restore keeps the data"
+    );
+    event_seen(ns, "ClaimCreated", "uploads-restored").await;
+    event_seen(ns, "RestoreStarted", "uploads-before-incident-restore").await;
+    let running = kubectl_json(&[
+        "get",
+        "restores.neverwiped.io",
+        "uploads-before-incident",
+        "-n",
+        ns,
+    ]);
+    assert_eq!(running["status"]["phase"], "Running");
+
+    let mut result = run_result(Operation::Restore, ExitStatus::Success);
+    result.files = 42;
+    result.bytes_read = 4242;
+    finish_job(
+        &client,
+        ns,
+        "uploads-before-incident-restore",
+        Ending::Result {
+            exit_code: 0,
+            result: Box::new(result.clone()),
+        },
+    )
+    .await;
+    let status = eventually("the Restore to finish", ACT_TIMEOUT, || async {
+        let status = kubectl_json(&[
+            "get",
+            "restores.neverwiped.io",
+            "uploads-before-incident",
+            "-n",
+            ns,
+        ])["status"]
+            .clone();
+        (status["phase"] == "Succeeded").then_some(status)
+    })
+    .await;
+    assert_eq!(status["filesRestored"], 42);
+    assert_eq!(status["bytesRestored"], 4242);
+    assert_eq!(status["snapshotId"], json!(result.snapshot_id));
+    assert_eq!(condition(&status, "Complete")["status"], "True");
+    assert_eq!(condition(&status, "Ready")["status"], "True");
+    let rows = table(&kubectl(&["get", "restores.neverwiped.io", "-n", ns]));
+    assert_eq!(rows[0]["NAME"], "uploads-before-incident");
+    assert_eq!(rows[0]["PHASE"], "Succeeded");
+    assert_eq!(rows[0]["PLAN"], "nightly");
+    assert_eq!(rows[0]["SNAPSHOT"], result.snapshot_id.clone().unwrap());
+    assert_eq!(rows[0]["BYTES RESTORED"], "4242");
+    event_seen(ns, "RestoreSucceeded", "").await;
+}
+
+#[tokio::test]
+async fn a_missing_secret_sets_ready_false_and_the_plan_recovers_when_it_appears() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("secret");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    create_example_world(&client, ns).await;
+    kubectl(&["-n", ns, "delete", "secret", "gate-login"]);
+    let mut operator = Operator::start(ns);
+    apply(&example_plan(ns));
+
+    let status = eventually("Ready=False", ACT_TIMEOUT, || async {
+        let status = plan_status(ns, "nightly");
+        (condition(&status, "Ready")["status"] == "False").then_some(status)
+    })
+    .await;
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["reason"], "SecretNotFound");
+    assert_eq!(
+        ready["message"],
+        "Secret \"gate-login\" named by spec.repository.credentialsSecretRef does not exist in this namespace; create it or correct the name"
+    );
+    let event = event_seen(ns, "SecretNotFound", "gate-login").await;
+    assert_eq!(event["TYPE"], "Warning");
+    assert_eq!(plan_row(ns, "nightly")["READY"], "False");
+    assert!(job_names(&client, ns, "neverwiped.io/plan=nightly")
+        .await
+        .is_empty());
+
+    // No crash loop, no hot requeue: the process runs, and looks at the plan a few times only.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        operator.is_running(),
+        "the operator exited:\n{}",
+        operator.logs()
+    );
+    let reconciles = operator
+        .metric("neverwiped_reconciliations_total{kind=\"BackupPlan\"}")
+        .unwrap_or(0.0);
+    assert!(
+        reconciles <= 6.0,
+        "{reconciles} reconciles of one waiting plan"
+    );
+    let events = event_rows(ns)
+        .into_iter()
+        .filter(|row| row["REASON"] == "SecretNotFound")
+        .count();
+    assert_eq!(events, 1, "one Event per transition");
+
+    // The Secret appears: the plan is Ready and runs, without waiting for a periodic recheck.
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "secret",
+        "generic",
+        "gate-login",
+        "--type=kubernetes.io/basic-auth",
+        &format!("--from-literal=username={GATE_USERNAME}"),
+        &format!("--from-literal=password={GATE_PASSWORD}"),
+    ]);
+    job_created(&client, ns, "nightly-manual-1").await;
+    let status = plan_status(ns, "nightly");
+    assert_eq!(condition(&status, "Ready")["status"], "True");
+
+    // A key missing from an existing Secret is named too.
+    kubectl(&[
+        "patch",
+        "backupplan",
+        "nightly",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"repository":{"passwordSecretRef":{"name":"shop-repository","key":"passphrase"}}}}"#,
+    ]);
+    let status = eventually("SecretKeyNotFound", ACT_TIMEOUT, || async {
+        let status = plan_status(ns, "nightly");
+        (condition(&status, "Ready")["reason"] == "SecretKeyNotFound").then_some(status)
+    })
+    .await;
+    assert!(condition(&status, "Ready")["message"]
+        .as_str()
+        .unwrap()
+        .contains("has no key \"passphrase\""));
+    assert!(operator.is_running());
+}
+
+#[tokio::test]
+async fn a_malformed_spec_is_rejected_by_the_schema_with_a_readable_error() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("schema");
+    let ns = namespace.name.as_str();
+    let cases: [(&str, Value, &str); 7] = [
+        (
+            "an unknown copy method",
+            json!({"copyMethod": "Sometimes"}),
+            r#"spec.copyMethod: Unsupported value: "Sometimes": supported values: "Auto", "Snapshot", "Direct""#,
+        ),
+        (
+            "a schedule that is not cron",
+            json!({"schedule": "every night"}),
+            r#"spec.schedule: Invalid value: "every night": spec.schedule in body should match"#,
+        ),
+        (
+            "a volume with both a name and a selector",
+            json!({"volumes": [{"claimName": "uploads", "selector": {"matchLabels": {"a": "b"}}}]}),
+            "set exactly one of claimName or selector",
+        ),
+        (
+            "a deadline below a minute",
+            json!({"deadline": "30s"}),
+            "deadline must be at least 1m",
+        ),
+        (
+            "nothing to back up",
+            json!({"volumes": [], "databases": []}),
+            "a BackupPlan needs at least one entry in volumes or databases",
+        ),
+        (
+            "a misspelt field",
+            json!({"schedual": "@daily"}),
+            r#"unknown field "spec.schedual""#,
+        ),
+        (
+            "a negative retention",
+            json!({"retention": {"keepDaily": -1}}),
+            "spec.retention.keepDaily: Invalid value: -1: spec.retention.keepDaily in body should be greater than or equal to 1",
+        ),
+    ];
+    for (what, change, expected) in cases {
+        let mut plan = example_plan(ns);
+        plan["metadata"]["name"] = json!("malformed");
+        for (key, value) in change.as_object().unwrap() {
+            plan["spec"][key] = value.clone();
+        }
+        let output = kubectl_output(&["apply", "-f", "-"], Some(&plan.to_string()));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{what} was accepted");
+        assert!(stderr.contains(expected), "{what}: {stderr}");
+    }
+    // A required field left out.
+    let mut plan = example_plan(ns);
+    plan["spec"].as_object_mut().unwrap().remove("repository");
+    let output = kubectl_output(&["apply", "-f", "-"], Some(&plan.to_string()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("spec.repository: Required value"),
+        "{stderr}"
+    );
+    assert!(kubectl(&["get", "backupplans", "-n", ns]).is_empty());
+}
+
+#[tokio::test]
+async fn two_runs_of_one_plan_never_overlap() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("overlap");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    create_example_world(&client, ns).await;
+    let _operator = Operator::start(ns);
+    let mut plan = example_plan(ns);
+    plan["spec"]["schedule"] = json!("* * * * *");
+    plan["spec"]["manualTrigger"] = json!("a");
+    apply(&plan);
+    job_created(&client, ns, "nightly-manual-1").await;
+
+    // Watch, all along, that at most one Job of the plan is unfinished.
+    let watch_client = client.clone();
+    let watch_namespace = ns.to_owned();
+    let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let still_watching = watching.clone();
+    let watcher = tokio::spawn(async move {
+        let jobs: Api<Job> = Api::namespaced(watch_client, &watch_namespace);
+        let mut most = 0;
+        while still_watching.load(std::sync::atomic::Ordering::Relaxed) {
+            let listed = jobs
+                .list(&kube::api::ListParams::default().labels("neverwiped.io/plan=nightly"))
+                .await
+                .expect("Jobs list");
+            let unfinished = listed
+                .items
+                .iter()
+                .filter(|job| neverwiped_operator::status::job_finished(job).is_none())
+                .count();
+            most = most.max(unfinished);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        most
+    });
+
+    // Another manual trigger and a scheduled minute pass while the first run goes: nothing starts.
+    kubectl(&[
+        "patch",
+        "backupplan",
+        "nightly",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"manualTrigger":"b"}}"#,
+    ]);
+    let now = jiff::Timestamp::now();
+    let wait = 62 - now.as_second() % 60;
+    tokio::time::sleep(Duration::from_secs(wait as u64)).await;
+    assert_eq!(
+        job_names(&client, ns, "neverwiped.io/plan=nightly").await,
+        ["nightly-manual-1"]
+    );
+    let status = plan_status(ns, "nightly");
+    assert_eq!(status["activeRun"]["jobName"], "nightly-manual-1");
+    assert_eq!(condition(&status, "Running")["status"], "True");
+
+    // The first run ends: the waiting manual run starts, alone.
+    finish_job(
+        &client,
+        ns,
+        "nightly-manual-1",
+        Ending::Result {
+            exit_code: 0,
+            result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
+        },
+    )
+    .await;
+    job_created(&client, ns, "nightly-manual-2").await;
+    // It ends: the scheduled time that came meanwhile runs now, once.
+    finish_job(
+        &client,
+        ns,
+        "nightly-manual-2",
+        Ending::Result {
+            exit_code: 0,
+            result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
+        },
+    )
+    .await;
+    let status = eventually("the scheduled run", ACT_TIMEOUT, || async {
+        let status = plan_status(ns, "nightly");
+        (status["activeRun"]["trigger"] == "Schedule"
+            || status["activeRun"]["trigger"] == "CatchUp")
+            .then_some(status)
+    })
+    .await;
+    let scheduled: jiff::Timestamp = status["activeRun"]["scheduledTime"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        status["activeRun"]["jobName"],
+        format!("nightly-{}", scheduled.as_second() / 60)
+    );
+    watching.store(false, std::sync::atomic::Ordering::Relaxed);
+    let most = watcher.await.unwrap();
+    assert_eq!(most, 1, "two runs of one plan were unfinished at once");
+    let names = job_names(&client, ns, "neverwiped.io/plan=nightly").await;
+    assert_eq!(names.len(), 3, "{names:?}");
+}
+
+#[tokio::test]
+async fn deleting_a_plan_first_deletes_the_jobs_the_operator_created() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("delete");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    create_example_world(&client, ns).await;
+    let operator = Operator::start(ns);
+    apply(&example_plan(ns));
+    job_created(&client, ns, "nightly-manual-1").await;
+    finish_job(
+        &client,
+        ns,
+        "nightly-manual-1",
+        Ending::Result {
+            exit_code: 0,
+            result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
+        },
+    )
+    .await;
+    run_recorded(ns, "nightly", "nightly-manual-1").await;
+    kubectl(&[
+        "patch",
+        "backupplan",
+        "nightly",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"manualTrigger":"second"}}"#,
+    ]);
+    job_created(&client, ns, "nightly-manual-2").await;
+    let plan = kubectl_json(&["get", "backupplan", "nightly", "-n", ns]);
+    assert_eq!(
+        plan["metadata"]["finalizers"],
+        json!(["neverwiped.io/cleanup"])
+    );
+    let series = format!(
+        "neverwiped_backup_last_success_timestamp_seconds{{namespace=\"{ns}\",plan=\"nightly\"}}"
+    );
+    assert!(operator.metric(&series).is_some());
+
+    // `kubectl delete` waits for the finalizer: when it returns, the plan's Jobs (the finished
+    // one and the running one) are gone, and so is its last-success series.
+    kubectl(&["delete", "backupplan", "nightly", "-n", ns, "--timeout=30s"]);
+    assert!(job_names(&client, ns, "neverwiped.io/plan=nightly")
+        .await
+        .is_empty());
+    assert!(kubectl(&["get", "backupplans", "-n", ns]).is_empty());
+    assert_eq!(operator.metric(&series), None);
+}

@@ -1,0 +1,189 @@
+//! Two replicas of the operator binary against real Kubernetes API machinery: only the holder of
+//! the leader Lease runs the controllers; when it dies, the other takes over within the Lease's
+//! duration; a replica that loses the Lease stops; one that shuts down gives the Lease up.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::*;
+
+const LEASE_SECS: u64 = 3;
+
+fn holder(namespace: &str) -> Option<String> {
+    let output = kubectl_output(
+        &[
+            "get",
+            "lease",
+            "neverwiped-operator",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+        None,
+    );
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn replica(namespace: &str, identity: &str) -> Operator {
+    Operator::start_with(
+        namespace,
+        identity,
+        &[("NEVERWIPED_LEASE_DURATION", &format!("{LEASE_SECS}s"))],
+    )
+}
+
+fn plan(namespace: &str, trigger: &str) -> Value {
+    json!({
+        "apiVersion": "neverwiped.io/v1alpha1", "kind": "BackupPlan",
+        "metadata": {"name": "nightly", "namespace": namespace},
+        "spec": {
+            "schedule": "@daily",
+            "manualTrigger": trigger,
+            "repository": {
+                "url": "http://gate.example.test:8000/shop",
+                "passwordSecretRef": {"name": "repository", "key": "password"},
+            },
+            "volumes": [{"claimName": "data"}],
+        },
+    })
+}
+
+/// The replica that reported the Event about `job`.
+fn reporter_of_started(namespace: &str, job: &str) -> Option<String> {
+    let events = kubectl_json(&["get", "events", "-n", namespace]);
+    events["items"].as_array()?.iter().find_map(|event| {
+        let note = event["message"].as_str().or(event["note"].as_str())?;
+        (event["reason"] == "BackupStarted" && note.contains(job))
+            .then(|| event["reportingInstance"].as_str().map(str::to_owned))?
+    })
+}
+
+#[tokio::test]
+async fn only_the_leader_runs_and_another_replica_takes_over_when_it_dies() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("lease");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "secret",
+        "generic",
+        "repository",
+        "--from-literal=password=pw",
+    ]);
+    let claim = json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": ns},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    });
+    kubectl_stdin(&["apply", "-f", "-"], Some(&claim.to_string()));
+
+    let mut first = replica(ns, "replica-a");
+    eventually("replica-a to lead", ACT_TIMEOUT, || async {
+        (holder(ns).as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    let mut second = replica(ns, "replica-b");
+    eventually("replica-b to serve metrics", ACT_TIMEOUT, || async {
+        second.metric("neverwiped_leader").map(|_| ())
+    })
+    .await;
+
+    kubectl_stdin(&["apply", "-f", "-"], Some(&plan(ns, "1").to_string()));
+    job_created(&client, ns, "nightly-manual-1").await;
+    let reporter = eventually("the BackupStarted Event", ACT_TIMEOUT, || async {
+        reporter_of_started(ns, "nightly-manual-1")
+    })
+    .await;
+    assert_eq!(reporter, "replica-a");
+    // The follower runs no controller at all.
+    assert_eq!(first.metric("neverwiped_leader"), Some(1.0));
+    assert_eq!(second.metric("neverwiped_leader"), Some(0.0));
+    assert_eq!(
+        second.metric("neverwiped_reconciliations_total{kind=\"BackupPlan\"}"),
+        None
+    );
+    assert_eq!(holder(ns).as_deref(), Some("replica-a"));
+
+    // The leader dies without a word: the follower takes over once the Lease has not been renewed
+    // for its duration.
+    first.kill();
+    let killed = Instant::now();
+    eventually("replica-b to lead", ACT_TIMEOUT, || async {
+        (holder(ns).as_deref() == Some("replica-b")).then_some(())
+    })
+    .await;
+    let takeover = killed.elapsed();
+    assert!(
+        takeover <= Duration::from_secs(LEASE_SECS) + Duration::from_secs(2),
+        "took {takeover:?} for a {LEASE_SECS} s Lease"
+    );
+    eventually("replica-b's leader metric", ACT_TIMEOUT, || async {
+        (second.metric("neverwiped_leader") == Some(1.0)).then_some(())
+    })
+    .await;
+    kubectl(&[
+        "patch",
+        "backupplan",
+        "nightly",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"manualTrigger":"2"}}"#,
+    ]);
+    job_created(&client, ns, "nightly-manual-2").await;
+    let reporter = eventually("the second BackupStarted Event", ACT_TIMEOUT, || async {
+        reporter_of_started(ns, "nightly-manual-2")
+    })
+    .await;
+    assert_eq!(reporter, "replica-b");
+
+    // Someone else writes the Lease: the leader stops at once (and is restarted by Kubernetes).
+    let now = jiff::Timestamp::now();
+    kubectl(&[
+        "patch",
+        "lease",
+        "neverwiped-operator",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"holderIdentity": "intruder", "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}})
+            .to_string(),
+    ]);
+    let deadline = Instant::now() + ACT_TIMEOUT;
+    while second.is_running() {
+        assert!(
+            Instant::now() < deadline,
+            "replica-b still runs without the Lease"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        second.logs().contains("lost the leader Lease"),
+        "{}",
+        second.logs()
+    );
+
+    // A replica shutting down gives the Lease up, so the next one need not wait for it to expire.
+    let mut third = replica(ns, "replica-c");
+    eventually("replica-c to lead", ACT_TIMEOUT, || async {
+        (holder(ns).as_deref() == Some("replica-c")).then_some(())
+    })
+    .await;
+    let status = third.terminate().expect("replica-c stops on SIGTERM");
+    assert!(status.success(), "{status:?}\n{}", third.logs());
+    assert_eq!(holder(ns).as_deref(), Some(""));
+}

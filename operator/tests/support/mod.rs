@@ -1,0 +1,547 @@
+//! What the tests that run the operator binary share: the API server from `KUBECONFIG`, `kubectl`,
+//! a namespace per test, the operator process, and playing the Job controller and the kubelet.
+//!
+//! The server is found through `KUBECONFIG` (e.g. `../shared/tools/real-apiserver.sh up`). Without
+//! one the tests skip with a message; under `CI=true` a missing server fails them.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
+use serde_json::{json, Value};
+
+/// The sidecar image the test operators put in their Jobs.
+pub const SIDECAR_IMAGE: &str = "ghcr.io/neverwiped/sidecar:test";
+
+/// How long a test waits for the operator to act.
+pub const ACT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether an API server is configured; `false` (with a message) skips the test, except under
+/// `CI=true`, where a missing server fails it.
+pub fn api_server_or_skip() -> bool {
+    let configured = std::env::var_os("KUBECONFIG")
+        .map(PathBuf::from)
+        .is_some_and(|path| path.is_file());
+    if !configured {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but KUBECONFIG does not name a kubeconfig file: start ../shared/tools/real-apiserver.sh up and export its KUBECONFIG"
+        );
+        eprintln!("SKIPPED: no KUBECONFIG; start ../shared/tools/real-apiserver.sh up and export its KUBECONFIG");
+    }
+    configured
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `kubectl` from `PATH`, else the peers' copy.
+pub fn kubectl_path() -> PathBuf {
+    let from_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("kubectl"))
+            .find(|candidate| candidate.is_file())
+    });
+    let path = from_path.unwrap_or_else(|| PathBuf::from("/opt/neverwiped-peers/bin/kubectl"));
+    assert!(
+        path.is_file(),
+        "kubectl is neither on PATH nor at {}",
+        path.display()
+    );
+    path
+}
+
+/// Runs kubectl; returns its output whatever its exit status.
+pub fn kubectl_output(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command = Command::new(kubectl_path());
+    command
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("kubectl starts");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("kubectl reads its input");
+    }
+    child.wait_with_output().expect("kubectl finishes")
+}
+
+/// Runs kubectl and returns its standard output; panics with its error when it fails.
+pub fn kubectl(args: &[&str]) -> String {
+    kubectl_stdin(args, None)
+}
+
+pub fn kubectl_stdin(args: &[&str], stdin: Option<&str>) -> String {
+    let output = kubectl_output(args, stdin);
+    assert!(
+        output.status.success(),
+        "kubectl {} failed: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `kubectl get ... -o json`, parsed.
+pub fn kubectl_json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&kubectl(&all)).expect("kubectl prints JSON")
+}
+
+/// Applies the committed CRDs with `kubectl apply` (once per test process) and waits until they
+/// are established.
+pub fn apply_crds() {
+    static APPLIED: Once = Once::new();
+    APPLIED.call_once(|| {
+        let crds = repo_root().join("crds");
+        let crds = crds.to_str().expect("a UTF-8 path");
+        // Server-side, with the field manager the other tests use, so parallel test processes
+        // applying the same CRDs never conflict.
+        kubectl(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=neverwiped-test",
+            "-f",
+            crds,
+        ]);
+        kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/backupplans.neverwiped.io",
+            "crd/restores.neverwiped.io",
+        ]);
+    });
+}
+
+/// A namespace of its own for one test; deleted (with what is in it) when dropped.
+pub struct TestNamespace {
+    pub name: String,
+}
+
+impl TestNamespace {
+    pub fn create(prefix: &str) -> TestNamespace {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!("nw-{prefix}-{}-{nanos:x}", std::process::id());
+        kubectl(&["create", "namespace", &name]);
+        TestNamespace { name }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        // Finalizers of resources whose operator is gone would keep them: drop them first.
+        for kind in ["backupplans.neverwiped.io", "restores.neverwiped.io"] {
+            let listed = kubectl_output(&["get", kind, "-n", &self.name, "-o", "name"], None);
+            for object in String::from_utf8_lossy(&listed.stdout).lines() {
+                let _ = kubectl_output(
+                    &[
+                        "patch",
+                        object,
+                        "-n",
+                        &self.name,
+                        "--type=merge",
+                        "-p",
+                        r#"{"metadata":{"finalizers":null}}"#,
+                    ],
+                    None,
+                );
+            }
+        }
+        let _ = kubectl_output(&["delete", "namespace", &self.name, "--wait=false"], None);
+    }
+}
+
+/// A running `neverwiped-operator` process; killed when dropped. Its logs go to a file, printed
+/// when a test fails.
+pub struct Operator {
+    child: Child,
+    pub port: u16,
+    pub identity: String,
+    log: PathBuf,
+}
+
+impl Operator {
+    /// Starts the operator, limited to `namespace`, with its Lease in `namespace`.
+    pub fn start(namespace: &str) -> Operator {
+        Operator::start_with(namespace, "operator", &[])
+    }
+
+    /// Starts the operator with the identity `identity` and extra environment.
+    pub fn start_with(namespace: &str, identity: &str, env: &[(&str, &str)]) -> Operator {
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!("{namespace}-{identity}.log"));
+        let log_file = std::fs::File::create(&log).expect("a log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_neverwiped-operator"));
+        command
+            .env("NEVERWIPED_SIDECAR_IMAGE", SIDECAR_IMAGE)
+            .env("NEVERWIPED_HTTP_ADDR", format!("127.0.0.1:{port}"))
+            .env("NEVERWIPED_WATCH_NAMESPACE", namespace)
+            .env("NEVERWIPED_LEASE_NAMESPACE", namespace)
+            .env("POD_NAME", identity)
+            .env("RUST_LOG", "info,neverwiped_operator=debug")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("a log file"))
+            .stderr(log_file);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let child = command.spawn().expect("the operator starts");
+        let operator = Operator {
+            child,
+            port,
+            identity: identity.to_owned(),
+            log,
+        };
+        let deadline = Instant::now() + ACT_TIMEOUT;
+        while operator.get("/healthz").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the operator does not serve /healthz:\n{}",
+                operator.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        operator
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills the process at once (SIGKILL), as a crashed node would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Asks the process to stop (SIGTERM) and waits for it.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    /// The body of a GET on the operator's HTTP port, when it answers 200.
+    pub fn get(&self, path: &str) -> Option<String> {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        head.starts_with("HTTP/1.0 200")
+            .then(|| body.to_owned())
+            .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_owned()))
+    }
+
+    pub fn metrics(&self) -> String {
+        self.get("/metrics").unwrap_or_default()
+    }
+
+    /// The value of the metric line starting with `series` (name and labels), if exported.
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        self.metrics().lines().find_map(|line| {
+            let rest = line.strip_prefix(series)?;
+            rest.trim().split(' ').next()?.parse().ok()
+        })
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            eprintln!(
+                "--- last lines of operator {} ({}):",
+                self.identity,
+                self.log.display()
+            );
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free port")
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub async fn client() -> Client {
+    Client::try_default()
+        .await
+        .expect("a client from KUBECONFIG")
+}
+
+/// Waits until the Job `name` exists, and returns it.
+pub async fn job_created(client: &Client, namespace: &str, name: &str) -> Job {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    eventually(&format!("Job {name}"), ACT_TIMEOUT, || {
+        let jobs = jobs.clone();
+        async move { jobs.get_opt(name).await.ok().flatten() }
+    })
+    .await
+}
+
+/// The names of the namespace's Jobs with `label`.
+pub async fn job_names(client: &Client, namespace: &str, label: &str) -> Vec<String> {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let mut names: Vec<String> = jobs
+        .list(&kube::api::ListParams::default().labels(label))
+        .await
+        .expect("Jobs list")
+        .items
+        .iter()
+        .map(|job| job.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A sidecar result as the real sidecar writes it.
+pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
+    let now = jiff::Timestamp::now();
+    RunResult {
+        version: RESULT_FORMAT_VERSION,
+        operation,
+        status,
+        snapshot_id: matches!(status, ExitStatus::Success | ExitStatus::Partial)
+            .then(|| "5f0c3e9a1b2d4c6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f506".into()),
+        started_at: (now - jiff::SignedDuration::from_secs(61)).to_string(),
+        finished_at: now.to_string(),
+        duration_secs: 61.0,
+        files: 1234,
+        bytes_read: 987_654_321,
+        bytes_added: 1_234_567,
+        bytes_transferred: 1_300_000,
+        databases: vec![],
+        warnings_total: 0,
+        warnings: vec![],
+        error: None,
+    }
+}
+
+/// How the test, playing the kubelet, ends the sidecar container.
+pub enum Ending {
+    /// The container exits with `exit_code` and the result as its termination message.
+    Result {
+        exit_code: i32,
+        result: Box<RunResult>,
+    },
+    /// The kernel kills the container for memory: no result.
+    OomKilled,
+    /// The Job controller stops the run at its deadline and deletes the pod.
+    DeadlineExceeded,
+    /// The pod is killed (SIGKILL, node lost) without a result.
+    Killed,
+}
+
+/// Plays the Job controller and the kubelet: creates the Job's pod from its template, ends its
+/// container as `ending` says, and sets the Job's status to Complete or Failed.
+pub async fn finish_job(client: &Client, namespace: &str, name: &str, ending: Ending) {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let job = jobs.get(name).await.expect("the Job exists");
+    let now = jiff::Timestamp::now();
+    let started = (now - jiff::SignedDuration::from_secs(61)).to_string();
+    let now = now.to_string();
+
+    let terminated = match &ending {
+        Ending::Result { exit_code, result } => Some(json!({
+            "exitCode": exit_code,
+            "reason": if *exit_code == 0 { "Completed" } else { "Error" },
+            "message": result.to_termination_message(),
+            "startedAt": started, "finishedAt": now,
+        })),
+        Ending::OomKilled => Some(json!({
+            "exitCode": 137, "reason": "OOMKilled", "startedAt": started, "finishedAt": now,
+        })),
+        Ending::Killed => Some(json!({
+            "exitCode": 137, "reason": "Error", "startedAt": started, "finishedAt": now,
+        })),
+        Ending::DeadlineExceeded => None,
+    };
+    if let Some(terminated) = terminated {
+        let template = job
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.clone())
+            .expect("a pod template");
+        let mut labels = job
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default();
+        labels.insert("batch.kubernetes.io/job-name".into(), name.into());
+        labels.insert("job-name".into(), name.into());
+        let mut pod_spec = serde_json::to_value(&template).expect("a pod spec");
+        pod_spec["nodeName"] = json!("node-a");
+        let pod_name = format!("{name}-x7k2p");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {
+                "name": pod_name,
+                "labels": labels,
+                "ownerReferences": [{
+                    "apiVersion": "batch/v1", "kind": "Job", "name": name,
+                    "uid": job.uid().expect("a uid"), "controller": true, "blockOwnerDeletion": true,
+                }],
+            },
+            "spec": pod_spec,
+        }))
+        .expect("a pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("the pod is created");
+        let failed = terminated["exitCode"] != json!(0);
+        let status = json!({"status": {
+            "phase": if failed { "Failed" } else { "Succeeded" },
+            "startTime": started,
+            "containerStatuses": [{
+                "name": "sidecar", "image": SIDECAR_IMAGE, "imageID": "", "ready": false,
+                "restartCount": 0, "started": false, "state": {"terminated": terminated},
+            }],
+        }});
+        pods.patch_status(&pod_name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("the pod's status is set");
+    }
+
+    let job_status = match &ending {
+        Ending::Result { exit_code: 0, .. } => json!({
+            "startTime": started, "completionTime": now, "succeeded": 1, "active": 0,
+            "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now},
+                {"type": "Complete", "status": "True", "lastTransitionTime": now},
+            ],
+        }),
+        Ending::DeadlineExceeded => json!({
+            "startTime": started, "failed": 1, "active": 0,
+            "conditions": [
+                {"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded",
+                 "message": "Job was active longer than specified deadline", "lastTransitionTime": now},
+                {"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                 "message": "Job was active longer than specified deadline", "lastTransitionTime": now},
+            ],
+        }),
+        _ => json!({
+            "startTime": started, "failed": 1, "active": 0,
+            "conditions": [
+                {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit", "lastTransitionTime": now},
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit", "lastTransitionTime": now},
+            ],
+        }),
+    };
+    jobs.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": job_status })),
+    )
+    .await
+    .expect("the Job's status is set");
+}
+
+/// The rows of a `kubectl get` table as column name → value maps. Columns are separated by at
+/// least three spaces (kubectl's padding); values such as a cron schedule hold single spaces.
+pub fn table(output: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut lines = output.lines();
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let starts: Vec<(usize, String)> = column_starts(header);
+    lines
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let mut row = std::collections::BTreeMap::new();
+            for (index, (start, name)) in starts.iter().enumerate() {
+                let end = starts
+                    .get(index + 1)
+                    .map(|(next, _)| *next)
+                    .unwrap_or(line.len());
+                let value = line.get(*start..end.min(line.len())).unwrap_or("").trim();
+                row.insert(name.clone(), value.to_owned());
+            }
+            row
+        })
+        .collect()
+}
+
+fn column_starts(header: &str) -> Vec<(usize, String)> {
+    // A column name may hold one space ("LAST RESULT"); columns are apart by at least three.
+    let mut starts = Vec::new();
+    let bytes = header.as_bytes();
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b' ' {
+            index += 1;
+            continue;
+        }
+        let start = index;
+        while index < bytes.len() && !header[index..].starts_with("   ") {
+            index += 1;
+        }
+        starts.push((start, header[start..index].trim().to_owned()));
+    }
+    starts
+}
