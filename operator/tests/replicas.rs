@@ -6,6 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use neverwiped_contract::{ExitStatus, Operation};
 use serde_json::{json, Value};
 use support::*;
 
@@ -132,6 +133,17 @@ async fn only_the_leader_runs_and_another_replica_takes_over_when_it_dies() {
     eventually("replica-b's leader metric", ACT_TIMEOUT, || async {
         (second.metric("neverwiped_leader") == Some(1.0)).then_some(())
     })
+    .await;
+    // The new leader records the first run and starts the next one.
+    finish_job(
+        &client,
+        ns,
+        "nightly-manual-1",
+        Ending::Result {
+            exit_code: 0,
+            result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
+        },
+    )
     .await;
     kubectl(&[
         "patch",

@@ -5,11 +5,10 @@
 
 mod fixtures;
 
-use fixtures::{assert_same_tree, is_root, Noise};
+use fixtures::{assert_same_tree, is_root, Noise, PASSWORD, TEST_KDF};
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::SharedBackend;
-use neverwiped::crypto::KdfParams;
 use neverwiped::format::key::KeyFile;
 use neverwiped::ids::{BlobId, ObjectId};
 use neverwiped::index::BlobLocation;
@@ -21,14 +20,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tempfile::TempDir;
-
-const PASSWORD: &[u8] = b"a long test password";
-/// Argon2id parameters light enough for tests; the format stores them per key.
-const TEST_KDF: KdfParams = KdfParams {
-    memory_kib: 1024,
-    iterations: 1,
-    parallelism: 1,
-};
 
 /// A small repository after one backup, and the tree it holds.
 struct Fixture {

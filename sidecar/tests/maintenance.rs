@@ -6,14 +6,16 @@ mod support;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use fixtures::{assert_same_tree, build_fidelity_tree, build_mixed_data, is_root};
+use fixtures::{
+    assert_same_tree, build_fidelity_tree, build_mixed_data, copy_dir, init_repository as init,
+    is_root, open_repository as open, PASSWORD,
+};
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::RestBackend;
 use neverwiped::backend::{
     Backend, BackendError, BackendResult, ObjectInfo, ObjectKind, SharedBackend,
 };
-use neverwiped::crypto::KdfParams;
 use neverwiped::format::snapshot::Snapshot;
 use neverwiped::ids::SnapshotId;
 use neverwiped::maintenance::check::{check, ReadData};
@@ -26,31 +28,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use support::{RestServer, RestServerOptions};
-
-const PASSWORD: &[u8] = b"maintenance test password";
-const TEST_KDF: KdfParams = KdfParams {
-    memory_kib: 1024,
-    iterations: 1,
-    parallelism: 1,
-};
-
-async fn init(backend: SharedBackend) -> IndexedRepository {
-    Repository::init(backend, PASSWORD, TEST_KDF)
-        .await
-        .unwrap()
-        .load_index()
-        .await
-        .unwrap()
-}
-
-async fn open(backend: SharedBackend) -> IndexedRepository {
-    Repository::open(backend, PASSWORD)
-        .await
-        .unwrap()
-        .load_index()
-        .await
-        .unwrap()
-}
 
 async fn backup_dir(repo: &IndexedRepository, source: &Path) -> SnapshotId {
     backup(
@@ -86,19 +63,6 @@ async fn data_bytes(backend: &SharedBackend) -> u64 {
         .iter()
         .map(|o| o.size_bytes)
         .sum()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

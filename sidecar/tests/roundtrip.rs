@@ -4,43 +4,19 @@
 mod fixtures;
 mod support;
 
-use fixtures::{assert_same_tree, build_fidelity_tree, build_mixed_data, is_root};
+use fixtures::{
+    assert_same_tree, build_fidelity_tree, build_mixed_data, init_repository as init, is_root,
+    open_repository as reopen,
+};
 use neverwiped::archive::{backup, BackupOptions, BackupReport, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::RestBackend;
 use neverwiped::backend::SharedBackend;
-use neverwiped::crypto::KdfParams;
-use neverwiped::repository::{IndexedRepository, Repository};
+use neverwiped::repository::IndexedRepository;
 use neverwiped::restore::{restore, RestoreOptions};
 use std::path::Path;
 use std::sync::Arc;
 use support::{RcloneServer, RcloneServerOptions, RestServer, RestServerOptions};
-
-const PASSWORD: &[u8] = b"a long test password";
-/// Argon2id parameters light enough for tests; the format stores them per key.
-const TEST_KDF: KdfParams = KdfParams {
-    memory_kib: 1024,
-    iterations: 1,
-    parallelism: 1,
-};
-
-async fn init(backend: SharedBackend) -> IndexedRepository {
-    Repository::init(backend, PASSWORD, TEST_KDF)
-        .await
-        .unwrap()
-        .load_index()
-        .await
-        .unwrap()
-}
-
-async fn reopen(backend: SharedBackend) -> IndexedRepository {
-    Repository::open(backend, PASSWORD)
-        .await
-        .unwrap()
-        .load_index()
-        .await
-        .unwrap()
-}
 
 async fn backup_paths(repo: &IndexedRepository, paths: &[&Path]) -> BackupReport {
     let sources = paths
