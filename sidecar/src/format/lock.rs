@@ -72,6 +72,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn golden_lock_json() {
+        let lock = Lock {
+            time: "2026-11-30T01:00:00.000000001Z".into(),
+            exclusive: true,
+            hostname: "backup-nightly-x7k2p".into(),
+            username: "root".into(),
+            pid: 7,
+            purpose: "prune".into(),
+        };
+        let json = serde_json::to_string(&lock).unwrap();
+        assert_eq!(
+            json,
+            r#"{"time":"2026-11-30T01:00:00.000000001Z","exclusive":true,"hostname":"backup-nightly-x7k2p","username":"root","pid":7,"purpose":"prune"}"#
+        );
+        assert_eq!(serde_json::from_str::<Lock>(&json).unwrap(), lock);
+    }
+
+    #[test]
     fn a_lock_of_a_dead_process_or_too_old_is_stale() {
         let now = chrono::Utc::now();
         let mine = Lock::new(false, "backup");
