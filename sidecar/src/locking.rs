@@ -128,6 +128,29 @@ impl LockGuard {
     }
 }
 
+/// Removes every lock written on the host `hostname`, whatever its age or kind; returns how many.
+///
+/// Only for a caller that knows no process of that host uses the repository: the operator gives
+/// the pods of one plan one host name and runs them one at a time, so a killed run's locks can be
+/// cleared by the next run instead of blocking it until they go stale.
+pub async fn remove_locks_of_host(repo: &Repository, hostname: &str) -> Result<usize> {
+    let mut removed = 0;
+    for id in repo.list_ids(ObjectKind::Locks).await? {
+        let lock: Lock = match repo.read_object(ObjectKind::Locks, &id).await {
+            Ok(lock) => lock,
+            Err(Error::Backend(BackendError::NotFound { .. })) => continue,
+            Err(error) => return Err(error),
+        };
+        if lock.hostname == hostname {
+            repo.backend()
+                .delete(ObjectKind::Locks, &id.to_hex())
+                .await?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Removes stale locks (all locks with `all`); returns how many were removed.
 pub async fn remove_locks(repo: &Repository, all: bool) -> Result<usize> {
     let now = chrono::Utc::now();

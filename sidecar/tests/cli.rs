@@ -1325,3 +1325,29 @@ fn a_damaged_pack_fails_the_restore_with_exit_1_naming_the_pack() {
         run.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_left_by_a_killed_run_of_the_same_host_is_removed_by_the_next_backup() {
+    let (work, repo_dir, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    // A run on the host "plan-pod" was killed while it held an exclusive lock (the worst case).
+    let backend: neverwiped::backend::SharedBackend =
+        std::sync::Arc::new(neverwiped::backend::local::LocalBackend::new(&repo_dir));
+    let repo = neverwiped::repository::Repository::open(backend, PASSWORD.as_bytes())
+        .await
+        .unwrap();
+    let mut lock = neverwiped::format::lock::Lock::new(true, "prune");
+    lock.hostname = "plan-pod".into();
+    let lock_id = repo
+        .write_object(neverwiped::backend::ObjectKind::Locks, &lock)
+        .await
+        .unwrap();
+    let source_arg = source.to_str().unwrap();
+    let blocked = sidecar.run(&["backup", source_arg]).expect_code(11);
+    assert!(blocked.stderr.contains("plan-pod"), "{}", blocked.stderr);
+
+    sidecar
+        .run(&["backup", "--remove-locks-of-host", "plan-pod", source_arg])
+        .expect_ok();
+    assert!(!repo_dir.join("locks").join(lock_id.to_hex()).exists());
+}

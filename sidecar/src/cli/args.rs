@@ -101,6 +101,10 @@ pub struct BackupArgs {
     /// Upload at most this many bytes per second (suffixes K, M, G: powers of 1024).
     #[arg(long, value_parser = parse_byte_rate)]
     pub limit_upload: Option<u64>,
+    /// Before locking, remove every lock written on this host name: for a caller (the operator)
+    /// that knows no process of that host still uses the repository.
+    #[arg(long, value_name = "HOSTNAME")]
+    pub remove_locks_of_host: Option<String>,
     /// Dump a database into /databases/NAME/ of the snapshot (repeatable): URI is
     /// postgresql://USER@HOST[:PORT][/DBNAME], mariadb://… or mysql://… (no DBNAME: all of them);
     /// the password comes from NEVERWIPED_DB_PASSWORD_<NAME> or --database-password-file.

@@ -181,6 +181,16 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
     let database_sources =
         databases::backup_sources(&args.databases, &args.database_password_files)?;
     let repo = open_indexed(cli).await?;
+    if let Some(hostname) = &args.remove_locks_of_host {
+        let removed = neverwiped::locking::remove_locks_of_host(&repo, hostname).await?;
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                hostname,
+                "removed locks left by earlier runs of this host"
+            );
+        }
+    }
     let mut sources: Vec<Source> = args.paths.iter().cloned().map(Source::Path).collect();
     sources.extend(database_sources);
     if args.stdin {
