@@ -139,6 +139,8 @@ def targets(summary, floor):
             add("repository size <= restic's", mode, ratio(get("neverwiped", "changed", "repo_bytes_after"), get("restic", "changed", "repo_bytes_after")), 1.0)
         if floor:
             add("first backup: wall <= 1.6x what the cores allow", mode, ratio(get("neverwiped", "first", "wall_s"), floor["phases"]["first"]["wall_s"]), 1.6)
+            # on a shared machine the wall time measures the neighbours too; the CPU side is the steadier check
+            add("first backup: CPU <= 1.6x what the cores allow (CPU)", mode, ratio(get("neverwiped", "first", "cpu_s"), floor["phases"]["first"]["cpu_s"]), 1.6)
         borg = lambda phase, key: (summary.get(("borg", "local", phase)) or {}).get(key)
         for phase in PHASES:
             if borg(phase, "rss_mib") is not None:
@@ -151,7 +153,10 @@ def targets(summary, floor):
 
 
 def link_estimates(summary):
-    """neverwiped on a link: the phase's data over the link, overlapped with the CPU work measured here."""
+    """neverwiped on a link. A backup first reads the repository's index and the parent's trees (the
+    download direction, before any work), then uploads packs while it computes: estimate =
+    other-direction bytes / rate + max(wall measured here, main-direction bytes / rate). A restore
+    the same way round. Round trips are not in it (see `requests`)."""
     mode = "rest" if summary.get(("neverwiped", "rest", "first")) else "local"
     rows = []
     for phase in PHASES:
@@ -168,8 +173,10 @@ def link_estimates(summary):
                "bytes_main_direction": moved, "bytes_other_direction": back, "requests": s["requests"], "links": {}}
         for name, bps in LINKS:
             transfer = (moved or 0) * 8 / bps
-            row["links"][name] = {"transfer_s": transfer, "estimate_s": max(s["wall_s"], transfer),
-                                  "upper_s": s["wall_s"] + transfer}
+            other = (back or 0) * 8 / bps
+            row["links"][name] = {"transfer_s": transfer, "other_direction_s": other,
+                                  "estimate_s": other + max(s["wall_s"], transfer),
+                                  "upper_s": other + s["wall_s"] + transfer}
         rows.append(row)
     return rows
 
@@ -232,8 +239,9 @@ def ratio_lines(rats, markdown):
 def target_lines(tg, markdown):
     lines = ["**Issue 6's targets**", ""] if markdown else ["== issue 6's targets"]
     for t in tg:
-        verdict = "met" if t["met"] else f"MISSED by {t['factor_off']:.2f}x"
-        text = f"{t['target']} [{t['mode']}]: {t['value']:.2f}x -> {verdict}"
+        over = (t["factor_off"] - 1) * 100
+        verdict = "met" if t["met"] else (f"MISSED: {over:.0f}% over the limit" if over >= 1 else f"MISSED: {over:.1f}% over the limit")
+        text = f"{t['target']} [{t['mode']}]: {t['value']:.3f}x -> {verdict}"
         lines.append(("- " + text) if markdown else "  " + text)
     return lines + [""]
 
@@ -242,12 +250,13 @@ def link_lines(links, markdown):
     if not links:
         return []
     mode = links[0]["mode"]
-    lines = [f"**neverwiped on a link** (from the {'REST' if mode == 'rest' else 'local'} runs: "
-             "estimate = max(wall measured here, bytes x 8 / link rate); upper bound = their sum)", ""]
-    head = ["phase", "wall here s", "CPU s", "MB over the link"] + [n for n, _ in LINKS]
+    lines = [f"**neverwiped on a link** (from the {'REST' if mode == 'rest' else 'local'} runs: estimate = "
+             "other direction x 8 / rate + max(wall measured here, main direction x 8 / rate); round trips not included)", ""]
+    head = ["phase", "wall here s", "CPU s", "MB main direction", "MB other direction", "requests"] + [n for n, _ in LINKS]
     body = []
     for r in links:
-        body.append([PHASE_LABEL[r["phase"]], fmt(r["local_wall_s"]), fmt(r["cpu_s"]), mb(r["bytes_main_direction"])] +
+        body.append([PHASE_LABEL[r["phase"]], fmt(r["local_wall_s"]), fmt(r["cpu_s"]), mb(r["bytes_main_direction"]),
+                     f"{(r['bytes_other_direction'] or 0) / MB:.2f}", str(r["requests"] or 0)] +
                     [f"{fmt(r['links'][n]['estimate_s'], 1)} s" for n, _ in LINKS])
     if markdown:
         return lines + ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in body] + [""]
@@ -261,7 +270,7 @@ def write_csv(path, rows, keys):
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow(r)
+            w.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()})
 
 
 def chart(out, meta, summary, floor=None):
@@ -287,18 +296,19 @@ def chart(out, meta, summary, floor=None):
     width = 0.8 / max(1, len(configs))
     for ax, (key, lo, hi, title) in zip(axes, panels):
         for i, c in enumerate(configs):
-            xs, ys, errs = [], [], [[], []]
+            xs, ys, tops, errs = [], [], [], [[], []]
             for j, p in enumerate(PHASES):
                 s = summary.get((c[0], c[1], p))
                 if not s or s[key] is None:
                     continue
                 xs.append(j - 0.4 + width * (i + 0.5))
                 ys.append(s[key])
+                tops.append(s[hi])
                 errs[0].append(s[key] - s[lo])
                 errs[1].append(s[hi] - s[key])
             bars = ax.bar(xs, ys, width, yerr=errs, capsize=2, color=colors[c], label=label(*c))
-            for b, y in zip(bars, ys):
-                ax.annotate(f"{y:.0f}" if y >= 10 else f"{y:.1f}", (b.get_x() + b.get_width() / 2, y),
+            for b, y, top in zip(bars, ys, tops):
+                ax.annotate(f"{y:.0f}" if y >= 10 else f"{y:.1f}", (b.get_x() + b.get_width() / 2, top),
                             ha="center", va="bottom", fontsize=6.5, xytext=(0, 2), textcoords="offset points")
         if floor and key in ("wall_s", "cpu_s"):
             for j, p in enumerate(PHASES):

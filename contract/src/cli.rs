@@ -57,8 +57,14 @@ impl DatabaseArg {
 }
 
 /// `neverwiped-sidecar backup PATH... --repo REPO --result-file PATH [--host NAME] [--tag K=V]...
-/// [--exclude PATTERN]... [--limit-upload BYTES_PER_SEC] [--database NAME=URI]...
-/// [--database-password-file NAME=PATH]...`
+/// [--exclude PATTERN]... [--limit-upload BYTES_PER_SEC] [--remove-locks-of-host HOSTNAME]
+/// [--database NAME=URI]... [--database-password-file NAME=PATH]...`
+///
+/// `--remove-locks-of-host HOSTNAME`: before taking its own lock, the sidecar removes every lock
+/// object whose `hostname` is HOSTNAME, whatever its age, pid or kind (shared or exclusive). The
+/// caller promises that no process running under that host name still uses the repository: the
+/// operator gives every pod of one BackupPlan the same host name, and passes the flag only when no
+/// other pod of that plan is alive, so the locks of a killed run never block the next one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BackupArgs {
     pub paths: Vec<String>,
@@ -69,6 +75,8 @@ pub struct BackupArgs {
     pub tags: Vec<(String, String)>,
     pub excludes: Vec<String>,
     pub upload_limit_bytes_per_sec: Option<u64>,
+    /// `--remove-locks-of-host`: the host name whose locks are all left by processes that are gone.
+    pub remove_locks_of_host: Option<String>,
     pub databases: Vec<DatabaseArg>,
 }
 
@@ -96,6 +104,10 @@ impl BackupArgs {
         if let Some(limit) = self.upload_limit_bytes_per_sec {
             args.push("--limit-upload".into());
             args.push(limit.to_string());
+        }
+        if let Some(hostname) = &self.remove_locks_of_host {
+            args.push("--remove-locks-of-host".into());
+            args.push(hostname.clone());
         }
         for database in &self.databases {
             database.push_args(&mut args);
@@ -176,6 +188,7 @@ mod tests {
             tags: vec![("plan".into(), "nightly".into())],
             excludes: vec!["/data/app/**/cache".into()],
             upload_limit_bytes_per_sec: Some(1_000_000),
+            remove_locks_of_host: Some("nightly-0123456789abcdef".into()),
             databases: vec![DatabaseArg {
                 name: "orders".into(),
                 uri: "postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg:5432".into(),
@@ -201,6 +214,8 @@ mod tests {
                 "/data/app/**/cache",
                 "--limit-upload",
                 "1000000",
+                "--remove-locks-of-host",
+                "nightly-0123456789abcdef",
                 "--database",
                 "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg:5432",
                 "--database-password-file",

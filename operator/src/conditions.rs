@@ -43,8 +43,13 @@ pub mod reasons {
     pub const VOLUMES_ON_DIFFERENT_NODES: &str = "VolumesOnDifferentNodes";
     /// `Direct` mode: a ReadWriteOncePod volume in use cannot be mounted by a second pod.
     pub const VOLUME_IN_USE_EXCLUSIVELY: &str = "VolumeInUseExclusively";
-    /// `copyMethod: Snapshot` asked of an operator that cannot take CSI snapshots yet.
+    /// `copyMethod: Snapshot` in a cluster that does not serve the CSI snapshot API
+    /// (`snapshot.storage.k8s.io/v1`).
     pub const SNAPSHOT_NOT_AVAILABLE: &str = "SnapshotNotAvailable";
+    /// `volumeSnapshotClassName` names a VolumeSnapshotClass that does not exist.
+    pub const VOLUME_SNAPSHOT_CLASS_NOT_FOUND: &str = "VolumeSnapshotClassNotFound";
+    /// `copyMethod: Snapshot`: no VolumeSnapshotClass for a volume's CSI driver.
+    pub const NO_VOLUME_SNAPSHOT_CLASS: &str = "NoVolumeSnapshotClass";
     /// A Restore names a BackupPlan that does not exist.
     pub const BACKUP_PLAN_NOT_FOUND: &str = "BackupPlanNotFound";
     /// A Restore's database entry has no `type` and the plan has no entry of that name.
@@ -57,6 +62,8 @@ pub mod reasons {
     // Running.
     /// A backup Job is running.
     pub const BACKUP_RUNNING: &str = "BackupRunning";
+    /// A run waits for its VolumeSnapshots to be ready before its Job starts.
+    pub const PREPARING_SNAPSHOTS: &str = "PreparingSnapshots";
     /// No backup is running.
     pub const IDLE: &str = "Idle";
 
@@ -69,6 +76,8 @@ pub mod reasons {
     pub const SUCCEEDED_WITH_WARNINGS: &str = "SucceededWithWarnings";
     /// The sidecar reported a failure of the backup.
     pub const BACKUP_FAILED: &str = "BackupFailed";
+    /// A VolumeSnapshot of the run failed, or was not ready within the run's deadline.
+    pub const SNAPSHOT_FAILED: &str = "SnapshotFailed";
     /// The sidecar reported a failure of the restore.
     pub const RESTORE_FAILED: &str = "RestoreFailed";
     /// The repository password opens no key of the repository.

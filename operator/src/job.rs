@@ -42,6 +42,10 @@ pub const LABEL_PLAN: &str = "neverwiped.io/plan";
 pub const LABEL_RESTORE: &str = "neverwiped.io/restore";
 /// Label: `backup` or `restore`.
 pub const LABEL_OPERATION: &str = "neverwiped.io/operation";
+/// Label: the run (its Job's name) a VolumeSnapshot or a cloned PersistentVolumeClaim is for.
+pub const LABEL_RUN: &str = "neverwiped.io/run";
+/// Annotation: the PersistentVolumeClaim a VolumeSnapshot or a clone copies.
+pub const ANNOTATION_SOURCE_CLAIM: &str = "neverwiped.io/source-claim";
 /// Annotation: the scheduled time (RFC 3339) a backup runs for.
 pub const ANNOTATION_SCHEDULED_TIME: &str = "neverwiped.io/scheduled-time";
 /// Annotation: the [`RunTrigger`] of a backup.
@@ -51,9 +55,12 @@ pub const ANNOTATION_MANUAL_TRIGGER: &str = "neverwiped.io/manual-trigger";
 /// Annotation: the deadline of the run, as written in the spec.
 pub const ANNOTATION_DEADLINE: &str = "neverwiped.io/deadline";
 
-const MANAGED_BY: &str = "neverwiped-operator";
+/// The value of `app.kubernetes.io/managed-by` on everything the operator creates.
+pub const MANAGED_BY: &str = "neverwiped-operator";
 /// Kubernetes copies a Job's name into a label value of its pods: at most 63 characters.
 const MAX_JOB_NAME_LEN: usize = 63;
+/// A pod's host name is a DNS label.
+const MAX_HOSTNAME_LEN: usize = 63;
 /// The user a pod that reads no volumes runs as.
 const UNPRIVILEGED_UID: i64 = 65532;
 
@@ -91,6 +98,39 @@ pub struct BackupRun {
     /// `Direct` mode: the node where the volumes are in use.
     pub node_name: Option<String>,
     pub deadline: SignedDuration,
+    /// No other pod of the plan is alive: the sidecar may remove every lock of the plan's host
+    /// name (`--remove-locks-of-host`), left by runs that were killed.
+    pub remove_stale_locks: bool,
+}
+
+/// The host name of every backup pod of a plan, which the sidecar records in its repository locks:
+/// the plan's name (made a DNS label) and a hash of `namespace/plan`, so that it differs between
+/// plans that share a repository and stays the same across the plan's runs. A run's locks can thus
+/// be told apart from other plans' and removed once no pod of the plan is alive.
+pub fn lock_hostname(namespace: &str, plan: &str) -> String {
+    // FNV-1a, 64 bits: stable across releases and platforms, unlike std's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in format!("{namespace}/{plan}").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let prefix: String = plan
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(MAX_HOSTNAME_LEN - 17)
+        .collect();
+    let prefix = prefix.trim_matches('-');
+    if prefix.is_empty() {
+        format!("nw-{hash:016x}")
+    } else {
+        format!("{prefix}-{hash:016x}")
+    }
 }
 
 /// The Job's name for a backup run: one name per scheduled time (or per manual trigger, which
@@ -171,6 +211,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         }
     }
 
+    let hostname = lock_hostname(&namespace, &plan_name);
     let args = BackupArgs {
         paths,
         repository: cli::rest_repository(&spec.repository.url),
@@ -183,6 +224,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
             .as_ref()
             .and_then(|l| l.upload_bytes_per_second)
             .map(|b| b as u64),
+        remove_locks_of_host: run.remove_stale_locks.then(|| hostname.clone()),
         databases,
     }
     .to_args();
@@ -219,6 +261,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         privileges,
         deadline: run.deadline,
         node_name: run.node_name.clone(),
+        hostname: Some(hostname),
         pod_settings: spec.pod.as_ref(),
         settings,
     })
@@ -332,6 +375,7 @@ pub fn restore_job(
         privileges,
         deadline: run.deadline,
         node_name: None,
+        hostname: None,
         pod_settings: spec.pod.as_ref().or(plan.spec.pod.as_ref()),
         settings,
     })
@@ -361,7 +405,8 @@ fn database_uri(engine: DatabaseType, username_var: &str, host: &str, port: u16)
     format!("{}://$({username_var})@{host}:{port}", engine.uri_scheme())
 }
 
-fn common_labels(operation: &str) -> BTreeMap<String, String> {
+/// The labels of everything the operator creates for an `operation` (`backup`, `restore`).
+pub fn common_labels(operation: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".to_owned(), "neverwiped".to_owned()),
         (
@@ -406,6 +451,7 @@ struct FinishedPod<'a> {
     privileges: Privileges,
     deadline: SignedDuration,
     node_name: Option<String>,
+    hostname: Option<String>,
     pod_settings: Option<&'a PodSettings>,
     settings: &'a JobSettings,
 }
@@ -625,6 +671,7 @@ impl PodBuilder {
                 ..PodSecurityContext::default()
             }),
             affinity,
+            hostname: pod.hostname,
             node_selector: (!pod_settings.node_selector.is_empty())
                 .then_some(pod_settings.node_selector),
             tolerations: (!pod_settings.tolerations.is_empty()).then_some(pod_settings.tolerations),
@@ -740,6 +787,7 @@ mod tests {
             ],
             node_name: Some("node-7".into()),
             deadline: SignedDuration::from_hours(2),
+            remove_stale_locks: true,
         }
     }
 
@@ -790,8 +838,47 @@ mod tests {
                 "/data/logs/**/*.gz",
                 "--limit-upload",
                 "5000000",
+                "--remove-locks-of-host",
+                "nightly-d0997da5b47dbdb3",
             ]
         );
+        // The pod runs under that host name, which the sidecar records in its locks.
+        assert_eq!(
+            pod_spec(&job).hostname.as_deref(),
+            Some("nightly-d0997da5b47dbdb3")
+        );
+        let alive = BackupRun {
+            remove_stale_locks: false,
+            ..run()
+        };
+        let job = backup_job(&plan(), &alive, &settings());
+        assert!(!pod_spec(&job).containers[0]
+            .args
+            .as_ref()
+            .unwrap()
+            .contains(&"--remove-locks-of-host".to_string()));
+        assert_eq!(
+            pod_spec(&job).hostname.as_deref(),
+            Some("nightly-d0997da5b47dbdb3")
+        );
+    }
+
+    #[test]
+    fn lock_host_names_are_dns_labels_that_differ_per_plan_and_stay_per_plan() {
+        let name = lock_hostname("shop", "nightly");
+        assert_eq!(name, lock_hostname("shop", "nightly"));
+        assert_ne!(name, lock_hostname("shop2", "nightly"));
+        assert_ne!(name, lock_hostname("shop", "nightly2"));
+        for (namespace, plan) in [("shop", "nightly"), ("a", &"x.y".repeat(80)), ("a", "...")] {
+            let host = lock_hostname(namespace, plan);
+            assert!(host.len() <= 63, "{host}");
+            assert!(
+                host.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{host}"
+            );
+            assert!(!host.starts_with('-') && !host.ends_with('-'), "{host}");
+        }
     }
 
     #[test]

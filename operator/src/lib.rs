@@ -9,6 +9,7 @@
 pub mod api;
 pub mod conditions;
 pub mod controller;
+pub mod csi;
 pub mod http;
 pub mod job;
 pub mod leader;

@@ -53,8 +53,12 @@ pub enum Problem {
     VolumesOnDifferentNodes { nodes: String },
     #[error("copyMethod Direct: PersistentVolumeClaim {name:?} is ReadWriteOncePod and in use by pod {pod:?}, so no other pod can mount it; use copyMethod Snapshot")]
     VolumeInUseExclusively { name: String, pod: String },
-    #[error("copyMethod Snapshot is not available in this version of the operator yet; use Direct or Auto")]
+    #[error("copyMethod Snapshot: this cluster does not serve the CSI snapshot API (snapshot.storage.k8s.io/v1); install the CSI external-snapshotter (its CRDs and snapshot controller), or use copyMethod Direct or Auto")]
     SnapshotNotAvailable,
+    #[error("VolumeSnapshotClass {name:?} named by spec.volumeSnapshotClassName does not exist; create it or correct the name")]
+    VolumeSnapshotClassNotFound { name: String },
+    #[error("copyMethod Snapshot: no VolumeSnapshotClass for {driver} of PersistentVolumeClaim {claim:?}; create one (annotated snapshot.storage.kubernetes.io/is-default-class: \"true\" when the driver has several), set spec.volumeSnapshotClassName, or use copyMethod Auto or Direct")]
+    NoVolumeSnapshotClass { claim: String, driver: String },
     #[error("BackupPlan {name:?} (spec.backupPlanName) does not exist in this namespace")]
     BackupPlanNotFound { name: String },
     #[error("{field}: the BackupPlan has no database entry {name:?}, so its type is unknown; set type or correct the name")]
@@ -82,6 +86,8 @@ impl Problem {
             Problem::VolumesOnDifferentNodes { .. } => reasons::VOLUMES_ON_DIFFERENT_NODES,
             Problem::VolumeInUseExclusively { .. } => reasons::VOLUME_IN_USE_EXCLUSIVELY,
             Problem::SnapshotNotAvailable => reasons::SNAPSHOT_NOT_AVAILABLE,
+            Problem::VolumeSnapshotClassNotFound { .. } => reasons::VOLUME_SNAPSHOT_CLASS_NOT_FOUND,
+            Problem::NoVolumeSnapshotClass { .. } => reasons::NO_VOLUME_SNAPSHOT_CLASS,
             Problem::BackupPlanNotFound { .. } => reasons::BACKUP_PLAN_NOT_FOUND,
             Problem::UnknownDatabase { .. } => reasons::UNKNOWN_DATABASE,
             Problem::TargetVolumeNotFound { .. } => reasons::TARGET_VOLUME_NOT_FOUND,

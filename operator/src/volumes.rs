@@ -1,20 +1,298 @@
-//! How a backup pod reaches the volumes: in `Direct` mode, the node it must run on.
+//! How a backup pod reaches the volumes.
 //!
-//! A ReadWriteOnce volume can be mounted by several pods, but only on one node: a backup pod that
-//! reads it while the application runs must be placed on the application's node. A
-//! ReadWriteOncePod volume cannot be mounted a second time at all.
+//! `Snapshot`: a CSI VolumeSnapshot of each claim, then a claim cloned from it (`dataSource`) that
+//! the Job mounts read-only; both are deleted after the run. `Direct`: the live claim, mounted
+//! read-only. A ReadWriteOnce volume can be mounted by several pods, but only on one node: a
+//! backup pod that reads it while the application runs must be placed on the application's node.
+//! A ReadWriteOncePod volume cannot be mounted a second time at all. `Auto` takes a snapshot where
+//! a VolumeSnapshotClass for the claim's CSI driver exists, and reads directly elsewhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, VolumeResourceRequirements,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, TypedLocalObjectReference,
+    VolumeResourceRequirements,
 };
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
-use crate::api::{NewClaim, Restore};
-use crate::job::{LABEL_OPERATION, LABEL_RESTORE};
+use crate::api::{BackupPlan, CopyMethod, NewClaim, Restore, RunTrigger};
+use crate::csi::{
+    VolumeSnapshot, VolumeSnapshotClass, VolumeSnapshotSource, VolumeSnapshotSpec,
+    DEFAULT_STORAGE_CLASS_ANNOTATION, SNAPSHOT_GROUP,
+};
+use crate::job::{
+    common_labels, trigger_name, BackupRun, ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SCHEDULED_TIME,
+    ANNOTATION_SOURCE_CLAIM, ANNOTATION_TRIGGER, LABEL_OPERATION, LABEL_PLAN, LABEL_RESTORE,
+    LABEL_RUN,
+};
 use crate::plan::Problem;
+
+/// How one claim of a backup is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeRead {
+    /// The live claim, mounted read-only.
+    Direct,
+    /// A clone of a VolumeSnapshot of the claim, taken with this VolumeSnapshotClass.
+    Snapshot { class: String },
+}
+
+/// What the cluster offers for snapshots.
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotSupport<'a> {
+    /// The VolumeSnapshotClasses; `None` when the snapshot API is not served.
+    pub classes: Option<&'a [VolumeSnapshotClass]>,
+    pub storage_classes: &'a [StorageClass],
+}
+
+/// The CSI driver of a claim: its StorageClass's provisioner (the default class when it names
+/// none, as the admission plugin would have set it). `None` for a claim without a class.
+pub fn claim_driver(
+    claim: &PersistentVolumeClaim,
+    storage_classes: &[StorageClass],
+) -> Option<String> {
+    let named = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.storage_class_name.as_deref());
+    let class = match named {
+        Some("") => None,
+        Some(name) => storage_classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name)),
+        None => storage_classes.iter().find(|c| {
+            c.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEFAULT_STORAGE_CLASS_ANNOTATION))
+                .is_some_and(|v| v == "true")
+        }),
+    };
+    class.map(|c| c.provisioner.clone())
+}
+
+/// The VolumeSnapshotClass for `driver`: the one marked default, else the only one.
+fn class_for_driver<'a>(
+    driver: &str,
+    classes: &'a [VolumeSnapshotClass],
+) -> Option<&'a VolumeSnapshotClass> {
+    let matching: Vec<&VolumeSnapshotClass> =
+        classes.iter().filter(|c| c.driver == driver).collect();
+    matching
+        .iter()
+        .find(|c| c.is_default())
+        .copied()
+        .or_else(|| (matching.len() == 1).then(|| matching[0]))
+}
+
+/// How each of `claims` is read (in their order), or why they cannot be.
+pub fn choose_reads(
+    method: CopyMethod,
+    class_name: Option<&str>,
+    claims: &[&PersistentVolumeClaim],
+    support: SnapshotSupport<'_>,
+) -> Result<Vec<VolumeRead>, Vec<Problem>> {
+    let direct = || vec![VolumeRead::Direct; claims.len()];
+    let snapshot = |class: &VolumeSnapshotClass| VolumeRead::Snapshot {
+        class: class.metadata.name.clone().unwrap_or_default(),
+    };
+    if method == CopyMethod::Direct {
+        return Ok(direct());
+    }
+    let Some(classes) = support.classes else {
+        return match method {
+            CopyMethod::Snapshot => Err(vec![Problem::SnapshotNotAvailable]),
+            _ => Ok(direct()),
+        };
+    };
+    if let Some(name) = class_name {
+        let Some(class) = classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+        else {
+            return Err(vec![Problem::VolumeSnapshotClassNotFound {
+                name: name.to_owned(),
+            }]);
+        };
+        // Auto: only the claims of the named class's driver are snapshotted.
+        return Ok(claims
+            .iter()
+            .map(|claim| {
+                let same_driver = claim_driver(claim, support.storage_classes).as_deref()
+                    == Some(class.driver.as_str());
+                if method == CopyMethod::Snapshot || same_driver {
+                    snapshot(class)
+                } else {
+                    VolumeRead::Direct
+                }
+            })
+            .collect());
+    }
+    let mut reads = Vec::with_capacity(claims.len());
+    let mut problems = Vec::new();
+    for claim in claims {
+        let driver = claim_driver(claim, support.storage_classes);
+        match (
+            driver.as_deref().and_then(|d| class_for_driver(d, classes)),
+            method,
+        ) {
+            (Some(class), _) => reads.push(snapshot(class)),
+            (None, CopyMethod::Snapshot) => problems.push(Problem::NoVolumeSnapshotClass {
+                claim: claim.name_any(),
+                driver: match driver {
+                    Some(driver) => format!("the CSI driver {driver:?}"),
+                    None => "it (it has no StorageClass)".into(),
+                },
+            }),
+            (None, _) => reads.push(VolumeRead::Direct),
+        }
+    }
+    if problems.is_empty() {
+        Ok(reads)
+    } else {
+        Err(problems)
+    }
+}
+
+fn run_labels(plan: &BackupPlan, job_name: &str) -> BTreeMap<String, String> {
+    let mut labels = common_labels("backup");
+    labels.insert(LABEL_PLAN.into(), plan.name_any());
+    labels.insert(LABEL_RUN.into(), job_name.into());
+    labels
+}
+
+/// The name of the VolumeSnapshot (and of its clone) of the `index`th snapshotted claim of a run.
+pub fn run_snapshot_name(job_name: &str, index: usize) -> String {
+    format!("{job_name}-{index}")
+}
+
+/// The VolumeSnapshot of `claim` for the run whose Job will be `job_name`. It carries the run's
+/// trigger and scheduled time, so the run is known again while its snapshots get ready.
+pub fn run_snapshot(
+    plan: &BackupPlan,
+    run: &BackupRun,
+    job_name: &str,
+    index: usize,
+    claim: &str,
+    class: &str,
+) -> VolumeSnapshot {
+    let mut annotations = BTreeMap::from([
+        (ANNOTATION_SOURCE_CLAIM.to_owned(), claim.to_owned()),
+        (
+            ANNOTATION_TRIGGER.to_owned(),
+            trigger_name(run.trigger).to_owned(),
+        ),
+    ]);
+    if let Some(time) = run.scheduled_time {
+        annotations.insert(ANNOTATION_SCHEDULED_TIME.into(), time.to_string());
+    }
+    if let Some(trigger) = &run.manual_trigger {
+        annotations.insert(ANNOTATION_MANUAL_TRIGGER.into(), trigger.clone());
+    }
+    let mut snapshot = VolumeSnapshot::new(
+        &run_snapshot_name(job_name, index),
+        VolumeSnapshotSpec {
+            source: VolumeSnapshotSource {
+                persistent_volume_claim_name: Some(claim.to_owned()),
+                volume_snapshot_content_name: None,
+            },
+            volume_snapshot_class_name: Some(class.to_owned()),
+        },
+    );
+    snapshot.metadata.namespace = plan.namespace();
+    snapshot.metadata.labels = Some(run_labels(plan, job_name));
+    snapshot.metadata.annotations = Some(annotations);
+    snapshot.metadata.owner_references = plan.controller_owner_ref(&()).map(|o| vec![o]);
+    snapshot
+}
+
+/// The claim a run's Job mounts: provisioned by the CSI driver from `snapshot`, as large as the
+/// snapshot's restore size (or the source claim), of the source's StorageClass and volume mode.
+pub fn snapshot_clone(
+    plan: &BackupPlan,
+    snapshot: &VolumeSnapshot,
+    source: &PersistentVolumeClaim,
+) -> PersistentVolumeClaim {
+    let source_spec = source.spec.clone().unwrap_or_default();
+    let size = snapshot
+        .status
+        .as_ref()
+        .and_then(|s| s.restore_size.clone())
+        .or_else(|| {
+            source
+                .status
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref())
+                .and_then(|c| c.get("storage").cloned())
+        })
+        .or_else(|| {
+            source_spec
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("storage").cloned())
+        });
+    let job_name = snapshot
+        .labels()
+        .get(LABEL_RUN)
+        .cloned()
+        .unwrap_or_default();
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: snapshot.metadata.name.clone(),
+            namespace: plan.namespace(),
+            labels: Some(run_labels(plan, &job_name)),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_SOURCE_CLAIM.to_owned(),
+                source.name_any(),
+            )])),
+            owner_references: plan.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: source_spec.storage_class_name,
+            volume_mode: source_spec.volume_mode,
+            resources: Some(VolumeResourceRequirements {
+                requests: size.map(|size| BTreeMap::from([("storage".to_owned(), size)])),
+                limits: None,
+            }),
+            data_source: Some(TypedLocalObjectReference {
+                api_group: Some(SNAPSHOT_GROUP.into()),
+                kind: "VolumeSnapshot".into(),
+                name: snapshot.name_any(),
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// A run known from its VolumeSnapshots' annotations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRunInfo {
+    pub trigger: RunTrigger,
+    pub scheduled_time: Option<Timestamp>,
+    pub manual_trigger: Option<String>,
+}
+
+/// The run a VolumeSnapshot was taken for.
+pub fn snapshot_run_info(snapshot: &VolumeSnapshot) -> SnapshotRunInfo {
+    let annotations = snapshot.annotations();
+    SnapshotRunInfo {
+        trigger: match annotations.get(ANNOTATION_TRIGGER).map(String::as_str) {
+            Some("Manual") => RunTrigger::Manual,
+            Some("CatchUp") => RunTrigger::CatchUp,
+            _ => RunTrigger::Schedule,
+        },
+        scheduled_time: annotations
+            .get(ANNOTATION_SCHEDULED_TIME)
+            .and_then(|t| t.parse().ok()),
+        manual_trigger: annotations.get(ANNOTATION_MANUAL_TRIGGER).cloned(),
+    }
+}
 
 /// The PersistentVolumeClaim a Restore creates to restore into. It has no owner: deleting the
 /// Restore must not delete the data it brought back.
@@ -248,6 +526,148 @@ mod tests {
         assert_eq!(
             spec.resources.unwrap().requests.unwrap()["storage"],
             Quantity("20Gi".into())
+        );
+    }
+
+    fn classed(name: &str, storage_class: Option<&str>) -> PersistentVolumeClaim {
+        let mut claim = claim(name, "ReadWriteOnce");
+        claim.spec.as_mut().unwrap().storage_class_name = storage_class.map(str::to_owned);
+        claim
+    }
+
+    fn storage_class(name: &str, provisioner: &str, default: bool) -> StorageClass {
+        StorageClass {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations: default.then(|| {
+                    BTreeMap::from([(
+                        DEFAULT_STORAGE_CLASS_ANNOTATION.to_string(),
+                        "true".to_string(),
+                    )])
+                }),
+                ..ObjectMeta::default()
+            },
+            provisioner: provisioner.into(),
+            ..StorageClass::default()
+        }
+    }
+
+    fn snapshot_class(name: &str, driver: &str, default: bool) -> VolumeSnapshotClass {
+        VolumeSnapshotClass {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations: default.then(|| {
+                    BTreeMap::from([(
+                        crate::csi::DEFAULT_SNAPSHOT_CLASS_ANNOTATION.to_string(),
+                        "true".to_string(),
+                    )])
+                }),
+                ..ObjectMeta::default()
+            },
+            driver: driver.into(),
+            deletion_policy: "Delete".into(),
+            parameters: None,
+        }
+    }
+
+    fn snap(class: &str) -> VolumeRead {
+        VolumeRead::Snapshot {
+            class: class.into(),
+        }
+    }
+
+    #[test]
+    fn auto_snapshots_where_the_claims_driver_has_a_class_and_reads_directly_elsewhere() {
+        let storage_classes = [
+            storage_class("fast", "ebs.csi.aws.com", false),
+            storage_class("standard", "pd.csi.storage.gke.io", true),
+            storage_class("local", "kubernetes.io/no-provisioner", false),
+        ];
+        let classes = [
+            snapshot_class("ebs-a", "ebs.csi.aws.com", false),
+            snapshot_class("ebs-b", "ebs.csi.aws.com", true),
+            snapshot_class("pd", "pd.csi.storage.gke.io", false),
+        ];
+        let fast = classed("fast-data", Some("fast"));
+        let defaulted = classed("default-data", None);
+        let local = classed("local-data", Some("local"));
+        let none = classed("no-class", Some(""));
+        let support = SnapshotSupport {
+            classes: Some(&classes),
+            storage_classes: &storage_classes,
+        };
+        let reads = choose_reads(
+            CopyMethod::Auto,
+            None,
+            &[&fast, &defaulted, &local, &none],
+            support,
+        );
+        // The driver's default class wins over another; a claim without a class gets the
+        // cluster's default StorageClass's driver.
+        assert_eq!(
+            reads,
+            Ok(vec![
+                snap("ebs-b"),
+                snap("pd"),
+                VolumeRead::Direct,
+                VolumeRead::Direct
+            ])
+        );
+        // Direct reads directly, whatever the cluster offers.
+        assert_eq!(
+            choose_reads(CopyMethod::Direct, None, &[&fast], support),
+            Ok(vec![VolumeRead::Direct])
+        );
+        // A named class: Auto snapshots only the claims of its driver, Snapshot all.
+        assert_eq!(
+            choose_reads(CopyMethod::Auto, Some("pd"), &[&fast, &defaulted], support),
+            Ok(vec![VolumeRead::Direct, snap("pd")])
+        );
+        assert_eq!(
+            choose_reads(CopyMethod::Snapshot, Some("pd"), &[&fast], support),
+            Ok(vec![snap("pd")])
+        );
+    }
+
+    #[test]
+    fn snapshot_needs_the_api_and_a_class_and_auto_falls_back_without_them() {
+        let storage_classes = [storage_class("fast", "ebs.csi.aws.com", false)];
+        let fast = classed("data", Some("fast"));
+        let without_api = SnapshotSupport {
+            classes: None,
+            storage_classes: &storage_classes,
+        };
+        assert_eq!(
+            choose_reads(CopyMethod::Snapshot, None, &[&fast], without_api).unwrap_err()[0]
+                .reason(),
+            "SnapshotNotAvailable"
+        );
+        assert_eq!(
+            choose_reads(CopyMethod::Auto, None, &[&fast], without_api),
+            Ok(vec![VolumeRead::Direct])
+        );
+        let no_classes = SnapshotSupport {
+            classes: Some(&[]),
+            storage_classes: &storage_classes,
+        };
+        let problems = choose_reads(CopyMethod::Snapshot, None, &[&fast], no_classes).unwrap_err();
+        assert_eq!(problems[0].reason(), "NoVolumeSnapshotClass");
+        assert!(problems[0].to_string().contains("\"ebs.csi.aws.com\""));
+        let problems =
+            choose_reads(CopyMethod::Auto, Some("gone"), &[&fast], no_classes).unwrap_err();
+        assert_eq!(problems[0].reason(), "VolumeSnapshotClassNotFound");
+        // Two classes for the driver and neither marked default: ambiguous, so none is picked.
+        let classes = [
+            snapshot_class("a", "ebs.csi.aws.com", false),
+            snapshot_class("b", "ebs.csi.aws.com", false),
+        ];
+        let ambiguous = SnapshotSupport {
+            classes: Some(&classes),
+            storage_classes: &storage_classes,
+        };
+        assert_eq!(
+            choose_reads(CopyMethod::Snapshot, None, &[&fast], ambiguous).unwrap_err()[0].reason(),
+            "NoVolumeSnapshotClass"
         );
     }
 

@@ -151,7 +151,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         Arc::new(Metrics::default()),
         Settings::with_image("sidecar:test"),
     ));
-    backup_plan::reconcile(Arc::new(plans.get("nightly").await.unwrap()), ctx.clone())
+    backup_plan::apply(Arc::new(plans.get("nightly").await.unwrap()), ctx.clone())
         .await
         .expect("reconcile");
 
@@ -222,7 +222,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
     .await
     .unwrap();
 
-    backup_plan::reconcile(Arc::new(plans.get("nightly").await.unwrap()), ctx.clone())
+    backup_plan::apply(Arc::new(plans.get("nightly").await.unwrap()), ctx.clone())
         .await
         .expect("reconcile");
     let status = plans.get_status("nightly").await.unwrap().status.unwrap();
@@ -249,7 +249,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         )
         .await
         .unwrap();
-    backup_plan::reconcile(Arc::new(plans.get("nightly").await.unwrap()), ctx)
+    backup_plan::apply(Arc::new(plans.get("nightly").await.unwrap()), ctx)
         .await
         .expect("reconcile");
     let status = plans.get_status("nightly").await.unwrap().status.unwrap();

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use neverwiped_contract::{ExitStatus, Operation};
+use neverwiped_operator::job::lock_hostname;
 use serde_json::{json, Value};
 use support::*;
 
@@ -239,6 +240,8 @@ async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() 
             "/data/uploads/**/*.tmp",
             "--limit-upload",
             "52428800",
+            "--remove-locks-of-host",
+            &lock_hostname(ns, "nightly"),
             "--database",
             "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@postgres.shop.svc:5432",
             "--database-password-file",
@@ -1007,4 +1010,100 @@ async fn deleting_a_plan_first_deletes_the_jobs_the_operator_created() {
         .is_empty());
     assert!(kubectl(&["get", "backupplans", "-n", ns]).is_empty());
     assert_eq!(operator.metric(&series), None);
+}
+
+#[tokio::test]
+async fn locks_left_by_a_killed_run_do_not_block_the_next_one() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("locks");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    create_example_world(&client, ns).await;
+    let _operator = Operator::start(ns);
+    let hostname = lock_hostname(ns, "nightly");
+    let trigger = |value: &str| {
+        kubectl(&[
+            "patch",
+            "backupplan",
+            "nightly",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            &json!({"spec": {"manualTrigger": value}}).to_string(),
+        ]);
+    };
+    let hostname_of = |job: &Job| {
+        job.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .hostname
+            .clone()
+    };
+    apply(&example_plan(ns));
+
+    // The first run is killed (SIGKILL: no result, its lock left in the repository).
+    let first = job_created(&client, ns, "nightly-manual-1").await;
+    assert_eq!(hostname_of(&first).as_deref(), Some(hostname.as_str()));
+    finish_job(&client, ns, "nightly-manual-1", Ending::Killed).await;
+    let status = run_recorded(ns, "nightly", "nightly-manual-1").await;
+    assert_eq!(status["lastRun"]["reason"], "SidecarCrashed");
+    let pod = Api::<Pod>::namespaced(client.clone(), ns)
+        .get("nightly-manual-1-x7k2p")
+        .await
+        .unwrap();
+    // The lock it left records the pod's host name: the plan's.
+    assert_eq!(
+        pod.spec.unwrap().hostname.as_deref(),
+        Some(hostname.as_str())
+    );
+
+    // The next run, under the same host name, removes every lock of that host name first: no
+    // pod of the plan is alive.
+    trigger("2");
+    let second = job_created(&client, ns, "nightly-manual-2").await;
+    assert_eq!(hostname_of(&second).as_deref(), Some(hostname.as_str()));
+    assert!(
+        args_of(&second)
+            .windows(2)
+            .any(|w| w == ["--remove-locks-of-host", hostname.as_str()]),
+        "{:?}",
+        args_of(&second)
+    );
+
+    // Stopped at its deadline, but its pod still runs (being killed): its lock is not stale yet,
+    // and the next run must not remove it.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let template = second.spec.as_ref().unwrap().template.clone();
+    let lingering: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "nightly-manual-2-x7k2p", "labels": template.metadata.unwrap().labels},
+        "spec": template.spec,
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &lingering)
+        .await
+        .unwrap();
+    pods.patch_status(
+        "nightly-manual-2-x7k2p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    finish_job(&client, ns, "nightly-manual-2", Ending::DeadlineExceeded).await;
+    run_recorded(ns, "nightly", "nightly-manual-2").await;
+    trigger("3");
+    let third = job_created(&client, ns, "nightly-manual-3").await;
+    assert!(
+        !args_of(&third).contains(&"--remove-locks-of-host".to_string()),
+        "{:?}",
+        args_of(&third)
+    );
 }

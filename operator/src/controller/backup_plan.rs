@@ -1,6 +1,7 @@
 //! The BackupPlan reconciler: fetch the plan's Jobs, pods, Secrets and claims; [`decide`] (pure);
 //! apply: create or delete Jobs, apply the status, publish Events.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,31 +9,37 @@ use crate::recorder::EventType;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
 use super::{
-    create_job, delete_job, events, fetch_secret_keys, pod_of, Context, Error, Settings,
-    FIELD_MANAGER,
+    create_if_absent, create_job, delete_claim, delete_job, delete_snapshot, events,
+    fetch_secret_keys, list_if_served, pod_of, Context, Error, Settings, FIELD_MANAGER,
 };
 use crate::api::{
     ActiveRun, BackupPlan, BackupPlanStatus, CopyMethod, RunOutcome, RunRecord, RunTrigger,
 };
-use crate::conditions::{find_condition, types};
+use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
+use crate::csi::{VolumeSnapshot, VolumeSnapshotClass};
 use crate::job::{
     backup_job, backup_job_name, BackupRun, BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER,
-    ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER, LABEL_OPERATION, LABEL_PLAN,
+    ANNOTATION_SCHEDULED_TIME, ANNOTATION_SOURCE_CLAIM, ANNOTATION_TRIGGER, LABEL_OPERATION,
+    LABEL_PLAN, LABEL_RUN,
 };
 use crate::metrics::{PlanLabels, ReconcileLabels, RunLabels};
-use crate::plan::{pending_manual_trigger, resolve_plan, secrets_used, Problem, SecretKeys};
-use crate::schedule::{self, ScheduleState};
+use crate::plan::{pending_manual_trigger, resolve_plan, secrets_used, SecretKeys};
+use crate::schedule::{self, parse_duration, ScheduleState};
 use crate::status::{
     backup_run_record, job_end, pod_blocked, record_backup_run, set_backup_plan_conditions, JobEnd,
 };
-use crate::volumes::direct_placement;
+use crate::volumes::{
+    choose_reads, direct_placement, run_snapshot, snapshot_clone, snapshot_run_info,
+    SnapshotSupport, VolumeRead,
+};
 
 /// A safety net: even without a watch event, a plan is looked at this often.
 const MAX_REQUEUE: Duration = Duration::from_secs(3600);
@@ -48,8 +55,14 @@ pub struct ObservedPlan {
     pub pods: Vec<Pod>,
     /// Keys of the Secrets the plan names.
     pub secrets: SecretKeys,
-    /// The PersistentVolumeClaims of the namespace.
+    /// The PersistentVolumeClaims of the namespace (the clones of the plan's runs among them).
     pub claims: Vec<PersistentVolumeClaim>,
+    /// The VolumeSnapshots of the plan's runs.
+    pub snapshots: Vec<VolumeSnapshot>,
+    /// The VolumeSnapshotClasses; `None` when the cluster does not serve the snapshot API.
+    pub snapshot_classes: Option<Vec<VolumeSnapshotClass>>,
+    /// The StorageClasses (fetched when the plan may take snapshots).
+    pub storage_classes: Vec<StorageClass>,
 }
 
 /// An Event to publish about the plan.
@@ -67,6 +80,14 @@ pub struct PlanDecision {
     pub status: BackupPlanStatus,
     /// A backup Job to create.
     pub create: Option<Job>,
+    /// VolumeSnapshots to take for a run that starts (its Job follows once they are ready).
+    pub create_snapshots: Vec<VolumeSnapshot>,
+    /// Claims to clone from a run's ready VolumeSnapshots, for its Job to mount.
+    pub create_claims: Vec<PersistentVolumeClaim>,
+    /// VolumeSnapshots of runs that are over.
+    pub delete_snapshots: Vec<String>,
+    /// Cloned claims of runs that are over.
+    pub delete_claims: Vec<String>,
     /// Jobs to delete: stuck ones already recorded as failed, and finished ones beyond the kept.
     pub delete: Vec<String>,
     pub events: Vec<PlannedEvent>,
@@ -85,9 +106,10 @@ fn annotation<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-fn owned_by(job: &Job, plan: &BackupPlan) -> bool {
+fn owned_by<K: Resource>(object: &K, plan: &BackupPlan) -> bool {
     let uid = plan.metadata.uid.as_deref();
-    job.metadata
+    object
+        .meta()
         .owner_references
         .as_ref()
         .is_some_and(|owners| {
@@ -126,6 +148,20 @@ fn finished_event(record: &RunRecord) -> PlannedEvent {
     }
 }
 
+/// Whether a pod of one of the plan's backup runs may still run (it is not `Succeeded` or
+/// `Failed`): then the locks it holds in the repository are not stale, whatever its Job says.
+pub fn backup_pod_alive(plan_name: &str, pods: &[Pod]) -> bool {
+    pods.iter().any(|pod| {
+        let labels = pod.metadata.labels.as_ref();
+        let ours = labels.is_some_and(|l| {
+            l.get(LABEL_PLAN).map(String::as_str) == Some(plan_name)
+                && l.get(LABEL_OPERATION).map(String::as_str) == Some("backup")
+        });
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        ours && !matches!(phase, Some("Succeeded" | "Failed"))
+    })
+}
+
 /// Decides everything about `plan` at `now`, from what was fetched. No I/O.
 pub fn decide(
     plan: &BackupPlan,
@@ -146,7 +182,7 @@ pub fn decide(
     let mut jobs: Vec<&Job> = observed
         .jobs
         .iter()
-        .filter(|job| owned_by(job, plan))
+        .filter(|job| owned_by(*job, plan))
         .collect();
     jobs.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
     let mut active: Option<&Job> = None;
@@ -228,36 +264,152 @@ pub fn decide(
         }
     }
 
-    // 2. What the spec names, and where the pod must run.
+    // 1b. A run being prepared: VolumeSnapshots of a run whose Job does not exist yet.
+    let mut runs: BTreeMap<String, Vec<&VolumeSnapshot>> = BTreeMap::new();
+    for snapshot in observed.snapshots.iter().filter(|s| owned_by(*s, plan)) {
+        if let Some(run) = snapshot.labels().get(LABEL_RUN) {
+            runs.entry(run.clone()).or_default().push(snapshot);
+        }
+    }
+    let mut preparing: Option<(String, Vec<&VolumeSnapshot>)> = None;
+    for (run, snapshots) in runs {
+        let over = jobs.iter().any(|job| job.name_any() == run)
+            || status.history.iter().any(|r| r.job_name == run);
+        if over || active.is_some() || preparing.is_some() {
+            continue;
+        }
+        let info = snapshot_run_info(snapshots[0]);
+        let started = snapshots
+            .iter()
+            .filter_map(|s| s.metadata.creation_timestamp.as_ref().map(|t| t.0))
+            .min()
+            .unwrap_or(now);
+        // The run's trigger is consumed, even if the status apply after the create failed.
+        if let Some(time) = info.scheduled_time {
+            if status
+                .last_schedule_time
+                .as_ref()
+                .is_none_or(|last| last.0 < time)
+            {
+                status.last_schedule_time = Some(Time(time));
+            }
+        }
+        if let Some(trigger) = &info.manual_trigger {
+            status.last_manual_trigger = Some(trigger.clone());
+        }
+        let failure = snapshots
+            .iter()
+            .find_map(|s| {
+                s.error_message().map(|message| {
+                    format!(
+                        "VolumeSnapshot {} of PersistentVolumeClaim {:?} failed: {message}",
+                        s.name_any(),
+                        s.spec.source.persistent_volume_claim_name.as_deref().unwrap_or("")
+                    )
+                })
+            })
+            .or_else(|| {
+                let deadline = parse_duration(&spec.deadline).ok()?;
+                let waiting: Vec<String> = snapshots
+                    .iter()
+                    .filter(|s| !s.is_ready())
+                    .map(|s| s.name_any())
+                    .collect();
+                (now.duration_since(started) > deadline && !waiting.is_empty()).then(|| {
+                    format!(
+                        "VolumeSnapshots {} were not ready within the run's deadline of {}; check the CSI driver's snapshotter",
+                        waiting.join(", "),
+                        spec.deadline
+                    )
+                })
+            });
+        match failure {
+            Some(message) => {
+                let record = RunRecord {
+                    job_name: run.clone(),
+                    trigger: info.trigger,
+                    scheduled_time: info.scheduled_time.map(Time),
+                    start_time: Some(Time(started)),
+                    completion_time: Some(Time(now)),
+                    duration_seconds: Some(now.duration_since(started).as_secs()),
+                    result: RunOutcome::Failed,
+                    reason: reasons::SNAPSHOT_FAILED.into(),
+                    message: Some(message),
+                    snapshot_id: None,
+                    files_read: None,
+                    bytes_read: None,
+                    bytes_added: None,
+                    bytes_sent: None,
+                    warnings: None,
+                    databases: Vec::new(),
+                };
+                planned_events.push(finished_event(&record));
+                record_backup_run(&mut status, record.clone(), now);
+                finished.push(record);
+            }
+            None => {
+                status.active_run = Some(ActiveRun {
+                    job_name: run.clone(),
+                    trigger: info.trigger,
+                    scheduled_time: info.scheduled_time.map(Time),
+                    start_time: Some(Time(started)),
+                });
+                preparing = Some((run, snapshots));
+            }
+        }
+    }
+
+    // 2. What the spec names, how each volume is read, and where the pod must run.
     let mut problems = Vec::new();
-    let mut resolved = match resolve_plan(spec, &observed.secrets, &observed.claims) {
+    // The clones of the plan's own runs are never backed up.
+    let claims: Vec<PersistentVolumeClaim> = observed
+        .claims
+        .iter()
+        .filter(|c| !c.labels().contains_key(LABEL_RUN))
+        .cloned()
+        .collect();
+    let mut resolved = match resolve_plan(spec, &observed.secrets, &claims) {
         Ok(resolved) => Some(resolved),
         Err(found) => {
             problems = found;
             None
         }
     };
-    let mut node_name = None;
+    let mut reads: Vec<VolumeRead> = Vec::new();
+    let mut direct_node = None;
     if let Some(plan_volumes) = resolved.as_ref().filter(|r| !r.claims.is_empty()) {
-        match spec.copy_method {
-            CopyMethod::Snapshot => problems.push(Problem::SnapshotNotAvailable),
-            // Until CSI snapshots are supported, Auto reads directly.
-            CopyMethod::Auto | CopyMethod::Direct => {
-                let claims: Vec<&PersistentVolumeClaim> = plan_volumes
-                    .claims
+        let plan_claims: Vec<&PersistentVolumeClaim> = plan_volumes
+            .claims
+            .iter()
+            .filter_map(|c| {
+                claims
                     .iter()
-                    .filter_map(|c| {
-                        observed
-                            .claims
-                            .iter()
-                            .find(|pvc| pvc.metadata.name.as_deref() == Some(&c.name))
-                    })
-                    .collect();
-                match direct_placement(&claims, &observed.pods) {
-                    Ok(node) => node_name = node,
-                    Err(problem) => problems.push(problem),
-                }
-            }
+                    .find(|pvc| pvc.metadata.name.as_deref() == Some(&c.name))
+            })
+            .collect();
+        let support = SnapshotSupport {
+            classes: observed.snapshot_classes.as_deref(),
+            storage_classes: &observed.storage_classes,
+        };
+        match choose_reads(
+            spec.copy_method,
+            spec.volume_snapshot_class_name.as_deref(),
+            &plan_claims,
+            support,
+        ) {
+            Ok(chosen) => reads = chosen,
+            Err(found) => problems.extend(found),
+        }
+        // Only volumes read directly tie the pod to a node.
+        let direct: Vec<&PersistentVolumeClaim> = plan_claims
+            .iter()
+            .zip(&reads)
+            .filter(|(_, read)| **read == VolumeRead::Direct)
+            .map(|(claim, _)| *claim)
+            .collect();
+        match direct_placement(&direct, &observed.pods) {
+            Ok(node) => direct_node = node,
+            Err(problem) => problems.push(problem),
         }
     }
     if !problems.is_empty() {
@@ -266,6 +418,8 @@ pub fn decide(
 
     // 3. Whether to start a run.
     let mut create = None;
+    let mut create_snapshots = Vec::new();
+    let mut create_claims = Vec::new();
     let mut newly_missed = 0;
     let mut ready_message = String::new();
     match &resolved {
@@ -273,7 +427,7 @@ pub fn decide(
         Some(resolved) => {
             let mut run = None;
             let mut next_run = None;
-            if active.is_none() {
+            if active.is_none() && preparing.is_none() {
                 if let Some(trigger) = pending_manual_trigger(spec, Some(&status)) {
                     run = Some((RunTrigger::Manual, None, Some(trigger.to_owned())));
                     status.last_manual_trigger = Some(trigger.to_owned());
@@ -315,6 +469,7 @@ pub fn decide(
                 });
             }
             status.next_schedule_time = next_run.map(Time);
+            let remove_stale_locks = !backup_pod_alive(&plan.name_any(), &observed.pods);
             if let Some((trigger, scheduled_time, manual_trigger)) = run {
                 let backup_run = BackupRun {
                     trigger,
@@ -329,15 +484,47 @@ pub fn decide(
                             excludes: c.excludes.clone(),
                         })
                         .collect(),
-                    node_name: node_name.clone(),
+                    node_name: direct_node.clone(),
                     deadline: resolved.deadline,
+                    remove_stale_locks,
                 };
-                let job = backup_job(plan, &backup_run, &settings.job);
                 let job_name = backup_job_name(plan, &backup_run);
+                let snapshotted: Vec<(&str, &str)> = resolved
+                    .claims
+                    .iter()
+                    .zip(&reads)
+                    .filter_map(|(claim, read)| match read {
+                        VolumeRead::Snapshot { class } => {
+                            Some((claim.name.as_str(), class.as_str()))
+                        }
+                        VolumeRead::Direct => None,
+                    })
+                    .collect();
+                let note = if snapshotted.is_empty() {
+                    create = Some(backup_job(plan, &backup_run, &settings.job));
+                    format!("created Job {job_name} ({trigger:?})")
+                } else {
+                    // The Job follows when the snapshots are ready.
+                    for (index, (claim, class)) in snapshotted.iter().enumerate() {
+                        create_snapshots.push(run_snapshot(
+                            plan,
+                            &backup_run,
+                            &job_name,
+                            index,
+                            claim,
+                            class,
+                        ));
+                    }
+                    let names: Vec<&str> = snapshotted.iter().map(|(claim, _)| *claim).collect();
+                    format!(
+                        "taking VolumeSnapshots of {} for Job {job_name} ({trigger:?})",
+                        names.join(", ")
+                    )
+                };
                 planned_events.push(PlannedEvent {
                     type_: EventType::Normal,
                     reason: events::BACKUP_STARTED.into(),
-                    note: format!("created Job {job_name} ({trigger:?})"),
+                    note,
                 });
                 status.active_run = Some(ActiveRun {
                     job_name,
@@ -345,7 +532,66 @@ pub fn decide(
                     scheduled_time: scheduled_time.map(Time),
                     start_time: Some(Time(now)),
                 });
-                create = Some(job);
+            }
+            // A prepared run whose snapshots are ready: clone them, and start its Job.
+            if let Some((run_name, snapshots)) = &preparing {
+                if snapshots.iter().all(|s| s.is_ready()) {
+                    let info = snapshot_run_info(snapshots[0]);
+                    let clone_of = |claim: &str| {
+                        snapshots.iter().find(|s| {
+                            s.annotations()
+                                .get(ANNOTATION_SOURCE_CLAIM)
+                                .map(String::as_str)
+                                == Some(claim)
+                        })
+                    };
+                    let mut volumes = Vec::new();
+                    for claim in &resolved.claims {
+                        let mounted = match clone_of(&claim.name) {
+                            Some(snapshot) => {
+                                let exists = observed
+                                    .claims
+                                    .iter()
+                                    .any(|c| c.metadata.name == snapshot.metadata.name);
+                                if let (false, Some(source)) =
+                                    (exists, claims.iter().find(|c| c.name_any() == claim.name))
+                                {
+                                    create_claims.push(snapshot_clone(plan, snapshot, source));
+                                }
+                                snapshot.name_any()
+                            }
+                            None => claim.name.clone(),
+                        };
+                        volumes.push(BackupVolumeMount {
+                            source_claim: claim.name.clone(),
+                            mounted_claim: mounted,
+                            excludes: claim.excludes.clone(),
+                        });
+                    }
+                    let started = status
+                        .active_run
+                        .as_ref()
+                        .and_then(|a| a.start_time.as_ref())
+                        .map(|t| t.0)
+                        .unwrap_or(now);
+                    // The deadline is the whole run's, preparation included.
+                    let deadline = (resolved.deadline - now.duration_since(started))
+                        .max(SignedDuration::from_mins(1));
+                    let backup_run = BackupRun {
+                        trigger: info.trigger,
+                        scheduled_time: info.scheduled_time,
+                        manual_trigger: info.manual_trigger,
+                        volumes,
+                        node_name: direct_node.clone(),
+                        deadline,
+                        remove_stale_locks,
+                    };
+                    let mut job = backup_job(plan, &backup_run, &settings.job);
+                    // The run's name was fixed when its snapshots were taken.
+                    job.metadata.name = Some(run_name.clone());
+                    create = Some(job);
+                    preparing = None;
+                }
             }
             ready_message = match (&status.next_schedule_time, spec.suspend) {
                 (_, true) => "suspended: no scheduled runs".into(),
@@ -357,6 +603,43 @@ pub fn decide(
 
     // 4. Conditions, and an Event when readiness changes.
     set_backup_plan_conditions(&mut status, &problems, &ready_message, generation, now);
+    if let Some((run, snapshots)) = &preparing {
+        let ready = snapshots.iter().filter(|s| s.is_ready()).count();
+        set_condition(
+            &mut status.conditions,
+            types::RUNNING,
+            ConditionStatus::True,
+            reasons::PREPARING_SNAPSHOTS,
+            format!(
+                "Job {run} starts when its VolumeSnapshots are ready ({ready} of {})",
+                snapshots.len()
+            ),
+            generation,
+            now,
+        );
+    }
+    // The snapshots and clones of runs that are over.
+    let current_run = status.active_run.as_ref().map(|a| a.job_name.clone());
+    let over = |labels: &BTreeMap<String, String>, deleting: bool| {
+        !deleting
+            && labels
+                .get(LABEL_RUN)
+                .is_some_and(|run| Some(run) != current_run.as_ref())
+    };
+    let delete_snapshots: Vec<String> = observed
+        .snapshots
+        .iter()
+        .filter(|s| owned_by(*s, plan))
+        .filter(|s| over(s.labels(), s.metadata.deletion_timestamp.is_some()))
+        .map(|s| s.name_any())
+        .collect();
+    let delete_claims: Vec<String> = observed
+        .claims
+        .iter()
+        .filter(|c| owned_by(*c, plan))
+        .filter(|c| over(c.labels(), c.metadata.deletion_timestamp.is_some()))
+        .map(|c| c.name_any())
+        .collect();
     status.observed_generation = generation;
     let ready_after = find_condition(&status.conditions, types::READY)
         .map(|c| (c.status.clone(), c.reason.clone()));
@@ -372,7 +655,9 @@ pub fn decide(
         }
     }
 
-    let requeue_after = if resolved.is_none() {
+    let requeue_after = if preparing.is_some() {
+        settings.snapshot_poll
+    } else if resolved.is_none() {
         settings.not_ready_recheck
     } else if status.active_run.is_some() {
         ACTIVE_REQUEUE
@@ -388,6 +673,10 @@ pub fn decide(
     PlanDecision {
         status,
         create,
+        create_snapshots,
+        create_claims,
+        delete_snapshots,
+        delete_claims,
         delete,
         events: planned_events,
         finished,
@@ -437,8 +726,24 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
     let jobs = Api::<Job>::namespaced(client.clone(), &namespace)
         .list(&ListParams::default().labels(&selector))
         .await?;
-    for job in jobs.items.iter().filter(|job| owned_by(job, &plan)) {
+    for job in jobs.items.iter().filter(|job| owned_by(*job, &plan)) {
         delete_job(client, &namespace, &job.name_any()).await?;
+    }
+    let run_selector = format!("{LABEL_PLAN}={name},{LABEL_RUN}");
+    let snapshots = list_if_served(
+        &Api::<VolumeSnapshot>::namespaced(client.clone(), &namespace),
+        &ListParams::default().labels(&run_selector),
+    )
+    .await?
+    .unwrap_or_default();
+    for snapshot in snapshots.iter().filter(|s| owned_by(*s, &plan)) {
+        delete_snapshot(client, &namespace, &snapshot.name_any()).await?;
+    }
+    let clones = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().labels(&run_selector))
+        .await?;
+    for clone in clones.items.iter().filter(|c| owned_by(*c, &plan)) {
+        delete_claim(client, &namespace, &clone.name_any()).await?;
     }
     let labels = PlanLabels {
         namespace: namespace.clone(),
@@ -458,6 +763,7 @@ pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, E
     let client = &ctx.client;
 
     let selector = format!("{LABEL_PLAN}={name},{LABEL_OPERATION}=backup");
+    let may_snapshot = !plan.spec.volumes.is_empty() && plan.spec.copy_method != CopyMethod::Direct;
     let observed = ObservedPlan {
         jobs: Api::<Job>::namespaced(client.clone(), &namespace)
             .list(&ListParams::default().labels(&selector))
@@ -476,10 +782,42 @@ pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, E
                 .await?
                 .items
         },
+        // Listed for every plan: a plan switched to Direct still cleans up after its last run.
+        snapshots: list_if_served(
+            &Api::<VolumeSnapshot>::namespaced(client.clone(), &namespace),
+            &ListParams::default().labels(&format!("{LABEL_PLAN}={name},{LABEL_RUN}")),
+        )
+        .await?
+        .unwrap_or_default(),
+        snapshot_classes: if may_snapshot {
+            list_if_served(
+                &Api::<VolumeSnapshotClass>::all(client.clone()),
+                &ListParams::default(),
+            )
+            .await?
+        } else {
+            None
+        },
+        storage_classes: if may_snapshot {
+            Api::<StorageClass>::all(client.clone())
+                .list(&ListParams::default())
+                .await?
+                .items
+        } else {
+            Vec::new()
+        },
     };
     let now = Timestamp::now();
     let decision = decide(&plan, &observed, now, &ctx.settings);
 
+    let snapshots_api = Api::<VolumeSnapshot>::namespaced(client.clone(), &namespace);
+    for snapshot in &decision.create_snapshots {
+        create_if_absent(&snapshots_api, snapshot).await?;
+    }
+    let claims_api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace);
+    for claim in &decision.create_claims {
+        create_if_absent(&claims_api, claim).await?;
+    }
     if let Some(job) = &decision.create {
         create_job(client, &namespace, job).await?;
     }
@@ -507,6 +845,12 @@ pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, E
     }
     for job in &decision.delete {
         delete_job(client, &namespace, job).await?;
+    }
+    for claim in &decision.delete_claims {
+        delete_claim(client, &namespace, claim).await?;
+    }
+    for snapshot in &decision.delete_snapshots {
+        delete_snapshot(client, &namespace, snapshot).await?;
     }
 
     let labels = PlanLabels {
@@ -567,15 +911,15 @@ mod tests {
     use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
     use std::collections::BTreeMap;
 
-    fn at(text: &str) -> Timestamp {
+    pub(super) fn at(text: &str) -> Timestamp {
         text.parse().unwrap()
     }
 
-    fn settings() -> Settings {
+    pub(super) fn settings() -> Settings {
         Settings::with_image("sidecar:test")
     }
 
-    fn plan() -> BackupPlan {
+    pub(super) fn plan() -> BackupPlan {
         let mut plan = BackupPlan::new(
             "nightly",
             BackupPlanSpec {
@@ -609,7 +953,7 @@ mod tests {
         plan
     }
 
-    fn observed() -> ObservedPlan {
+    pub(super) fn observed() -> ObservedPlan {
         ObservedPlan {
             secrets: [
                 ("repo".to_string(), ["password".to_string()].into()),
@@ -696,7 +1040,7 @@ mod tests {
         assert!(again.events.is_empty());
     }
 
-    fn finished_job(name: &str, created: &str) -> Job {
+    pub(super) fn finished_job(name: &str, created: &str) -> Job {
         Job {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -730,7 +1074,7 @@ mod tests {
         }
     }
 
-    fn pod_for(job: &str) -> Pod {
+    pub(super) fn pod_for(job: &str) -> Pod {
         let result = RunResult {
             version: RESULT_FORMAT_VERSION,
             operation: Operation::Backup,
@@ -845,6 +1189,48 @@ mod tests {
         );
     }
 
+    pub(super) fn args(job: &Job) -> Vec<String> {
+        job.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .args
+            .clone()
+            .unwrap()
+    }
+
+    #[test]
+    fn locks_of_earlier_runs_are_removed_only_when_no_pod_of_the_plan_is_alive() {
+        let mut plan = plan();
+        plan.spec.manual_trigger = Some("again".into());
+        // The earlier run was killed: its Job failed, its pod is gone or ended.
+        let mut observed = observed();
+        let mut killed = pod_for("nightly-manual-0");
+        killed.metadata.labels = Some(BTreeMap::from([
+            (LABEL_PLAN.to_string(), "nightly".to_string()),
+            (LABEL_OPERATION.to_string(), "backup".to_string()),
+        ]));
+        killed.status.as_mut().unwrap().phase = Some("Failed".into());
+        observed.pods.push(killed.clone());
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+        let job = decision.create.unwrap();
+        let hostname = crate::job::lock_hostname("shop", "nightly");
+        assert!(args(&job)
+            .windows(2)
+            .any(|w| w == ["--remove-locks-of-host", hostname.as_str()]));
+
+        // A pod of the plan still runs (its Job already counted as failed): its lock is live.
+        killed.status.as_mut().unwrap().phase = Some("Running".into());
+        observed.pods = vec![killed];
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+        let job = decision.create.unwrap();
+        assert!(!args(&job).contains(&"--remove-locks-of-host".to_string()));
+    }
+
     #[test]
     fn a_manual_trigger_runs_now_even_when_suspended() {
         let mut plan = plan();
@@ -862,5 +1248,254 @@ mod tests {
             Some("restore-drill")
         );
         assert_eq!(decision.status.next_schedule_time, None);
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::tests::*;
+    use super::*;
+    use crate::csi::VolumeSnapshotStatus;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn storage_class(name: &str, provisioner: &str) -> StorageClass {
+        StorageClass {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            provisioner: provisioner.into(),
+            ..StorageClass::default()
+        }
+    }
+
+    fn snapshot_class(name: &str, driver: &str) -> VolumeSnapshotClass {
+        VolumeSnapshotClass {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            driver: driver.into(),
+            deletion_policy: "Delete".into(),
+            parameters: None,
+        }
+    }
+
+    fn snapshot_plan() -> BackupPlan {
+        let mut plan = plan();
+        plan.spec.copy_method = CopyMethod::Snapshot;
+        plan.spec.manual_trigger = Some("now".into());
+        // Today's scheduled run is done: only the manual one is due.
+        plan.status = Some(BackupPlanStatus {
+            last_schedule_time: Some(Time(at("2026-11-30T02:30:00Z"))),
+            ..BackupPlanStatus::default()
+        });
+        plan
+    }
+
+    fn snapshot_world() -> ObservedPlan {
+        let mut observed = observed();
+        observed.claims[0].spec = Some(PersistentVolumeClaimSpec {
+            storage_class_name: Some("fast".into()),
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            ..PersistentVolumeClaimSpec::default()
+        });
+        observed.storage_classes = vec![storage_class("fast", "csi.example.com")];
+        observed.snapshot_classes = Some(vec![snapshot_class("fast-snap", "csi.example.com")]);
+        observed
+    }
+
+    /// What the API server returns for a created object.
+    fn stored<K: Resource>(mut object: K, created: &str) -> K {
+        object.meta_mut().creation_timestamp = Some(Time(at(created)));
+        object
+    }
+
+    fn ready(mut snapshot: VolumeSnapshot) -> VolumeSnapshot {
+        snapshot.status = Some(VolumeSnapshotStatus {
+            ready_to_use: Some(true),
+            restore_size: Some(Quantity("3Gi".into())),
+            ..VolumeSnapshotStatus::default()
+        });
+        snapshot
+    }
+
+    #[test]
+    fn a_snapshot_run_takes_its_snapshots_then_clones_them_into_its_job_then_cleans_up() {
+        let mut plan = snapshot_plan();
+        let mut observed = snapshot_world();
+        let now = at("2026-11-30T12:00:00Z");
+
+        // The run starts by taking a snapshot of each volume; no Job yet.
+        let decision = decide(&plan, &observed, now, &settings());
+        assert!(decision.create.is_none());
+        assert_eq!(decision.create_snapshots.len(), 1);
+        let snapshot = decision.create_snapshots[0].clone();
+        assert_eq!(
+            snapshot.metadata.name.as_deref(),
+            Some("nightly-manual-1-0")
+        );
+        assert_eq!(
+            snapshot.spec.source.persistent_volume_claim_name.as_deref(),
+            Some("data")
+        );
+        assert_eq!(
+            snapshot.spec.volume_snapshot_class_name.as_deref(),
+            Some("fast-snap")
+        );
+        assert_eq!(
+            decision.status.active_run.as_ref().unwrap().job_name,
+            "nightly-manual-1"
+        );
+        assert_eq!(decision.events[0].reason, "BackupStarted");
+        plan.status = Some(decision.status);
+
+        // Not ready yet: the run waits, and says so.
+        observed.snapshots = vec![stored(snapshot.clone(), "2026-11-30T12:00:00Z")];
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:05Z"), &settings());
+        assert!(decision.create.is_none() && decision.create_snapshots.is_empty());
+        assert!(decision.delete_snapshots.is_empty());
+        let running = find_condition(&decision.status.conditions, types::RUNNING).unwrap();
+        assert_eq!(running.reason, "PreparingSnapshots");
+        assert_eq!(decision.requeue_after, settings().snapshot_poll);
+        assert_eq!(decision.status.last_manual_trigger.as_deref(), Some("now"));
+        plan.status = Some(decision.status);
+
+        // Ready: a claim is cloned from it and the Job mounts the clone where the volume goes.
+        observed.snapshots = vec![ready(stored(snapshot, "2026-11-30T12:00:00Z"))];
+        let decision = decide(&plan, &observed, at("2026-11-30T12:01:00Z"), &settings());
+        assert_eq!(decision.create_claims.len(), 1);
+        let clone = decision.create_claims[0].clone();
+        let clone_spec = clone.spec.as_ref().unwrap();
+        assert_eq!(clone.metadata.name.as_deref(), Some("nightly-manual-1-0"));
+        assert_eq!(
+            clone_spec.data_source.as_ref().unwrap().kind,
+            "VolumeSnapshot"
+        );
+        assert_eq!(clone_spec.storage_class_name.as_deref(), Some("fast"));
+        assert_eq!(
+            clone_spec
+                .resources
+                .as_ref()
+                .unwrap()
+                .requests
+                .as_ref()
+                .unwrap()["storage"],
+            Quantity("3Gi".into())
+        );
+        let job = decision.create.clone().expect("the Job");
+        assert_eq!(job.metadata.name.as_deref(), Some("nightly-manual-1"));
+        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let volume = pod
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find_map(|v| v.persistent_volume_claim.as_ref())
+            .unwrap();
+        assert_eq!(volume.claim_name, "nightly-manual-1-0");
+        assert_eq!(args(&job)[1], "/data/data", "the snapshot names the source");
+        // The minute of preparation counts against the deadline.
+        assert_eq!(
+            job.spec.as_ref().unwrap().active_deadline_seconds,
+            Some(12 * 3600 - 60)
+        );
+        plan.status = Some(decision.status);
+
+        // The Job runs: everything of the run stays.
+        observed.claims.push(stored(clone, "2026-11-30T12:01:00Z"));
+        let mut job = stored(job, "2026-11-30T12:01:00Z");
+        observed.jobs = vec![job.clone()];
+        let decision = decide(&plan, &observed, at("2026-11-30T12:02:00Z"), &settings());
+        assert!(decision.create.is_none() && decision.create_claims.is_empty());
+        assert!(decision.delete_snapshots.is_empty() && decision.delete_claims.is_empty());
+        plan.status = Some(decision.status);
+
+        // The Job ends: the run is recorded, its snapshot and clone deleted.
+        job.status = Some(JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: "Complete".into(),
+                status: "True".into(),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        });
+        observed.jobs = vec![job];
+        observed.pods = vec![pod_for("nightly-manual-1")];
+        let decision = decide(&plan, &observed, at("2026-11-30T12:30:00Z"), &settings());
+        assert_eq!(decision.finished.len(), 1);
+        assert_eq!(decision.delete_snapshots, ["nightly-manual-1-0"]);
+        assert_eq!(decision.delete_claims, ["nightly-manual-1-0"]);
+        assert!(decision.create_snapshots.is_empty());
+    }
+
+    #[test]
+    fn a_failed_snapshot_fails_the_run_with_the_drivers_message() {
+        let mut plan = snapshot_plan();
+        let mut observed = snapshot_world();
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+        let mut snapshot = stored(decision.create_snapshots[0].clone(), "2026-11-30T12:00:00Z");
+        plan.status = Some(decision.status);
+        snapshot.status = Some(VolumeSnapshotStatus {
+            ready_to_use: Some(false),
+            error: Some(crate::csi::VolumeSnapshotError {
+                message: Some("rpc error: code = ResourceExhausted desc = quota".into()),
+                time: None,
+            }),
+            ..VolumeSnapshotStatus::default()
+        });
+        observed.snapshots = vec![snapshot];
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:30Z"), &settings());
+        let last = decision.status.last_run.as_ref().unwrap();
+        assert_eq!(last.job_name, "nightly-manual-1");
+        assert_eq!(last.reason, "SnapshotFailed");
+        assert!(last.message.as_ref().unwrap().contains("ResourceExhausted"));
+        assert!(decision.status.active_run.is_none());
+        assert_eq!(decision.delete_snapshots, ["nightly-manual-1-0"]);
+        assert!(decision.create.is_none());
+        assert_eq!(decision.events[0].reason, "BackupFailed");
+    }
+
+    #[test]
+    fn snapshots_not_ready_by_the_deadline_fail_the_run() {
+        let mut plan = snapshot_plan();
+        plan.spec.deadline = "1h".into();
+        let mut observed = snapshot_world();
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+        observed.snapshots = vec![stored(
+            decision.create_snapshots[0].clone(),
+            "2026-11-30T12:00:00Z",
+        )];
+        plan.status = Some(decision.status);
+        let decision = decide(&plan, &observed, at("2026-11-30T13:00:01Z"), &settings());
+        let last = decision.status.last_run.as_ref().unwrap();
+        assert_eq!(last.reason, "SnapshotFailed");
+        assert!(last.message.as_ref().unwrap().contains("deadline of 1h"));
+    }
+
+    #[test]
+    fn snapshot_without_a_class_for_the_driver_is_not_ready() {
+        let plan = snapshot_plan();
+        let mut observed = snapshot_world();
+        observed.snapshot_classes = Some(vec![snapshot_class("other", "csi.other.org")]);
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+        assert_eq!(ready.reason, "NoVolumeSnapshotClass");
+        assert!(
+            ready.message.contains("\"csi.example.com\""),
+            "{}",
+            ready.message
+        );
+        assert!(decision.create_snapshots.is_empty() && decision.create.is_none());
+
+        // Auto reads that volume directly instead.
+        let mut auto = plan.clone();
+        auto.spec.copy_method = CopyMethod::Auto;
+        let decision = decide(&auto, &observed, at("2026-11-30T12:00:00Z"), &settings());
+        assert!(decision.create_snapshots.is_empty());
+        assert!(decision.create.is_some());
     }
 }

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use jiff::SignedDuration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -61,6 +61,8 @@ pub struct Settings {
     pub not_ready_recheck: Duration,
     /// Watch only this namespace; `None` watches all.
     pub watch_namespace: Option<String>,
+    /// How often a run waiting for its VolumeSnapshots looks at them again.
+    pub snapshot_poll: Duration,
 }
 
 impl Settings {
@@ -76,6 +78,7 @@ impl Settings {
             finished_jobs_to_keep: 3,
             not_ready_recheck: Duration::from_secs(120),
             watch_namespace: None,
+            snapshot_poll: Duration::from_secs(5),
         }
     }
 }
@@ -397,5 +400,49 @@ async fn delete_job(client: &Client, namespace: &str, name: &str) -> Result<(), 
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(error) => Err(error.into()),
+    }
+}
+
+/// Creates an object; one that already exists (created by an earlier reconcile) is fine.
+async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Lists objects of a kind the cluster may not serve (the CSI snapshot API is optional): `None`
+/// when it does not.
+async fn list_if_served<K>(api: &Api<K>, params: &ListParams) -> Result<Option<Vec<K>>, Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list(params).await {
+        Ok(list) => Ok(Some(list.items)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Deletes a claim the operator cloned for a run; one already gone is fine.
+async fn delete_claim(client: &Client, namespace: &str, name: &str) -> Result<(), Error> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    ignore_not_found(api.delete(name, &DeleteParams::default()).await.map(|_| ()))
+}
+
+/// Deletes a VolumeSnapshot the operator took for a run; one already gone is fine.
+async fn delete_snapshot(client: &Client, namespace: &str, name: &str) -> Result<(), Error> {
+    let api: Api<crate::csi::VolumeSnapshot> = Api::namespaced(client.clone(), namespace);
+    ignore_not_found(api.delete(name, &DeleteParams::default()).await.map(|_| ()))
+}
+
+fn ignore_not_found(result: Result<(), kube::Error>) -> Result<(), Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other.map_err(Error::from),
     }
 }
