@@ -321,7 +321,7 @@ def chart(out, meta, summary, floor=None):
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
     axes[0].legend(fontsize=8)
-    loads = [s["load1_before"] for s in summary.values() if s.get("load1_before") is not None]
+    loads = [v for s in summary.values() for v in (s.get("load1_min"), s.get("load1_max")) if v is not None]
     fig.suptitle(f"{meta['data_files']} files, {meta['data_bytes'] / 1e9:.2f} GB (scale {meta['scale']}), "
                  f"{meta['machine']['cpus']} vCPU; medians of {meta['runs']} runs (bars: min-max); "
                  f"load average {min(loads):.1f}-{max(loads):.1f}; warm cache; lower is better", fontsize=10)

@@ -37,7 +37,7 @@ rebuild_data=0
 rev=""
 seed="${SEED:-20240301}"
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --scale) scale="$2"; shift 2 ;;
@@ -298,7 +298,7 @@ one_run() {
     borg)
       export BORG_BASE_DIR="$dir/borg-base"
       init=("$BORG" init --encryption=repokey-blake2 "$repo_dir")
-      backup=("$BORG" create --compression zstd,3 --json "$repo_dir::PHASE" "$DATA")
+      backup=("$BORG" create --compression "zstd,3" --json "$repo_dir::PHASE" "$DATA")
       restore=(env -C "$target" "$BORG" extract "$repo_dir::changed") ;;
   esac
   mkdir -p "$out/logs"
@@ -345,3 +345,6 @@ stop_rest
 
 log "report"
 "$HERE/report.py" "$out"
+if grep -q '"verified":false' "$raw"; then
+  log "ERROR: a restore did not match its source (see the MISMATCH lines above)"; exit 1
+fi

@@ -109,7 +109,22 @@ impl Chunker {
         source: R,
         each_chunk: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<u64, E> {
-        ChunkStream::new(self, source).for_each(each_chunk)
+        self.chunk_stream_with(&mut Vec::new(), source, each_chunk)
+    }
+
+    /// [`Chunker::chunk_stream`] with a buffer the caller keeps from stream to stream: a backup of
+    /// many small files then allocates (and zeroes) its 8 MiB buffer once, not once per file.
+    pub fn chunk_stream_with<R: Read, E: From<std::io::Error>>(
+        &self,
+        buffer: &mut Vec<u8>,
+        source: R,
+        each_chunk: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let capacity = 2 * self.params.max_bytes as usize;
+        if buffer.len() != capacity {
+            buffer.resize(capacity, 0);
+        }
+        ChunkStream { chunker: self, source, buffer, start: 0, end: 0, eof: false }.for_each(each_chunk)
     }
 }
 
@@ -118,25 +133,13 @@ impl Chunker {
 struct ChunkStream<'a, R> {
     chunker: &'a Chunker,
     source: R,
-    buffer: Vec<u8>,
+    buffer: &'a mut Vec<u8>,
     start: usize,
     end: usize,
     eof: bool,
 }
 
 impl<'a, R: Read> ChunkStream<'a, R> {
-    fn new(chunker: &'a Chunker, source: R) -> Self {
-        let capacity = 2 * chunker.params.max_bytes as usize;
-        ChunkStream {
-            chunker,
-            source,
-            buffer: vec![0; capacity],
-            start: 0,
-            end: 0,
-            eof: false,
-        }
-    }
-
     fn fill(&mut self) -> std::io::Result<()> {
         let max = self.chunker.params.max_bytes as usize;
         if self.eof || self.end - self.start >= max {

@@ -37,7 +37,9 @@ pub struct Walker {
     pub repo: IndexedRepository,
     pub runtime: tokio::runtime::Handle,
     pub keys: RepositoryKeys,
-    pub chunker: Chunker,
+    pub chunker: Arc<Chunker>,
+    /// The chunker's read buffer, kept from file to file.
+    chunk_buffer: Vec<u8>,
     /// Blobs already in the repository or already sent to the workers in this backup.
     pub known: HashSet<BlobId>,
     pub jobs: Sender<BlobJob>,
@@ -66,7 +68,8 @@ impl Walker {
         let known = repo.index().blob_ids();
         Walker {
             keys: repo.keys().clone(),
-            chunker: repo.chunker(),
+            chunker: Arc::new(repo.chunker()),
+            chunk_buffer: Vec::new(),
             known,
             repo,
             runtime,
@@ -337,8 +340,9 @@ impl Walker {
         reader: impl std::io::Read,
     ) -> Result<(u64, Vec<BlobId>), ChunkReadError> {
         let chunker = self.chunker.clone();
+        let mut buffer = std::mem::take(&mut self.chunk_buffer);
         let mut content = Vec::new();
-        let size = chunker.chunk_stream(reader, |chunk| {
+        let size = chunker.chunk_stream_with(&mut buffer, reader, |chunk| {
             content.push(
                 self.store_blob(BlobKind::Data, chunk)
                     .map_err(ChunkReadError::Pipeline)?,
@@ -346,7 +350,9 @@ impl Walker {
             self.stats.bytes_read += chunk.len() as u64;
             self.progress.add_processed(chunk.len() as u64);
             Ok::<(), ChunkReadError>(())
-        })?;
+        });
+        self.chunk_buffer = buffer;
+        let size = size?;
         Ok((size, content))
     }
 
