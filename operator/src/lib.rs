@@ -4,7 +4,9 @@
 //! [`plan`] (what a plan names, and what is missing), [`volumes`] (where a pod reading volumes
 //! runs), [`job`] (which Job for which plan or restore), [`status`] (what a finished Job means);
 //! [`conditions`] lists the condition types and reasons, which are part of the API. The
-//! [`controller`] fetches, calls them, and applies the result.
+//! [`controller`] fetches, calls them, and applies the result; [`recorder`] publishes its Events.
+//! [`leader`] elects one replica on a Lease (its decisions pure too); [`csi`] declares the CSI
+//! snapshot API the operator uses.
 
 pub mod api;
 pub mod conditions;

@@ -24,7 +24,7 @@ use crate::csi::{
     DEFAULT_STORAGE_CLASS_ANNOTATION, SNAPSHOT_GROUP,
 };
 use crate::job::{
-    common_labels, trigger_name, BackupRun, ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SCHEDULED_TIME,
+    common_labels, trigger_name, ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SCHEDULED_TIME,
     ANNOTATION_SOURCE_CLAIM, ANNOTATION_TRIGGER, LABEL_OPERATION, LABEL_PLAN, LABEL_RESTORE,
     LABEL_RUN,
 };
@@ -172,7 +172,7 @@ pub fn run_snapshot_name(job_name: &str, index: usize) -> String {
 /// trigger and scheduled time, so the run is known again while its snapshots get ready.
 pub fn run_snapshot(
     plan: &BackupPlan,
-    run: &BackupRun,
+    run: &SnapshotRunInfo,
     job_name: &str,
     index: usize,
     claim: &str,
@@ -270,7 +270,8 @@ pub fn snapshot_clone(
     }
 }
 
-/// A run known from its VolumeSnapshots' annotations.
+/// What identifies a run that takes VolumeSnapshots: recorded in their annotations, so the run is
+/// known again while they get ready.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotRunInfo {
     pub trigger: RunTrigger,

@@ -83,8 +83,9 @@ pub struct BackupPlanSpec {
     /// volume's CSI driver exists and `Direct` elsewhere.
     #[serde(default)]
     pub copy_method: CopyMethod,
-    /// The VolumeSnapshotClass for `Snapshot`; by default the class marked default for the
-    /// volume's driver.
+    /// The VolumeSnapshotClass for snapshots; by default the class marked default for the
+    /// volume's CSI driver, or its only class. With `Auto`, only the volumes of this class's
+    /// driver are snapshotted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub volume_snapshot_class_name: Option<String>,
@@ -309,7 +310,7 @@ pub enum RunTrigger {
     Manual,
 }
 
-/// A run in progress.
+/// A run in progress: its VolumeSnapshots getting ready, or its Job running.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActiveRun {
@@ -319,7 +320,7 @@ pub struct ActiveRun {
     /// The scheduled time it runs for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_time: Option<Time>,
-    /// When the Job was created.
+    /// When the run started (its Job, or its first VolumeSnapshot, was created).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
 }

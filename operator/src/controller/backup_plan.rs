@@ -38,7 +38,7 @@ use crate::status::{
 };
 use crate::volumes::{
     choose_reads, direct_placement, run_snapshot, snapshot_clone, snapshot_run_info,
-    SnapshotSupport, VolumeRead,
+    SnapshotRunInfo, SnapshotSupport, VolumeRead,
 };
 
 /// A safety net: even without a watch event, a plan is looked at this often.
@@ -470,6 +470,16 @@ pub fn decide(
             }
             status.next_schedule_time = next_run.map(Time);
             let remove_stale_locks = !backup_pod_alive(&plan.name_any(), &observed.pods);
+            // The claims read from snapshots, in order: the nth is snapshot `<job>-<n>`.
+            let snapshotted: Vec<(&str, &str)> = resolved
+                .claims
+                .iter()
+                .zip(&reads)
+                .filter_map(|(claim, read)| match read {
+                    VolumeRead::Snapshot { class } => Some((claim.name.as_str(), class.as_str())),
+                    VolumeRead::Direct => None,
+                })
+                .collect();
             if let Some((trigger, scheduled_time, manual_trigger)) = run {
                 let backup_run = BackupRun {
                     trigger,
@@ -489,31 +499,19 @@ pub fn decide(
                     remove_stale_locks,
                 };
                 let job_name = backup_job_name(plan, &backup_run);
-                let snapshotted: Vec<(&str, &str)> = resolved
-                    .claims
-                    .iter()
-                    .zip(&reads)
-                    .filter_map(|(claim, read)| match read {
-                        VolumeRead::Snapshot { class } => {
-                            Some((claim.name.as_str(), class.as_str()))
-                        }
-                        VolumeRead::Direct => None,
-                    })
-                    .collect();
                 let note = if snapshotted.is_empty() {
                     create = Some(backup_job(plan, &backup_run, &settings.job));
                     format!("created Job {job_name} ({trigger:?})")
                 } else {
                     // The Job follows when the snapshots are ready.
+                    let info = SnapshotRunInfo {
+                        trigger,
+                        scheduled_time,
+                        manual_trigger: backup_run.manual_trigger.clone(),
+                    };
                     for (index, (claim, class)) in snapshotted.iter().enumerate() {
-                        create_snapshots.push(run_snapshot(
-                            plan,
-                            &backup_run,
-                            &job_name,
-                            index,
-                            claim,
-                            class,
-                        ));
+                        create_snapshots
+                            .push(run_snapshot(plan, &info, &job_name, index, claim, class));
                     }
                     let names: Vec<&str> = snapshotted.iter().map(|(claim, _)| *claim).collect();
                     format!(
@@ -535,8 +533,23 @@ pub fn decide(
             }
             // A prepared run whose snapshots are ready: clone them, and start its Job.
             if let Some((run_name, snapshots)) = &preparing {
-                if snapshots.iter().all(|s| s.is_ready()) {
-                    let info = snapshot_run_info(snapshots[0]);
+                let info = snapshot_run_info(snapshots[0]);
+                let snapshot_of = |claim: &str| {
+                    snapshots.iter().any(|s| {
+                        s.annotations()
+                            .get(ANNOTATION_SOURCE_CLAIM)
+                            .map(String::as_str)
+                            == Some(claim)
+                    })
+                };
+                // A snapshot whose create failed after the others': take it now.
+                for (index, (claim, class)) in snapshotted.iter().enumerate() {
+                    if !snapshot_of(claim) {
+                        create_snapshots
+                            .push(run_snapshot(plan, &info, run_name, index, claim, class));
+                    }
+                }
+                if create_snapshots.is_empty() && snapshots.iter().all(|s| s.is_ready()) {
                     let clone_of = |claim: &str| {
                         snapshots.iter().find(|s| {
                             s.annotations()
@@ -1430,6 +1443,46 @@ mod snapshot_tests {
         assert_eq!(decision.delete_snapshots, ["nightly-manual-1-0"]);
         assert_eq!(decision.delete_claims, ["nightly-manual-1-0"]);
         assert!(decision.create_snapshots.is_empty());
+    }
+
+    #[test]
+    fn a_snapshot_whose_create_failed_is_taken_before_the_job_starts() {
+        let mut plan = snapshot_plan();
+        plan.spec
+            .volumes
+            .push(crate::api::BackupVolume::claim("logs"));
+        let mut observed = snapshot_world();
+        let mut logs = observed.claims[0].clone();
+        logs.metadata.name = Some("logs".into());
+        observed.claims.push(logs);
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+        let names: Vec<String> = decision
+            .create_snapshots
+            .iter()
+            .map(|s| s.name_any())
+            .collect();
+        assert_eq!(names, ["nightly-manual-1-0", "nightly-manual-1-1"]);
+        plan.status = Some(decision.status);
+        // Only the first was created (the second create failed); it is ready.
+        observed.snapshots = vec![ready(stored(
+            decision.create_snapshots[0].clone(),
+            "2026-11-30T12:00:00Z",
+        ))];
+        let decision = decide(&plan, &observed, at("2026-11-30T12:00:10Z"), &settings());
+        assert!(
+            decision.create.is_none(),
+            "the Job waits for every snapshot"
+        );
+        let again: Vec<String> = decision
+            .create_snapshots
+            .iter()
+            .map(|s| s.name_any())
+            .collect();
+        assert_eq!(again, ["nightly-manual-1-1"]);
+        assert_eq!(
+            decision.create_snapshots[0].annotations()[ANNOTATION_SOURCE_CLAIM],
+            "logs"
+        );
     }
 
     #[test]
