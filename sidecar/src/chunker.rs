@@ -124,7 +124,15 @@ impl Chunker {
         if buffer.len() != capacity {
             buffer.resize(capacity, 0);
         }
-        ChunkStream { chunker: self, source, buffer, start: 0, end: 0, eof: false }.for_each(each_chunk)
+        ChunkStream {
+            chunker: self,
+            source,
+            buffer,
+            start: 0,
+            end: 0,
+            eof: false,
+        }
+        .for_each(each_chunk)
     }
 }
 

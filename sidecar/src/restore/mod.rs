@@ -63,7 +63,9 @@ pub async fn restore(
     let lock = match crate::locking::acquire(repo, false, "restore").await {
         Ok(lock) => Some(lock),
         Err(Error::Backend(crate::backend::BackendError::Forbidden { .. })) => {
-            tracing::warn!("the repository cannot be locked with these credentials; restoring without a lock");
+            tracing::warn!(
+                "the repository cannot be locked with these credentials; restoring without a lock"
+            );
             None
         }
         Err(error) => return Err(error),
