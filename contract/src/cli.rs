@@ -56,9 +56,53 @@ impl DatabaseArg {
     }
 }
 
+/// Retention rules: `--keep-last N`, `--keep-hourly N`, … of `backup` and `forget`. A snapshot is
+/// kept when any rule keeps it; no rule at all keeps everything (`backup` then forgets nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeepRules {
+    pub last: Option<u32>,
+    pub hourly: Option<u32>,
+    pub daily: Option<u32>,
+    pub weekly: Option<u32>,
+    pub monthly: Option<u32>,
+    pub yearly: Option<u32>,
+}
+
+impl KeepRules {
+    /// Whether no rule is set.
+    pub fn is_empty(&self) -> bool {
+        self.flags().all(|(_, count)| count.is_none())
+    }
+
+    /// Each rule's flag and count.
+    pub fn flags(&self) -> impl Iterator<Item = (&'static str, Option<u32>)> {
+        [
+            ("--keep-last", self.last),
+            ("--keep-hourly", self.hourly),
+            ("--keep-daily", self.daily),
+            ("--keep-weekly", self.weekly),
+            ("--keep-monthly", self.monthly),
+            ("--keep-yearly", self.yearly),
+        ]
+        .into_iter()
+    }
+
+    fn push_args(&self, args: &mut Vec<String>) {
+        for (flag, count) in self.flags() {
+            if let Some(count) = count {
+                args.push(flag.into());
+                args.push(count.to_string());
+            }
+        }
+    }
+}
+
 /// `neverwiped-sidecar backup PATH... --repo REPO --result-file PATH [--host NAME] [--tag K=V]...
 /// [--exclude PATTERN]... [--limit-upload BYTES_PER_SEC] [--remove-locks-of-host HOSTNAME]
-/// [--database NAME=URI]... [--database-password-file NAME=PATH]...`
+/// [--database NAME=URI]... [--database-password-file NAME=PATH]... [--keep-last N]...`
+///
+/// The `--keep-*` rules are applied to the snapshots of the backup's host after the snapshot is
+/// written (as `forget --host HOST`); a failure to apply them is a warning, never a lost snapshot.
 ///
 /// `--remove-locks-of-host HOSTNAME`: before taking its own lock, the sidecar removes every lock
 /// object whose `hostname` is HOSTNAME, whatever its age, pid or kind (shared or exclusive). The
@@ -78,6 +122,8 @@ pub struct BackupArgs {
     /// `--remove-locks-of-host`: the host name whose locks are all left by processes that are gone.
     pub remove_locks_of_host: Option<String>,
     pub databases: Vec<DatabaseArg>,
+    /// Retention applied to the host's snapshots after the backup.
+    pub keep: KeepRules,
 }
 
 impl BackupArgs {
@@ -85,10 +131,7 @@ impl BackupArgs {
     pub fn to_args(&self) -> Vec<String> {
         let mut args = vec!["backup".to_owned()];
         args.extend(self.paths.iter().cloned());
-        args.push("--repo".into());
-        args.push(self.repository.clone());
-        args.push("--result-file".into());
-        args.push(self.result_file.clone());
+        push_repository_args(&mut args, &self.repository, &self.result_file);
         if let Some(host) = &self.host {
             args.push("--host".into());
             args.push(host.clone());
@@ -112,8 +155,69 @@ impl BackupArgs {
         for database in &self.databases {
             database.push_args(&mut args);
         }
+        self.keep.push_args(&mut args);
         args
     }
+}
+
+/// `neverwiped-sidecar prune --repo REPO --result-file PATH [--remove-locks-of-host HOSTNAME]`:
+/// removes the data no snapshot uses, under an exclusive lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PruneArgs {
+    pub repository: String,
+    pub result_file: String,
+    /// As for [`BackupArgs::remove_locks_of_host`].
+    pub remove_locks_of_host: Option<String>,
+}
+
+impl PruneArgs {
+    /// The arguments after the binary's name, starting with the subcommand.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["prune".to_owned()];
+        push_repository_args(&mut args, &self.repository, &self.result_file);
+        if let Some(hostname) = &self.remove_locks_of_host {
+            args.push("--remove-locks-of-host".into());
+            args.push(hostname.clone());
+        }
+        args
+    }
+}
+
+/// `neverwiped-sidecar check --repo REPO --result-file PATH [--read-data-subset N%]
+/// [--remove-locks-of-host HOSTNAME]`: checks the repository's structure and reads back a share of
+/// its packs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckArgs {
+    pub repository: String,
+    pub result_file: String,
+    /// Percent of the packs to read back (1–100); none: structure only.
+    pub read_data_percent: Option<u32>,
+    /// As for [`BackupArgs::remove_locks_of_host`].
+    pub remove_locks_of_host: Option<String>,
+}
+
+impl CheckArgs {
+    /// The arguments after the binary's name, starting with the subcommand.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["check".to_owned()];
+        push_repository_args(&mut args, &self.repository, &self.result_file);
+        if let Some(percent) = self.read_data_percent {
+            args.push("--read-data-subset".into());
+            args.push(format!("{percent}%"));
+        }
+        if let Some(hostname) = &self.remove_locks_of_host {
+            args.push("--remove-locks-of-host".into());
+            args.push(hostname.clone());
+        }
+        args
+    }
+}
+
+fn push_repository_args(args: &mut Vec<String>, repository: &str, result_file: &str) {
+    args.push("--repo".into());
+    args.push(repository.to_owned());
+    args.push("--result-file".into());
+    args.push(result_file.to_owned());
 }
 
 /// `neverwiped-sidecar restore SNAPSHOT --repo REPO --result-file PATH [--target DIR]
@@ -143,10 +247,7 @@ impl RestoreArgs {
     /// The arguments after the binary's name, starting with the subcommand.
     pub fn to_args(&self) -> Vec<String> {
         let mut args = vec!["restore".to_owned(), self.snapshot.clone()];
-        args.push("--repo".into());
-        args.push(self.repository.clone());
-        args.push("--result-file".into());
-        args.push(self.result_file.clone());
+        push_repository_args(&mut args, &self.repository, &self.result_file);
         if let Some(target) = &self.target {
             args.push("--target".into());
             args.push(target.clone());
@@ -194,6 +295,11 @@ mod tests {
                 uri: "postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg:5432".into(),
                 password_file: Some("/var/run/neverwiped/databases/orders/password".into()),
             }],
+            keep: KeepRules {
+                daily: Some(7),
+                weekly: Some(4),
+                ..KeepRules::default()
+            },
         }
         .to_args();
         assert_eq!(
@@ -220,8 +326,44 @@ mod tests {
                 "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg:5432",
                 "--database-password-file",
                 "orders=/var/run/neverwiped/databases/orders/password",
+                "--keep-daily",
+                "7",
+                "--keep-weekly",
+                "4",
             ]
         );
+    }
+
+    #[test]
+    fn maintenance_args_name_their_subcommand_first() {
+        let prune = PruneArgs {
+            repository: "rest:http://gate/r".into(),
+            result_file: "/dev/termination-log".into(),
+            remove_locks_of_host: Some("nightly-0123".into()),
+        }
+        .to_args();
+        assert_eq!(
+            prune,
+            [
+                "prune",
+                "--repo",
+                "rest:http://gate/r",
+                "--result-file",
+                "/dev/termination-log",
+                "--remove-locks-of-host",
+                "nightly-0123"
+            ]
+        );
+        let check = CheckArgs {
+            repository: "rest:http://gate/r".into(),
+            result_file: "/dev/termination-log".into(),
+            read_data_percent: Some(5),
+            remove_locks_of_host: None,
+        }
+        .to_args();
+        assert_eq!(&check[..1], ["check"]);
+        assert!(check.windows(2).any(|w| w == ["--read-data-subset", "5%"]));
+        assert!(KeepRules::default().is_empty());
     }
 
     #[test]

@@ -85,6 +85,39 @@ pub struct DatabaseResult {
     pub error: Option<String>,
 }
 
+/// The repository's size after a run, as the gate stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryStats {
+    /// Bytes of every object in the repository (packs, indexes, snapshots, keys, config).
+    pub size_bytes: u64,
+    /// Snapshots in the repository, of every host.
+    pub snapshots: u64,
+}
+
+/// What a prune freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneStats {
+    /// Bytes of packs deleted, less the bytes of the packs written to keep their used blobs.
+    pub bytes_freed: u64,
+    /// Bytes of packs kept or written.
+    pub bytes_kept: u64,
+    pub packs_deleted: u64,
+}
+
+/// What a check looked at and found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckStats {
+    pub snapshots: u64,
+    pub packs: u64,
+    /// Packs read back and authenticated.
+    pub packs_read: u64,
+    /// Problems found; the run's `error` names the first of them.
+    pub problems: u64,
+}
+
 /// The outcome of one sidecar run, as the operator reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,6 +152,16 @@ pub struct RunResult {
     /// The error that ended the run, when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The repository after the run (backup, prune, check), when it could be measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<RepositoryStats>,
+    /// Snapshots the backup's retention rules removed (`backup --keep-*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots_forgotten: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<PruneStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckStats>,
 }
 
 impl RunResult {
@@ -185,6 +228,13 @@ mod tests {
             warnings_total: 1,
             warnings: vec!["cannot read /data/x: permission denied".into()],
             error: None,
+            repository: Some(RepositoryStats {
+                size_bytes: 4096,
+                snapshots: 3,
+            }),
+            snapshots_forgotten: Some(1),
+            prune: None,
+            check: None,
         }
     }
 

@@ -64,7 +64,11 @@ pub mod reasons {
     pub const BACKUP_RUNNING: &str = "BackupRunning";
     /// A run waits for its VolumeSnapshots to be ready before its Job starts.
     pub const PREPARING_SNAPSHOTS: &str = "PreparingSnapshots";
-    /// No backup is running.
+    /// A prune Job is running.
+    pub const PRUNE_RUNNING: &str = "PruneRunning";
+    /// A check Job is running.
+    pub const CHECK_RUNNING: &str = "CheckRunning";
+    /// No backup, prune or check is running.
     pub const IDLE: &str = "Idle";
 
     // LastBackupSucceeded, run records, Restore's Complete.
@@ -80,6 +84,12 @@ pub mod reasons {
     pub const SNAPSHOT_FAILED: &str = "SnapshotFailed";
     /// The sidecar reported a failure of the restore.
     pub const RESTORE_FAILED: &str = "RestoreFailed";
+    /// The sidecar reported a failure of a prune.
+    pub const PRUNE_FAILED: &str = "PruneFailed";
+    /// A check could not be carried out.
+    pub const CHECK_FAILED: &str = "CheckFailed";
+    /// A check found problems in the repository: data is missing or damaged.
+    pub const REPOSITORY_DAMAGED: &str = "RepositoryDamaged";
     /// The repository password opens no key of the repository.
     pub const WRONG_PASSWORD: &str = "WrongPassword";
     /// There is no repository at the URL.

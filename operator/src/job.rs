@@ -17,11 +17,13 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
-use neverwiped_contract::cli::{self, env, BackupArgs, DatabaseArg, RestoreArgs};
+use neverwiped_contract::cli::{
+    self, env, BackupArgs, CheckArgs, DatabaseArg, KeepRules, PruneArgs, RestoreArgs,
+};
 
 use crate::api::{
     BackupPlan, CredentialsSecretRef, DatabaseType, NonEmptyTargetPolicy, PodSettings, Restore,
-    RunTrigger, SecretKeyRef,
+    Retention, RunKind, RunTrigger, SecretKeyRef,
 };
 
 /// Name of the sidecar container in every Job's pod.
@@ -146,6 +148,106 @@ pub fn backup_job_name(plan: &BackupPlan, run: &BackupRun) -> String {
     job_name(&plan.name_any(), &suffix)
 }
 
+/// One prune or check of a plan's repository: what the reconciler decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MaintenanceRun {
+    /// [`RunKind::Prune`] or [`RunKind::Check`].
+    pub kind: RunKind,
+    pub trigger: RunTrigger,
+    pub scheduled_time: Timestamp,
+    pub deadline: SignedDuration,
+    /// As for [`BackupRun::remove_stale_locks`].
+    pub remove_stale_locks: bool,
+}
+
+/// The Job's name for a prune or check: one per scheduled time, as for backups.
+pub fn maintenance_job_name(plan: &BackupPlan, run: &MaintenanceRun) -> String {
+    let suffix = format!(
+        "{}-{}",
+        run.kind.label(),
+        run.scheduled_time.as_second() / 60
+    );
+    job_name(&plan.name_any(), &suffix)
+}
+
+/// The sidecar's `--keep-*` rules for a plan's retention.
+pub fn keep_rules(retention: Option<&Retention>) -> KeepRules {
+    let Some(retention) = retention else {
+        return KeepRules::default();
+    };
+    let count = |value: Option<i32>| value.and_then(|v| u32::try_from(v).ok());
+    KeepRules {
+        last: count(retention.keep_last),
+        hourly: count(retention.keep_hourly),
+        daily: count(retention.keep_daily),
+        weekly: count(retention.keep_weekly),
+        monthly: count(retention.keep_monthly),
+        yearly: count(retention.keep_yearly),
+    }
+}
+
+/// Builds the Job that prunes or checks `plan`'s repository. It reads no volumes: it runs as a
+/// non-root user without capabilities, under the plan's lock host name so that the locks of a
+/// killed prune are cleared like a killed backup's.
+pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSettings) -> Job {
+    let spec = &plan.spec;
+    let plan_name = plan.name_any();
+    let namespace = plan.namespace().unwrap_or_default();
+    let mut pod = PodBuilder::default();
+    pod.mount_repository(
+        &spec.repository.password_secret_ref,
+        spec.repository.credentials_secret_ref.as_ref(),
+        spec.repository.ca_secret_ref.as_ref(),
+    );
+    let hostname = lock_hostname(&namespace, &plan_name);
+    let repository = cli::rest_repository(&spec.repository.url);
+    let remove_locks_of_host = run.remove_stale_locks.then(|| hostname.clone());
+    let args = match run.kind {
+        RunKind::Check => CheckArgs {
+            repository,
+            result_file: RESULT_FILE.into(),
+            read_data_percent: u32::try_from(spec.maintenance.check.read_data_percent)
+                .ok()
+                .filter(|&percent| percent > 0),
+            remove_locks_of_host,
+        }
+        .to_args(),
+        RunKind::Prune | RunKind::Backup => PruneArgs {
+            repository,
+            result_file: RESULT_FILE.into(),
+            remove_locks_of_host,
+        }
+        .to_args(),
+    };
+    let mut labels = common_labels(run.kind.label());
+    labels.insert(LABEL_PLAN.into(), plan_name);
+    let annotations = BTreeMap::from([
+        (
+            ANNOTATION_TRIGGER.to_owned(),
+            trigger_name(run.trigger).to_owned(),
+        ),
+        (ANNOTATION_DEADLINE.to_owned(), spec.deadline.clone()),
+        (
+            ANNOTATION_SCHEDULED_TIME.to_owned(),
+            run.scheduled_time.to_string(),
+        ),
+    ]);
+    pod.finish(FinishedPod {
+        name: maintenance_job_name(plan, run),
+        namespace,
+        labels,
+        annotations,
+        owner: plan.controller_owner_ref(&()),
+        args,
+        privileges: Privileges::Unprivileged,
+        deadline: run.deadline,
+        node_name: None,
+        hostname: Some(hostname),
+        pod_settings: spec.pod.as_ref(),
+        settings,
+    })
+}
+
 /// The Job's name for a Restore.
 pub fn restore_job_name(restore: &Restore) -> String {
     job_name(&restore.name_any(), "restore")
@@ -226,6 +328,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
             .map(|b| b as u64),
         remove_locks_of_host: run.remove_stale_locks.then(|| hostname.clone()),
         databases,
+        keep: keep_rules(spec.retention.as_ref()),
     }
     .to_args();
 
@@ -381,6 +484,29 @@ pub fn restore_job(
     })
 }
 
+/// The trigger a Job of a plan was created for, from its annotation.
+pub fn run_trigger_of(job: &Job) -> RunTrigger {
+    match job_annotation(job, ANNOTATION_TRIGGER) {
+        Some("Manual") => RunTrigger::Manual,
+        Some("CatchUp") => RunTrigger::CatchUp,
+        _ => RunTrigger::Schedule,
+    }
+}
+
+/// The scheduled time a Job of a plan runs for, from its annotation.
+pub fn scheduled_time_of(job: &Job) -> Option<Timestamp> {
+    job_annotation(job, ANNOTATION_SCHEDULED_TIME)?.parse().ok()
+}
+
+/// One annotation of a Job.
+pub fn job_annotation<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
 /// The name of a run trigger in annotations.
 pub fn trigger_name(trigger: RunTrigger) -> &'static str {
     match trigger {
@@ -405,7 +531,8 @@ fn database_uri(engine: DatabaseType, username_var: &str, host: &str, port: u16)
     format!("{}://$({username_var})@{host}:{port}", engine.uri_scheme())
 }
 
-/// The labels of everything the operator creates for an `operation` (`backup`, `restore`).
+/// The labels of everything the operator creates for an `operation` (`backup`, `restore`,
+/// `prune`, `check`).
 pub fn common_labels(operation: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".to_owned(), "neverwiped".to_owned()),
@@ -748,6 +875,7 @@ mod tests {
                 volume_snapshot_class_name: None,
                 databases: vec![],
                 retention: None,
+                maintenance: Default::default(),
                 limits: Some(Limits {
                     upload_bytes_per_second: Some(5_000_000),
                 }),

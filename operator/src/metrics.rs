@@ -2,7 +2,9 @@
 //!
 //! The one to alert on is `neverwiped_backup_last_success_timestamp_seconds`: it is set from each
 //! plan's status on every reconcile, so it survives operator restarts, e.g.
-//! `time() - neverwiped_backup_last_success_timestamp_seconds > 26 * 3600`.
+//! `time() - neverwiped_backup_last_success_timestamp_seconds >
+//! neverwiped_backup_schedule_interval_seconds + 2 * 3600`. The repository gauges (size,
+//! snapshots, last check) are set from the status the same way.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -27,6 +29,17 @@ pub struct RunLabels {
     pub result: String,
     /// The run's reason, e.g. `WrongPassword`.
     pub reason: String,
+}
+
+/// Labels of a finished prune or check.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MaintenanceLabels {
+    pub namespace: String,
+    pub plan: String,
+    /// `prune` or `check`.
+    pub kind: String,
+    /// `Succeeded` or `Failed`.
+    pub result: String,
 }
 
 /// Labels of reconciliations.
@@ -54,6 +67,14 @@ pub struct Metrics {
     pub backup_last_success_timestamp_seconds: Family<PlanLabels, Gauge>,
     pub backup_bytes_sent: Family<PlanLabels, Counter>,
     pub backup_missed_runs: Family<PlanLabels, Counter>,
+    /// The nominal time between two scheduled backups of a plan.
+    pub backup_schedule_interval_seconds: Family<PlanLabels, Gauge>,
+    pub repository_size_bytes: Family<PlanLabels, Gauge>,
+    pub repository_snapshots: Family<PlanLabels, Gauge>,
+    /// 1 when the plan's last check found the repository sound, 0 when it failed.
+    pub repository_check_ok: Family<PlanLabels, Gauge>,
+    pub maintenance_runs: Family<MaintenanceLabels, Counter>,
+    pub prune_freed_bytes: Family<PlanLabels, Counter>,
     pub reconciliations: Family<ReconcileLabels, Counter>,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// 1 while this replica holds the leader Lease and runs the controllers.
@@ -76,6 +97,12 @@ impl Default for Metrics {
             backup_last_success_timestamp_seconds: Family::default(),
             backup_bytes_sent: Family::default(),
             backup_missed_runs: Family::default(),
+            backup_schedule_interval_seconds: Family::default(),
+            repository_size_bytes: Family::default(),
+            repository_snapshots: Family::default(),
+            repository_check_ok: Family::default(),
+            maintenance_runs: Family::default(),
+            prune_freed_bytes: Family::default(),
             reconciliations: Family::default(),
             reconcile_errors: Family::default(),
             leader: Gauge::default(),
@@ -107,6 +134,36 @@ impl Default for Metrics {
             metrics.backup_missed_runs.clone(),
         );
         registry.register(
+            "backup_schedule_interval_seconds",
+            "Nominal seconds between two scheduled backups of the plan",
+            metrics.backup_schedule_interval_seconds.clone(),
+        );
+        registry.register(
+            "repository_size_bytes",
+            "Bytes the gate stores for the plan's repository, as last measured",
+            metrics.repository_size_bytes.clone(),
+        );
+        registry.register(
+            "repository_snapshots",
+            "Snapshots in the plan's repository, as last measured",
+            metrics.repository_snapshots.clone(),
+        );
+        registry.register(
+            "repository_check_ok",
+            "1 when the plan's last repository check found no problem, 0 when it failed",
+            metrics.repository_check_ok.clone(),
+        );
+        registry.register(
+            "maintenance_runs",
+            "Finished prunes and checks by plan, kind and result",
+            metrics.maintenance_runs.clone(),
+        );
+        registry.register(
+            "prune_freed_bytes",
+            "Bytes freed in the repository by the plan's prunes",
+            metrics.prune_freed_bytes.clone(),
+        );
+        registry.register(
             "reconciliations",
             "Reconciliations by kind",
             metrics.reconciliations.clone(),
@@ -129,6 +186,19 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Forgets every series of a deleted plan, so that no alert fires for it forever.
+    pub fn remove_plan(&self, plan: &PlanLabels) {
+        for gauge in [
+            &self.backup_last_success_timestamp_seconds,
+            &self.backup_schedule_interval_seconds,
+            &self.repository_size_bytes,
+            &self.repository_snapshots,
+            &self.repository_check_ok,
+        ] {
+            gauge.remove(plan);
+        }
+    }
+
     /// The metrics in the Prometheus text format.
     pub fn encode(&self) -> String {
         let mut text = String::new();

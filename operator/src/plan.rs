@@ -31,6 +31,11 @@ pub struct SecretUse {
 pub enum Problem {
     #[error("spec.schedule: {0}")]
     Schedule(ScheduleError),
+    #[error("{field}: {error}")]
+    MaintenanceSchedule {
+        field: &'static str,
+        error: ScheduleError,
+    },
     #[error("spec.deadline: {0}")]
     Deadline(DurationError),
     #[error("Secret {name:?} named by {field} does not exist in this namespace; create it or correct the name")]
@@ -75,8 +80,10 @@ impl Problem {
     /// The condition and Event reason.
     pub fn reason(&self) -> &'static str {
         match self {
-            Problem::Schedule(ScheduleError::InvalidSchedule { .. }) => reasons::INVALID_SCHEDULE,
-            Problem::Schedule(ScheduleError::InvalidTimeZone { .. }) => reasons::INVALID_TIME_ZONE,
+            Problem::Schedule(error) | Problem::MaintenanceSchedule { error, .. } => match error {
+                ScheduleError::InvalidSchedule { .. } => reasons::INVALID_SCHEDULE,
+                ScheduleError::InvalidTimeZone { .. } => reasons::INVALID_TIME_ZONE,
+            },
             Problem::Deadline(_) => reasons::INVALID_DEADLINE,
             Problem::SecretNotFound { .. } => reasons::SECRET_NOT_FOUND,
             Problem::SecretKeyNotFound { .. } => reasons::SECRET_KEY_NOT_FOUND,
@@ -120,6 +127,10 @@ pub struct ResolvedClaim {
 #[derive(Debug, Clone)]
 pub struct ResolvedPlan {
     pub schedule: Schedule,
+    /// When to prune (`spec.maintenance.prune.suspend` says whether to).
+    pub prune_schedule: Schedule,
+    /// When to check (`spec.maintenance.check.suspend` says whether to).
+    pub check_schedule: Schedule,
     pub deadline: SignedDuration,
     /// The claims to back up, by name, each once.
     pub claims: Vec<ResolvedClaim>,
@@ -275,6 +286,20 @@ pub fn resolve_plan(
     let schedule = Schedule::parse(&spec.schedule, &spec.time_zone)
         .map_err(|error| problems.push(Problem::Schedule(error)))
         .ok();
+    let maintenance = &spec.maintenance;
+    let mut maintenance_schedule = |field, expression: &str| {
+        Schedule::parse(expression, &spec.time_zone)
+            .map_err(|error| problems.push(Problem::MaintenanceSchedule { field, error }))
+            .ok()
+    };
+    let prune_schedule = maintenance_schedule(
+        "spec.maintenance.prune.schedule",
+        &maintenance.prune.schedule,
+    );
+    let check_schedule = maintenance_schedule(
+        "spec.maintenance.check.schedule",
+        &maintenance.check.schedule,
+    );
     let deadline = parse_duration(&spec.deadline)
         .map_err(|error| problems.push(Problem::Deadline(error)))
         .ok();
@@ -282,9 +307,23 @@ pub fn resolve_plan(
     let resolved_claims = resolve_claims(spec, claims)
         .map_err(|found| problems.extend(found))
         .ok();
-    match (schedule, deadline, resolved_claims) {
-        (Some(schedule), Some(deadline), Some(claims)) if problems.is_empty() => Ok(ResolvedPlan {
+    match (
+        schedule,
+        prune_schedule,
+        check_schedule,
+        deadline,
+        resolved_claims,
+    ) {
+        (
+            Some(schedule),
+            Some(prune_schedule),
+            Some(check_schedule),
+            Some(deadline),
+            Some(claims),
+        ) if problems.is_empty() => Ok(ResolvedPlan {
             schedule,
+            prune_schedule,
+            check_schedule,
             deadline,
             claims,
         }),
@@ -330,6 +369,7 @@ mod tests {
             volume_snapshot_class_name: None,
             databases: vec![],
             retention: None,
+            maintenance: Default::default(),
             limits: None,
             deadline: "12h".into(),
             pod: None,

@@ -79,6 +79,13 @@ impl Schedule {
         &self.expression
     }
 
+    /// The time between the next two scheduled times after `after`: the schedule's nominal
+    /// interval (for a schedule such as weekdays only, the one that follows `after`).
+    pub fn interval_after(&self, after: Timestamp) -> Option<SignedDuration> {
+        let next = self.next_after(after)?;
+        Some(self.next_after(next)?.duration_since(next))
+    }
+
     /// The first scheduled time strictly after `after`.
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         let zoned = after.to_zoned(self.time_zone.clone());

@@ -9,13 +9,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use neverwiped_contract::{ExitStatus, Operation, RunResult};
 
 use crate::api::{
-    BackupPlanStatus, DatabaseRunRecord, RestorePhase, RestoreStatus, RunOutcome, RunRecord,
-    RunTrigger,
+    BackupPlanStatus, DatabaseRunRecord, MaintenanceRecord, RepositoryStatus, RestorePhase,
+    RestoreStatus, RunKind, RunOutcome, RunRecord,
 };
 use crate::conditions::{reasons, set_condition, types, ConditionStatus};
-use crate::job::{
-    ANNOTATION_DEADLINE, ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER, SIDECAR_CONTAINER,
-};
+use crate::job::{run_trigger_of, scheduled_time_of, ANNOTATION_DEADLINE, SIDECAR_CONTAINER};
 use crate::plan::{not_ready, Problem};
 
 /// How many finished runs `status.history` keeps.
@@ -240,8 +238,17 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) 
                 ExitStatus::WrongPassword => reasons::WRONG_PASSWORD,
                 ExitStatus::NoRepository => reasons::REPOSITORY_NOT_FOUND,
                 ExitStatus::LockFailed => reasons::REPOSITORY_LOCKED,
-                _ if result.operation == Operation::Restore => reasons::RESTORE_FAILED,
-                _ => reasons::BACKUP_FAILED,
+                _ => match result.operation {
+                    Operation::Restore => reasons::RESTORE_FAILED,
+                    Operation::Prune => reasons::PRUNE_FAILED,
+                    Operation::Check if result.check.is_some_and(|c| c.problems > 0) => {
+                        reasons::REPOSITORY_DAMAGED
+                    }
+                    Operation::Check => reasons::CHECK_FAILED,
+                    Operation::Init | Operation::Backup | Operation::Forget => {
+                        reasons::BACKUP_FAILED
+                    }
+                },
             };
             let message = result
                 .error
@@ -277,16 +284,8 @@ fn to_i64(value: u64) -> i64 {
 
 /// The run record of a finished backup Job.
 pub fn backup_run_record(job: &Job, end: &JobEnd) -> RunRecord {
-    let annotations = job.metadata.annotations.clone().unwrap_or_default();
-    let trigger = match annotations.get(ANNOTATION_TRIGGER).map(String::as_str) {
-        Some("Manual") => RunTrigger::Manual,
-        Some("CatchUp") => RunTrigger::CatchUp,
-        _ => RunTrigger::Schedule,
-    };
-    let scheduled_time = annotations
-        .get(ANNOTATION_SCHEDULED_TIME)
-        .and_then(|t| t.parse::<Timestamp>().ok())
-        .map(Time);
+    let trigger = run_trigger_of(job);
+    let scheduled_time = scheduled_time_of(job).map(Time);
     let result = end.result.as_ref();
     let duration_seconds = result.map(|r| r.duration_secs.round() as i64).or_else(|| {
         Some(
@@ -323,6 +322,53 @@ pub fn backup_run_record(job: &Job, end: &JobEnd) -> RunRecord {
                     .collect()
             })
             .unwrap_or_default(),
+    }
+}
+
+/// The record of a finished prune or check Job.
+pub fn maintenance_record(job: &Job, end: &JobEnd) -> MaintenanceRecord {
+    let result = end.result.as_ref();
+    MaintenanceRecord {
+        job_name: job.metadata.name.clone().unwrap_or_default(),
+        start_time: end.start_time.map(Time),
+        completion_time: end.completion_time.map(Time),
+        result: end.outcome,
+        reason: end.reason.clone(),
+        message: end.message.clone(),
+        bytes_freed: result.and_then(|r| r.prune).map(|p| to_i64(p.bytes_freed)),
+        problems: result.and_then(|r| r.check).map(|c| to_i64(c.problems)),
+        packs_read: result.and_then(|r| r.check).map(|c| to_i64(c.packs_read)),
+    }
+}
+
+/// Updates `status.repository` from a finished Job's result, when it measured the repository.
+pub fn record_repository(status: &mut BackupPlanStatus, end: &JobEnd, now: Timestamp) {
+    let Some(stats) = end.result.as_ref().and_then(|r| r.repository) else {
+        return;
+    };
+    status.repository = Some(RepositoryStatus {
+        size_bytes: to_i64(stats.size_bytes),
+        size: binary_quantity(stats.size_bytes),
+        snapshots: to_i64(stats.snapshots),
+        measured_time: Time(end.completion_time.unwrap_or(now)),
+    });
+}
+
+/// Bytes as a Kubernetes quantity with a binary suffix, rounded to at most one decimal: `0`,
+/// `980`, `12Ki`, `553Mi`, `1.2Gi`.
+pub fn binary_quantity(bytes: u64) -> String {
+    const SUFFIXES: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
+    let mut value = bytes as f64;
+    let mut suffix = 0;
+    while value >= 1024.0 && suffix < SUFFIXES.len() - 1 {
+        value /= 1024.0;
+        suffix += 1;
+    }
+    if suffix == 0 || value >= 10.0 {
+        format!("{}{}", value.round() as u64, SUFFIXES[suffix])
+    } else {
+        let text = format!("{value:.1}");
+        format!("{}{}", text.trim_end_matches(".0"), SUFFIXES[suffix])
     }
 }
 
@@ -374,21 +420,28 @@ pub fn set_backup_plan_conditions(
         ),
     }
     match &status.active_run {
-        Some(active) => set_condition(
-            conditions,
-            types::RUNNING,
-            ConditionStatus::True,
-            reasons::BACKUP_RUNNING,
-            format!("Job {} is backing up", active.job_name),
-            generation,
-            now,
-        ),
+        Some(active) => {
+            let (reason, doing) = match active.kind {
+                RunKind::Backup => (reasons::BACKUP_RUNNING, "is backing up"),
+                RunKind::Prune => (reasons::PRUNE_RUNNING, "is pruning the repository"),
+                RunKind::Check => (reasons::CHECK_RUNNING, "is checking the repository"),
+            };
+            set_condition(
+                conditions,
+                types::RUNNING,
+                ConditionStatus::True,
+                reason,
+                format!("Job {} {doing}", active.job_name),
+                generation,
+                now,
+            )
+        }
         None => set_condition(
             conditions,
             types::RUNNING,
             ConditionStatus::False,
             reasons::IDLE,
-            "no backup is running",
+            "no backup, prune or check is running",
             generation,
             now,
         ),
@@ -463,7 +516,8 @@ pub fn finish_restore(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ActiveRun;
+    use crate::api::{ActiveRun, RunTrigger};
+    use crate::job::{ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER};
     use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateTerminated, ContainerStateWaiting, PodStatus,
@@ -556,6 +610,10 @@ mod tests {
             warnings_total: 0,
             warnings: vec![],
             error: None,
+            repository: None,
+            snapshots_forgotten: None,
+            prune: None,
+            check: None,
         }
     }
 
@@ -781,6 +839,7 @@ mod tests {
     fn history_is_newest_first_bounded_and_idempotent() {
         let mut status = BackupPlanStatus {
             active_run: Some(ActiveRun {
+                kind: RunKind::Backup,
                 job_name: "run-0".into(),
                 trigger: RunTrigger::Schedule,
                 scheduled_time: None,

@@ -188,6 +188,10 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         warnings_total: 0,
         warnings: vec![],
         error: None,
+        repository: None,
+        snapshots_forgotten: None,
+        prune: None,
+        check: None,
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let pod: Pod = serde_json::from_value(json!({

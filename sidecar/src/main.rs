@@ -32,7 +32,7 @@ async fn main() -> ExitCode {
         }
         Err(error) => {
             let status = cli::exit_status_of(&error);
-            let message = describe(&error);
+            let message = cli::describe_chain(&error);
             eprintln!("error: {message}");
             (
                 status,
@@ -40,17 +40,14 @@ async fn main() -> ExitCode {
                     operation,
                     status,
                     started,
-                    &Default::default(),
+                    cli::outcome_of_failure(&error).unwrap_or(&Default::default()),
                     Some(message),
                 ),
             )
         }
     };
     if status == ExitStatus::Partial {
-        eprintln!(
-            "warning: {} input(s) could not be read; the snapshot lacks them",
-            result.warnings_total
-        );
+        eprintln!("warning: the run had {} warning(s)", result.warnings_total);
     }
     if let Some(path) = &cli.result_file {
         if let Err(error) = std::fs::write(path, result.to_termination_message()) {
@@ -121,21 +118,4 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
         }
     }
     ExitCode::from(ExitStatus::Failed.code() as u8)
-}
-
-/// The error and its causes on one line, each cause once: an error whose own message already
-/// quotes its cause (e.g. a dump tool's output) does not repeat it.
-fn describe(error: &anyhow::Error) -> String {
-    let mut message = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if message.contains(&text) {
-            continue;
-        }
-        if !message.is_empty() {
-            message.push_str(": ");
-        }
-        message.push_str(&text);
-    }
-    message
 }

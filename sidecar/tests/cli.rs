@@ -1351,3 +1351,155 @@ async fn a_lock_left_by_a_killed_run_of_the_same_host_is_removed_by_the_next_bac
         .expect_ok();
     assert!(!repo_dir.join("locks").join(lock_id.to_hex()).exists());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Retention after a backup, and what prune and check report
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_with_keep_rules_forgets_older_snapshots_of_its_host_only() {
+    let (work, repo, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    let result_file = work.path().join("result.json");
+    // Another plan's snapshot in the same repository: never touched by this host's retention.
+    sidecar
+        .run(&["backup", text(&source), "--host", "shop/other"])
+        .expect_ok();
+    let mut ids = Vec::new();
+    for night in 0..3 {
+        fs::write(source.join("a.txt"), format!("night {night}\n")).unwrap();
+        sidecar
+            .run(&[
+                "backup",
+                text(&source),
+                "--host",
+                "shop/nightly",
+                "--keep-last",
+                "2",
+                "--result-file",
+                text(&result_file),
+            ])
+            .expect_ok();
+        let result = read_result(&result_file);
+        ids.push(result.snapshot_id.clone().unwrap());
+        assert_eq!(
+            result.snapshots_forgotten,
+            Some(u64::from(night == 2)),
+            "{result:?}"
+        );
+        let repository = result.repository.expect("the repository is measured");
+        assert_eq!(repository.snapshots, 1 + (night + 1).min(2));
+        assert_eq!(repository.size_bytes, folder_bytes(&repo), "{result:?}");
+    }
+    let left: Vec<(String, String)> = sidecar
+        .snapshots()
+        .iter()
+        .map(|s| {
+            (
+                s["hostname"].as_str().unwrap().to_owned(),
+                s["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(left.iter().any(|(host, _)| host == "shop/other"));
+    assert!(!left.iter().any(|(_, id)| id == &ids[0]), "the oldest went");
+    sidecar.restore_and_compare(&ids[2], &source);
+}
+
+#[test]
+fn retention_that_the_gate_refuses_is_a_warning_and_the_snapshot_stays() {
+    // Append-only credentials: backups work, deleting snapshots does not.
+    let Some(server) = RestServer::start(
+        "cli_append_only_retention",
+        RestServerOptions {
+            append_only: true,
+            ..Default::default()
+        },
+    ) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let source = small_tree(work.path(), "source");
+    let sidecar = Sidecar::new(format!("rest:{}", server.url()));
+    sidecar.run(&["init"]).expect_ok();
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+    let result_file = work.path().join("result.json");
+    let run = sidecar
+        .run(&[
+            "backup",
+            text(&source),
+            "--keep-last",
+            "1",
+            "--result-file",
+            text(&result_file),
+        ])
+        .expect_code(3);
+    let result = read_result(&result_file);
+    assert_eq!(result.status, ExitStatus::Partial);
+    assert!(result.snapshot_id.is_some(), "{result:?}");
+    assert!(
+        result.warnings[0].starts_with("retention not applied:"),
+        "{result:?}\n{}",
+        run.stderr
+    );
+    assert_eq!(sidecar.snapshots().len(), 2, "nothing was lost");
+}
+
+#[test]
+fn prune_and_check_report_what_they_did_in_the_result_file() {
+    let (work, repo, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+    fs::write(source.join("c.bin"), Noise::new(6).bytes(400_000)).unwrap();
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+    sidecar.run(&["forget", "--keep-last", "1"]).expect_ok();
+
+    let result_file = work.path().join("prune.json");
+    sidecar
+        .run(&["prune", "--result-file", text(&result_file)])
+        .expect_ok();
+    let result = read_result(&result_file);
+    assert_eq!(result.operation, Operation::Prune);
+    let prune = result.prune.expect("prune stats");
+    assert!(
+        prune.bytes_freed >= 300_000 && prune.packs_deleted >= 1,
+        "{prune:?}"
+    );
+    let repository = result.repository.expect("the repository is measured");
+    assert_eq!(
+        (repository.snapshots, repository.size_bytes),
+        (1, folder_bytes(&repo))
+    );
+
+    let check_file = work.path().join("check.json");
+    sidecar
+        .run(&[
+            "check",
+            "--read-data-subset",
+            "100%",
+            "--result-file",
+            text(&check_file),
+        ])
+        .expect_ok();
+    let check = read_result(&check_file).check.expect("check stats");
+    assert_eq!((check.snapshots, check.problems), (1, 0));
+    assert_eq!(check.packs_read, check.packs);
+
+    // A pack goes missing: the check fails, and its result counts and names the problem.
+    let pack = fixtures::walk(&repo.join("data"))
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap();
+    fs::remove_file(&pack).unwrap();
+    let run = sidecar
+        .run(&["check", "--result-file", text(&check_file)])
+        .expect_code(1);
+    let result = read_result(&check_file);
+    assert_eq!(result.status, ExitStatus::Failed);
+    assert!(result.check.expect("check stats").problems >= 1);
+    let name = pack.file_name().unwrap().to_str().unwrap();
+    let error = result.error.expect("an error");
+    assert!(error.contains(name), "the error names pack {name}: {error}");
+    assert_eq!(run.error_line(), format!("error: {error}"));
+}

@@ -39,9 +39,12 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
     printcolumn = r#"{"name":"Last Result","type":"string","jsonPath":".status.lastRun.result"}"#,
     printcolumn = r#"{"name":"Last Success","type":"date","jsonPath":".status.lastSuccessfulTime"}"#,
     printcolumn = r#"{"name":"Bytes Sent","type":"integer","jsonPath":".status.lastRun.bytesSent"}"#,
+    printcolumn = r#"{"name":"Repository","type":"string","jsonPath":".status.repository.size"}"#,
     printcolumn = r#"{"name":"Next Run","type":"string","jsonPath":".status.nextScheduleTime"}"#,
     printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend","priority":1}"#,
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.lastRun.snapshotId","priority":1}"#,
+    printcolumn = r#"{"name":"Snapshots","type":"integer","jsonPath":".status.repository.snapshots","priority":1}"#,
+    printcolumn = r#"{"name":"Last Check","type":"string","jsonPath":".status.check.lastRun.result","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new(
@@ -97,6 +100,10 @@ pub struct BackupPlanSpec {
     /// every snapshot is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<Retention>,
+    /// Repository upkeep: when to prune (free the data of forgotten snapshots) and when to check
+    /// it. Each runs as its own Job, never at the same time as a backup of this plan.
+    #[serde(default)]
+    pub maintenance: Maintenance,
     /// Limits of each run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
@@ -248,6 +255,88 @@ pub struct Retention {
     pub keep_yearly: Option<i32>,
 }
 
+/// The default of `spec.maintenance.prune.schedule`: Sundays at 00:00.
+pub const DEFAULT_PRUNE_SCHEDULE: &str = "@weekly";
+/// The default of `spec.maintenance.check.schedule`: the first of each month at 00:00.
+pub const DEFAULT_CHECK_SCHEDULE: &str = "@monthly";
+/// The default of `spec.maintenance.check.readDataPercent`.
+pub const DEFAULT_READ_DATA_PERCENT: i32 = 5;
+
+/// When the plan's repository is pruned and checked, in the plan's time zone.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Maintenance {
+    #[serde(default)]
+    pub prune: PruneSettings,
+    #[serde(default)]
+    pub check: CheckSettings,
+}
+
+/// Prune: deletes the data that no snapshot uses any more (after retention forgot snapshots, or
+/// left by interrupted runs). It locks the repository exclusively: backups of other plans that
+/// share the repository wait for it or fail with `RepositoryLocked`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneSettings {
+    /// When to prune, as `spec.schedule`.
+    #[serde(default = "default_prune_schedule")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = SCHEDULE_PATTERN))]
+    pub schedule: String,
+    /// Stops scheduled prunes.
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+impl Default for PruneSettings {
+    fn default() -> Self {
+        PruneSettings {
+            schedule: default_prune_schedule(),
+            suspend: false,
+        }
+    }
+}
+
+fn default_prune_schedule() -> String {
+    DEFAULT_PRUNE_SCHEDULE.into()
+}
+
+/// Check: verifies that every snapshot's data is in the repository, and reads back and
+/// authenticates a share of it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckSettings {
+    /// When to check, as `spec.schedule`.
+    #[serde(default = "default_check_schedule")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = SCHEDULE_PATTERN))]
+    pub schedule: String,
+    /// Percent of the stored data to download and verify on each check (a different random
+    /// share each time); 0 checks the structure only, 100 reads everything.
+    #[serde(default = "default_read_data_percent")]
+    #[schemars(range(min = 0, max = 100))]
+    pub read_data_percent: i32,
+    /// Stops scheduled checks.
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+impl Default for CheckSettings {
+    fn default() -> Self {
+        CheckSettings {
+            schedule: default_check_schedule(),
+            read_data_percent: DEFAULT_READ_DATA_PERCENT,
+            suspend: false,
+        }
+    }
+}
+
+fn default_check_schedule() -> String {
+    DEFAULT_CHECK_SCHEDULE.into()
+}
+
+fn default_read_data_percent() -> i32 {
+    DEFAULT_READ_DATA_PERCENT
+}
+
 /// Limits of each run.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -297,6 +386,77 @@ pub struct BackupPlanStatus {
     /// within the catch-up window.
     #[serde(default)]
     pub missed_runs: i64,
+    /// The repository as the last backup, prune or check measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<RepositoryStatus>,
+    /// The plan's prunes.
+    #[serde(default, skip_serializing_if = "MaintenanceStatus::is_empty")]
+    pub prune: MaintenanceStatus,
+    /// The plan's checks.
+    #[serde(default, skip_serializing_if = "MaintenanceStatus::is_empty")]
+    pub check: MaintenanceStatus,
+}
+
+/// The repository's size and content.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryStatus {
+    /// Bytes the gate stores for the repository (all plans that share it).
+    pub size_bytes: i64,
+    /// The same, as a Kubernetes quantity (e.g. `553Mi`), for reading.
+    pub size: String,
+    /// Snapshots in the repository, of every plan that shares it.
+    pub snapshots: i64,
+    /// When it was measured.
+    pub measured_time: Time,
+}
+
+/// One kind of maintenance (prune or check) of a plan.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceStatus {
+    /// The latest scheduled time acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schedule_time: Option<Time>,
+    /// When the next one is due; absent while suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<Time>,
+    /// The last finished one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<MaintenanceRecord>,
+}
+
+impl MaintenanceStatus {
+    pub fn is_empty(&self) -> bool {
+        *self == MaintenanceStatus::default()
+    }
+}
+
+/// One finished prune or check.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceRecord {
+    /// The Job that ran it.
+    pub job_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// `Succeeded` or `Failed` (a check that found problems failed).
+    pub result: RunOutcome,
+    /// Why it ended so, as a run's `reason`; `RepositoryDamaged` when a check found problems.
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Prune: bytes freed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_freed: Option<i64>,
+    /// Check: problems found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problems: Option<i64>,
+    /// Check: packs read back and verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packs_read: Option<i64>,
 }
 
 /// Why a run started.
@@ -310,12 +470,35 @@ pub enum RunTrigger {
     Manual,
 }
 
+/// What a plan's Job does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RunKind {
+    #[default]
+    Backup,
+    Prune,
+    Check,
+}
+
+impl RunKind {
+    /// The value of the Job's `neverwiped.io/operation` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            RunKind::Backup => "backup",
+            RunKind::Prune => "prune",
+            RunKind::Check => "check",
+        }
+    }
+}
+
 /// A run in progress: its VolumeSnapshots getting ready, or its Job running.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActiveRun {
     /// The Job that runs it.
     pub job_name: String,
+    /// A backup, or the repository's prune or check: one at a time per plan.
+    #[serde(default)]
+    pub kind: RunKind,
     pub trigger: RunTrigger,
     /// The scheduled time it runs for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,8 +1,11 @@
 //! Prints the CustomResourceDefinitions generated from the Rust types, or writes them.
 //!
 //! `crdgen` prints both CRDs as one YAML stream (`crdgen | kubectl apply -f -`);
-//! `crdgen DIR` writes one file per CRD into DIR, as committed under `crds/`.
+//! `crdgen DIR...` writes one file per CRD into each DIR. The committed copies are the project's
+//! `crds/` and the Helm chart's, which must stay identical:
+//! `cargo run -p neverwiped-operator --bin crdgen -- crds charts/neverwiped/crds`.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -13,21 +16,27 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match std::env::args().nth(1) {
-        None => {
-            for (_, yaml) in files {
-                print!("{yaml}");
-            }
+    let directories: Vec<String> = std::env::args().skip(1).collect();
+    if directories.iter().any(|argument| argument.starts_with('-')) {
+        eprintln!(
+            "usage: crdgen [DIR...]  (no DIR: print the CRDs; else write them into each DIR)"
+        );
+        return ExitCode::FAILURE;
+    }
+    if directories.is_empty() {
+        for (_, yaml) in &files {
+            print!("{yaml}");
         }
-        Some(directory) => {
-            for (name, yaml) in files {
-                let path = std::path::Path::new(&directory).join(&name);
-                if let Err(error) = std::fs::write(&path, yaml) {
-                    eprintln!("crdgen: cannot write {}: {error}", path.display());
-                    return ExitCode::FAILURE;
-                }
-                eprintln!("wrote {}", path.display());
+        return ExitCode::SUCCESS;
+    }
+    for directory in &directories {
+        for (name, yaml) in &files {
+            let path = Path::new(directory).join(name);
+            if let Err(error) = std::fs::write(&path, yaml) {
+                eprintln!("crdgen: cannot write {}: {error}", path.display());
+                return ExitCode::FAILURE;
             }
+            eprintln!("wrote {}", path.display());
         }
     }
     ExitCode::SUCCESS

@@ -18,23 +18,26 @@ use kube::{Resource, ResourceExt};
 
 use super::{
     create_if_absent, create_job, delete_claim, delete_job, delete_snapshot, events,
-    fetch_secret_keys, list_if_served, pod_of, Context, Error, Settings, FIELD_MANAGER,
+    fetch_secret_keys, list_if_served, maintenance, pod_of, Context, Error, Settings,
+    FIELD_MANAGER,
 };
 use crate::api::{
-    ActiveRun, BackupPlan, BackupPlanStatus, CopyMethod, RunOutcome, RunRecord, RunTrigger,
+    ActiveRun, BackupPlan, BackupPlanStatus, CopyMethod, MaintenanceRecord, RunKind, RunOutcome,
+    RunRecord, RunTrigger,
 };
 use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
 use crate::csi::{VolumeSnapshot, VolumeSnapshotClass};
 use crate::job::{
-    backup_job, backup_job_name, BackupRun, BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER,
-    ANNOTATION_SCHEDULED_TIME, ANNOTATION_SOURCE_CLAIM, ANNOTATION_TRIGGER, LABEL_OPERATION,
+    backup_job, backup_job_name, job_annotation, run_trigger_of, scheduled_time_of, BackupRun,
+    BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SOURCE_CLAIM, LABEL_OPERATION,
     LABEL_PLAN, LABEL_RUN,
 };
-use crate::metrics::{PlanLabels, ReconcileLabels, RunLabels};
+use crate::metrics::{MaintenanceLabels, Metrics, PlanLabels, ReconcileLabels, RunLabels};
 use crate::plan::{pending_manual_trigger, resolve_plan, secrets_used, SecretKeys};
 use crate::schedule::{self, parse_duration, ScheduleState};
 use crate::status::{
-    backup_run_record, job_end, pod_blocked, record_backup_run, set_backup_plan_conditions, JobEnd,
+    backup_run_record, job_end, pod_blocked, record_backup_run, record_repository,
+    set_backup_plan_conditions, JobEnd,
 };
 use crate::volumes::{
     choose_reads, direct_placement, run_snapshot, snapshot_clone, snapshot_run_info,
@@ -93,17 +96,14 @@ pub struct PlanDecision {
     pub events: Vec<PlannedEvent>,
     /// Runs that finished in this reconcile (for metrics).
     pub finished: Vec<RunRecord>,
+    /// Prunes and checks that finished in this reconcile (for metrics).
+    pub finished_maintenance: Vec<(RunKind, MaintenanceRecord)>,
     /// Scheduled runs newly counted as missed (for metrics).
     pub newly_missed: u32,
+    /// The nominal time between two scheduled backups (for metrics and alerts); `None` while
+    /// the plan is suspended or not ready.
+    pub schedule_interval: Option<SignedDuration>,
     pub requeue_after: Duration,
-}
-
-fn annotation<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
-    job.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
 }
 
 fn owned_by<K: Resource>(object: &K, plan: &BackupPlan) -> bool {
@@ -148,14 +148,17 @@ fn finished_event(record: &RunRecord) -> PlannedEvent {
     }
 }
 
-/// Whether a pod of one of the plan's backup runs may still run (it is not `Succeeded` or
-/// `Failed`): then the locks it holds in the repository are not stale, whatever its Job says.
-pub fn backup_pod_alive(plan_name: &str, pods: &[Pod]) -> bool {
+/// Whether a pod of one of the plan's backup, prune or check runs may still run (it is not
+/// `Succeeded` or `Failed`): then the locks it holds in the repository are not stale, whatever its
+/// Job says. (Restores lock under their own host names.)
+pub fn plan_pod_alive(plan_name: &str, pods: &[Pod]) -> bool {
+    let locking = [RunKind::Backup, RunKind::Prune, RunKind::Check].map(RunKind::label);
     pods.iter().any(|pod| {
         let labels = pod.metadata.labels.as_ref();
         let ours = labels.is_some_and(|l| {
             l.get(LABEL_PLAN).map(String::as_str) == Some(plan_name)
-                && l.get(LABEL_OPERATION).map(String::as_str) == Some("backup")
+                && l.get(LABEL_OPERATION)
+                    .is_some_and(|operation| locking.contains(&operation.as_str()))
         });
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         ours && !matches!(phase, Some("Succeeded" | "Failed"))
@@ -179,11 +182,11 @@ pub fn decide(
     let mut delete = Vec::new();
 
     // 1. What the plan's Jobs say: record finished runs, fail stuck ones, find the running one.
-    let mut jobs: Vec<&Job> = observed
+    let (maintenance_jobs, mut jobs): (Vec<&Job>, Vec<&Job>) = observed
         .jobs
         .iter()
         .filter(|job| owned_by(*job, plan))
-        .collect();
+        .partition(|job| maintenance::maintenance_kind(job).is_some());
     jobs.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
     let mut active: Option<&Job> = None;
     for job in &jobs {
@@ -218,27 +221,21 @@ pub fn decide(
             },
         };
         let record = backup_run_record(job, &end);
+        record_repository(&mut status, &end, now);
         planned_events.push(finished_event(&record));
         record_backup_run(&mut status, record.clone(), now);
         finished.push(record);
     }
     status.active_run = active.map(|job| ActiveRun {
         job_name: job.name_any(),
-        trigger: match annotation(job, ANNOTATION_TRIGGER) {
-            Some("Manual") => RunTrigger::Manual,
-            Some("CatchUp") => RunTrigger::CatchUp,
-            _ => RunTrigger::Schedule,
-        },
-        scheduled_time: annotation(job, ANNOTATION_SCHEDULED_TIME)
-            .and_then(|t| t.parse::<Timestamp>().ok())
-            .map(Time),
+        kind: RunKind::Backup,
+        trigger: run_trigger_of(job),
+        scheduled_time: scheduled_time_of(job).map(Time),
         start_time: job.metadata.creation_timestamp.clone(),
     });
     // A run whose status was not written (the apply failed after the create) is still acted on.
     if let Some(job) = active {
-        if let Some(time) =
-            annotation(job, ANNOTATION_SCHEDULED_TIME).and_then(|t| t.parse::<Timestamp>().ok())
-        {
+        if let Some(time) = scheduled_time_of(job) {
             if status
                 .last_schedule_time
                 .as_ref()
@@ -247,7 +244,7 @@ pub fn decide(
                 status.last_schedule_time = Some(Time(time));
             }
         }
-        if let Some(trigger) = annotation(job, ANNOTATION_MANUAL_TRIGGER) {
+        if let Some(trigger) = job_annotation(job, ANNOTATION_MANUAL_TRIGGER) {
             status.last_manual_trigger = Some(trigger.to_owned());
         }
     }
@@ -350,6 +347,7 @@ pub fn decide(
             None => {
                 status.active_run = Some(ActiveRun {
                     job_name: run.clone(),
+                    kind: RunKind::Backup,
                     trigger: info.trigger,
                     scheduled_time: info.scheduled_time.map(Time),
                     start_time: Some(Time(started)),
@@ -357,6 +355,15 @@ pub fn decide(
                 preparing = Some((run, snapshots));
             }
         }
+    }
+
+    // 1c. The plan's prunes and checks; one of them may be what runs now.
+    let observed_maintenance =
+        maintenance::observe(&maintenance_jobs, &observed.pods, &mut status, now);
+    planned_events.extend(observed_maintenance.events);
+    delete.extend(observed_maintenance.delete);
+    if status.active_run.is_none() {
+        status.active_run = observed_maintenance.active.clone();
     }
 
     // 2. What the spec names, how each volume is read, and where the pod must run.
@@ -427,7 +434,7 @@ pub fn decide(
         Some(resolved) => {
             let mut run = None;
             let mut next_run = None;
-            if active.is_none() && preparing.is_none() {
+            if active.is_none() && preparing.is_none() && observed_maintenance.active.is_none() {
                 if let Some(trigger) = pending_manual_trigger(spec, Some(&status)) {
                     run = Some((RunTrigger::Manual, None, Some(trigger.to_owned())));
                     status.last_manual_trigger = Some(trigger.to_owned());
@@ -469,7 +476,7 @@ pub fn decide(
                 });
             }
             status.next_schedule_time = next_run.map(Time);
-            let remove_stale_locks = !backup_pod_alive(&plan.name_any(), &observed.pods);
+            let remove_stale_locks = !plan_pod_alive(&plan.name_any(), &observed.pods);
             // The claims read from snapshots, in order: the nth is snapshot `<job>-<n>`.
             let snapshotted: Vec<(&str, &str)> = resolved
                 .claims
@@ -526,6 +533,7 @@ pub fn decide(
                 });
                 status.active_run = Some(ActiveRun {
                     job_name,
+                    kind: RunKind::Backup,
                     trigger,
                     scheduled_time: scheduled_time.map(Time),
                     start_time: Some(Time(now)),
@@ -606,6 +614,25 @@ pub fn decide(
                     preparing = None;
                 }
             }
+            // An idle plan prunes and checks its repository when they are due.
+            let idle = create.is_none() && create_snapshots.is_empty();
+            match status.active_run.is_none() && idle {
+                true => {
+                    if let Some(started) = maintenance::start_due(
+                        plan,
+                        resolved,
+                        &mut status,
+                        now,
+                        remove_stale_locks,
+                        &settings.job,
+                    ) {
+                        create = Some(started.job);
+                        status.active_run = Some(started.active);
+                        planned_events.push(started.event);
+                    }
+                }
+                false => maintenance::show_next(plan, resolved, &mut status, now),
+            }
             ready_message = match (&status.next_schedule_time, spec.suspend) {
                 (_, true) => "suspended: no scheduled runs".into(),
                 (Some(next), false) => format!("next run at {}", next.0),
@@ -678,7 +705,11 @@ pub fn decide(
         status
             .next_schedule_time
             .as_ref()
-            .map(|next| next.0.duration_since(now).max(SignedDuration::from_secs(1)))
+            .map(|t| t.0)
+            .into_iter()
+            .chain(maintenance::next_wake(&status))
+            .min()
+            .map(|next| next.duration_since(now).max(SignedDuration::from_secs(1)))
             .and_then(|wait| Duration::try_from(wait).ok())
             .unwrap_or(MAX_REQUEUE)
             .min(MAX_REQUEUE)
@@ -693,7 +724,13 @@ pub fn decide(
         delete,
         events: planned_events,
         finished,
+        finished_maintenance: observed_maintenance.finished,
         newly_missed,
+        // A suspended plan is not expected to back up: no interval, no overdue alert.
+        schedule_interval: resolved
+            .as_ref()
+            .filter(|_| !spec.suspend)
+            .and_then(|r| r.schedule.interval_after(now)),
         requeue_after,
     }
 }
@@ -735,7 +772,8 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
     let namespace = plan.namespace().unwrap_or_default();
     let name = plan.name_any();
     let client = &ctx.client;
-    let selector = format!("{LABEL_PLAN}={name},{LABEL_OPERATION}=backup");
+    // Backups, prunes and checks; restores are owned by their Restore, not by the plan.
+    let selector = format!("{LABEL_PLAN}={name}");
     let jobs = Api::<Job>::namespaced(client.clone(), &namespace)
         .list(&ListParams::default().labels(&selector))
         .await?;
@@ -762,9 +800,7 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
         namespace: namespace.clone(),
         plan: name.clone(),
     };
-    ctx.metrics
-        .backup_last_success_timestamp_seconds
-        .remove(&labels);
+    ctx.metrics.remove_plan(&labels);
     tracing::info!(jobs = jobs.items.len(), "cleaned up a deleted BackupPlan");
     Ok(Action::await_change())
 }
@@ -775,7 +811,8 @@ pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, E
     let name = plan.name_any();
     let client = &ctx.client;
 
-    let selector = format!("{LABEL_PLAN}={name},{LABEL_OPERATION}=backup");
+    // Backups, prunes and checks ([`decide`] keeps those the plan owns).
+    let selector = format!("{LABEL_PLAN}={name}");
     let may_snapshot = !plan.spec.volumes.is_empty() && plan.spec.copy_method != CopyMethod::Direct;
     let observed = ObservedPlan {
         jobs: Api::<Job>::namespaced(client.clone(), &namespace)
@@ -899,22 +936,74 @@ pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, E
             .get_or_create(&labels)
             .inc_by(u64::from(decision.newly_missed));
     }
-    if let Some(time) = &decision.status.last_successful_time {
+    for (kind, record) in &decision.finished_maintenance {
         ctx.metrics
-            .backup_last_success_timestamp_seconds
-            .get_or_create(&labels)
-            .set(time.0.as_second());
+            .maintenance_runs
+            .get_or_create(&MaintenanceLabels {
+                namespace: namespace.clone(),
+                plan: name.clone(),
+                kind: kind.label().into(),
+                result: format!("{:?}", record.result),
+            })
+            .inc();
+        if let Some(bytes) = record.bytes_freed {
+            ctx.metrics
+                .prune_freed_bytes
+                .get_or_create(&labels)
+                .inc_by(bytes.max(0) as u64);
+        }
     }
+    set_plan_gauges(&ctx.metrics, &labels, &decision);
     ctx.reset_failures(&super::object_key(plan.as_ref()));
     Ok(Action::requeue(decision.requeue_after))
+}
+
+/// The gauges of a plan, from its status: they survive operator restarts.
+fn set_plan_gauges(metrics: &Metrics, labels: &PlanLabels, decision: &PlanDecision) {
+    let status = &decision.status;
+    if let Some(time) = &status.last_successful_time {
+        metrics
+            .backup_last_success_timestamp_seconds
+            .get_or_create(labels)
+            .set(time.0.as_second());
+    }
+    match decision.schedule_interval {
+        Some(interval) => {
+            metrics
+                .backup_schedule_interval_seconds
+                .get_or_create(labels)
+                .set(interval.as_secs());
+        }
+        None => {
+            metrics.backup_schedule_interval_seconds.remove(labels);
+        }
+    }
+    if let Some(repository) = &status.repository {
+        metrics
+            .repository_size_bytes
+            .get_or_create(labels)
+            .set(repository.size_bytes);
+        metrics
+            .repository_snapshots
+            .get_or_create(labels)
+            .set(repository.snapshots);
+    }
+    if let Some(check) = &status.check.last_run {
+        metrics
+            .repository_check_ok
+            .get_or_create(labels)
+            .set(i64::from(check.result.is_success()));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::{
-        BackupPlanSpec, BackupVolume, CredentialsSecretRef, Repository, SecretKeyRef,
+        BackupPlanSpec, BackupVolume, CheckSettings, CredentialsSecretRef, Maintenance,
+        PruneSettings, Repository, SecretKeyRef,
     };
+    use crate::job::ANNOTATION_TRIGGER;
     use crate::job::SIDECAR_CONTAINER;
     use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
     use k8s_openapi::api::core::v1::{
@@ -954,6 +1043,17 @@ mod tests {
                 volume_snapshot_class_name: None,
                 databases: vec![],
                 retention: None,
+                // The backup tests leave out prunes and checks; maintenance_tests has them.
+                maintenance: Maintenance {
+                    prune: PruneSettings {
+                        suspend: true,
+                        ..PruneSettings::default()
+                    },
+                    check: CheckSettings {
+                        suspend: true,
+                        ..CheckSettings::default()
+                    },
+                },
                 limits: None,
                 deadline: "12h".into(),
                 pod: None,
@@ -1104,6 +1204,10 @@ mod tests {
             warnings_total: 0,
             warnings: vec![],
             error: None,
+            repository: None,
+            snapshots_forgotten: None,
+            prune: None,
+            check: None,
         };
         Pod {
             metadata: ObjectMeta {
@@ -1550,5 +1654,298 @@ mod snapshot_tests {
         let decision = decide(&auto, &observed, at("2026-11-30T12:00:00Z"), &settings());
         assert!(decision.create_snapshots.is_empty());
         assert!(decision.create.is_some());
+    }
+}
+
+#[cfg(test)]
+mod maintenance_tests {
+    use super::tests::{at, finished_job, observed, plan, pod_for, settings};
+    use super::*;
+    use crate::api::{Maintenance, Retention};
+    use crate::conditions::reasons;
+    use neverwiped_contract::{
+        CheckStats, ExitStatus, Operation, PruneStats, RepositoryStats, RunResult,
+    };
+
+    /// The test plan with prunes (Sundays 00:00) and checks (the 1st, 00:00) on, as by default.
+    fn maintained_plan() -> BackupPlan {
+        let mut plan = plan();
+        plan.spec.maintenance = Maintenance::default();
+        plan
+    }
+
+    fn args(job: &Job) -> Vec<String> {
+        job.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .args
+            .clone()
+            .unwrap()
+    }
+
+    /// `job` finished, its pod reporting `result`.
+    fn finish(observed: &mut ObservedPlan, job: &Job, result: RunResult) {
+        let name = job.name_any();
+        let mut finished = job.clone();
+        finished.status = finished_job(&name, "2026-11-30T00:10:00Z").status;
+        observed.jobs.retain(|j| j.name_any() != name);
+        observed.jobs.push(finished);
+        let mut pod = pod_for(&name);
+        let terminated = pod
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0]
+            .state
+            .as_mut()
+            .unwrap()
+            .terminated
+            .as_mut()
+            .unwrap();
+        terminated.message = Some(result.to_termination_message());
+        observed.pods.push(pod);
+    }
+
+    fn result(operation: Operation, status: ExitStatus) -> RunResult {
+        RunResult {
+            version: neverwiped_contract::RESULT_FORMAT_VERSION,
+            operation,
+            status,
+            snapshot_id: None,
+            started_at: "2026-11-30T00:00:00Z".into(),
+            finished_at: "2026-11-30T00:10:00Z".into(),
+            duration_secs: 600.0,
+            files: 0,
+            bytes_read: 0,
+            bytes_added: 0,
+            bytes_transferred: 0,
+            databases: vec![],
+            warnings_total: 0,
+            warnings: vec![],
+            error: None,
+            repository: Some(RepositoryStats {
+                size_bytes: 580_000_000,
+                snapshots: 14,
+            }),
+            snapshots_forgotten: None,
+            prune: None,
+            check: None,
+        }
+    }
+
+    #[test]
+    fn a_due_prune_runs_as_its_own_unprivileged_job_and_reports_what_it_freed() {
+        let mut plan = maintained_plan();
+        // The nightly backup of the 28th ran; Sunday's prune (the 29th, 00:00) is due.
+        plan.status = Some(BackupPlanStatus {
+            last_schedule_time: Some(Time(at("2026-11-28T02:30:00Z"))),
+            ..BackupPlanStatus::default()
+        });
+        let now = at("2026-11-29T00:00:05Z");
+        let mut observed = observed();
+        let decision = decide(&plan, &observed, now, &settings());
+        let job = decision.create.clone().expect("a prune Job");
+        assert_eq!(job.name_any(), "nightly-prune-29931840");
+        assert_eq!(job.labels().get(LABEL_OPERATION).unwrap(), "prune");
+        let args = args(&job);
+        assert_eq!(args[0], "prune");
+        assert!(args.contains(&"--remove-locks-of-host".to_string()));
+        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let security = pod.containers[0].security_context.as_ref().unwrap();
+        assert_eq!(security.run_as_non_root, Some(true));
+        assert_eq!(security.capabilities.as_ref().unwrap().add, None);
+        assert!(pod
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|v| v.persistent_volume_claim.is_none()));
+        let active = decision.status.active_run.clone().unwrap();
+        assert_eq!(active.kind, RunKind::Prune);
+        let running = find_condition(&decision.status.conditions, types::RUNNING).unwrap();
+        assert_eq!(running.reason, reasons::PRUNE_RUNNING);
+        assert_eq!(decision.events[0].reason, events::PRUNE_STARTED);
+        assert_eq!(
+            decision.status.prune.next_schedule_time,
+            Some(Time(at("2026-12-06T00:00:00Z")))
+        );
+
+        // It runs: nothing else starts, even a manual backup.
+        plan.status = Some(decision.status);
+        plan.spec.manual_trigger = Some("now".into());
+        observed.jobs.push(job.clone());
+        let busy = decide(&plan, &observed, at("2026-11-29T00:05:00Z"), &settings());
+        assert!(busy.create.is_none());
+        assert_eq!(
+            busy.status.active_run.as_ref().unwrap().kind,
+            RunKind::Prune
+        );
+
+        // It ends: the freed bytes and the repository's size land in the status, and the waiting
+        // manual backup starts.
+        let mut pruned = result(Operation::Prune, ExitStatus::Success);
+        pruned.prune = Some(PruneStats {
+            bytes_freed: 123_456,
+            bytes_kept: 580_000_000,
+            packs_deleted: 3,
+        });
+        finish(&mut observed, &job, pruned);
+        plan.status = Some(busy.status);
+        let done = decide(&plan, &observed, at("2026-11-29T00:11:00Z"), &settings());
+        let last = done.status.prune.last_run.as_ref().unwrap();
+        assert_eq!(
+            (last.result, last.bytes_freed),
+            (RunOutcome::Succeeded, Some(123_456))
+        );
+        let repository = done.status.repository.as_ref().unwrap();
+        assert_eq!(
+            (repository.size.as_str(), repository.snapshots),
+            ("553Mi", 14)
+        );
+        assert_eq!(done.finished_maintenance.len(), 1);
+        assert!(done
+            .events
+            .iter()
+            .any(|e| e.reason == events::PRUNE_SUCCEEDED));
+        let backup = done
+            .create
+            .expect("the manual backup starts after the prune");
+        assert_eq!(backup.labels().get(LABEL_OPERATION).unwrap(), "backup");
+        // The prune is recorded once.
+        plan.status = Some(done.status);
+        let again = decide(&plan, &observed, at("2026-11-29T00:12:00Z"), &settings());
+        assert!(again.finished_maintenance.is_empty());
+    }
+
+    #[test]
+    fn a_prune_due_during_a_backup_waits_for_it_and_then_catches_up() {
+        let mut plan = maintained_plan();
+        plan.status = Some(BackupPlanStatus {
+            last_schedule_time: Some(Time(at("2026-11-28T23:50:00Z"))),
+            ..BackupPlanStatus::default()
+        });
+        plan.spec.schedule = "50 23 * * *".into();
+        let mut observed = observed();
+        // The backup of 23:50 is still running at midnight.
+        // Prunes run daily at midnight; the one of the 29th already ran.
+        plan.spec.maintenance.prune.schedule = "0 0 * * *".into();
+        plan.status.as_mut().unwrap().prune.last_schedule_time =
+            Some(Time(at("2026-11-29T00:00:00Z")));
+        let backup_started = decide(&plan, &observed, at("2026-11-29T23:50:00Z"), &settings());
+        let backup = backup_started.create.clone().unwrap();
+        assert_eq!(backup.labels().get(LABEL_OPERATION).unwrap(), "backup");
+        plan.status = Some(backup_started.status);
+        observed.jobs.push(backup.clone());
+        let during = decide(&plan, &observed, at("2026-11-30T00:00:30Z"), &settings());
+        assert!(during.create.is_none(), "no prune while the backup runs");
+        assert_eq!(
+            during.status.active_run.as_ref().unwrap().kind,
+            RunKind::Backup
+        );
+
+        finish(
+            &mut observed,
+            &backup,
+            result(Operation::Backup, ExitStatus::Success),
+        );
+        plan.status = Some(during.status);
+        let after = decide(&plan, &observed, at("2026-11-30T00:20:00Z"), &settings());
+        let prune = after.create.expect("the prune catches up");
+        assert_eq!(prune.labels().get(LABEL_OPERATION).unwrap(), "prune");
+        assert_eq!(
+            after.status.active_run.as_ref().unwrap().trigger,
+            RunTrigger::CatchUp
+        );
+    }
+
+    #[test]
+    fn a_check_that_finds_problems_fails_with_repository_damaged() {
+        let mut plan = maintained_plan();
+        plan.spec.maintenance.prune.suspend = true;
+        plan.status = Some(BackupPlanStatus {
+            last_schedule_time: Some(Time(at("2026-11-30T02:30:00Z"))),
+            ..BackupPlanStatus::default()
+        });
+        let mut observed = observed();
+        let started = decide(&plan, &observed, at("2026-12-01T00:00:10Z"), &settings());
+        let job = started.create.clone().expect("a check Job");
+        assert_eq!(job.labels().get(LABEL_OPERATION).unwrap(), "check");
+        let args = args(&job);
+        assert_eq!(args[0], "check");
+        assert!(args.windows(2).any(|w| w == ["--read-data-subset", "5%"]));
+        assert_eq!(started.status.prune.next_schedule_time, None, "suspended");
+
+        observed.jobs.push(job.clone());
+        let mut damaged = result(Operation::Check, ExitStatus::Failed);
+        damaged.error = Some("the repository has 1 problem(s): pack 1a2b is missing".into());
+        damaged.check = Some(CheckStats {
+            snapshots: 14,
+            packs: 40,
+            packs_read: 2,
+            problems: 1,
+        });
+        finish(&mut observed, &job, damaged);
+        plan.status = Some(started.status);
+        let done = decide(&plan, &observed, at("2026-12-01T00:30:00Z"), &settings());
+        let last = done.status.check.last_run.as_ref().unwrap();
+        assert_eq!(last.result, RunOutcome::Failed);
+        assert_eq!(last.reason, reasons::REPOSITORY_DAMAGED);
+        assert_eq!(last.problems, Some(1));
+        assert!(last
+            .message
+            .as_ref()
+            .unwrap()
+            .contains("pack 1a2b is missing"));
+        let event = done
+            .events
+            .iter()
+            .find(|e| e.reason == events::CHECK_FAILED)
+            .unwrap();
+        assert_eq!(event.type_, EventType::Warning);
+    }
+
+    #[test]
+    fn retention_goes_into_the_backup_jobs_arguments() {
+        let mut plan = plan();
+        plan.spec.retention = Some(Retention {
+            keep_daily: Some(7),
+            keep_weekly: Some(4),
+            keep_monthly: Some(12),
+            ..Retention::default()
+        });
+        plan.spec.manual_trigger = Some("now".into());
+        let decision = decide(&plan, &observed(), at("2026-11-30T12:00:00Z"), &settings());
+        let args = args(&decision.create.unwrap());
+        for pair in [
+            ["--keep-daily", "7"],
+            ["--keep-weekly", "4"],
+            ["--keep-monthly", "12"],
+        ] {
+            assert!(args.windows(2).any(|w| w == pair), "{pair:?} in {args:?}");
+        }
+        assert!(!args.iter().any(|a| a == "--keep-last"));
+    }
+
+    #[test]
+    fn an_invalid_maintenance_schedule_makes_the_plan_not_ready() {
+        let mut plan = maintained_plan();
+        plan.spec.maintenance.check.schedule = "61 * * * *".into();
+        let decision = decide(&plan, &observed(), at("2026-11-30T12:00:00Z"), &settings());
+        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+        assert_eq!(ready.reason, reasons::INVALID_SCHEDULE);
+        assert!(
+            ready
+                .message
+                .starts_with("spec.maintenance.check.schedule:"),
+            "{}",
+            ready.message
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! apply the result (Jobs, status by server-side apply, Events).
 
 pub mod backup_plan;
+pub mod maintenance;
 pub mod restore;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,6 +47,15 @@ pub mod events {
     pub const RESTORE_FAILED: &str = "RestoreFailed";
     /// A PersistentVolumeClaim was created for a restore.
     pub const CLAIM_CREATED: &str = "ClaimCreated";
+    /// A prune or check Job was created.
+    pub const PRUNE_STARTED: &str = "PruneStarted";
+    pub const CHECK_STARTED: &str = "CheckStarted";
+    /// A prune freed space, a check found no problem.
+    pub const PRUNE_SUCCEEDED: &str = "PruneSucceeded";
+    pub const CHECK_SUCCEEDED: &str = "CheckSucceeded";
+    /// A prune or check failed (a check that found problems among them); the note says why.
+    pub const PRUNE_FAILED: &str = "PruneFailed";
+    pub const CHECK_FAILED: &str = "CheckFailed";
 }
 
 /// Operator-wide settings.
@@ -248,7 +258,11 @@ pub async fn run(
     )
     .owns(
         scoped_api::<Job>(&client, namespace),
-        watcher::Config::default().labels(&format!("{}=backup", crate::job::LABEL_OPERATION)),
+        // A plan's backups, prunes and checks.
+        watcher::Config::default().labels(&format!(
+            "{} in (backup,prune,check)",
+            crate::job::LABEL_OPERATION
+        )),
     );
     let store = plans.store();
     // `Api<PartialObjectMeta<_>>` asks for metadata only.

@@ -398,6 +398,7 @@ mod tests {
                 volume_snapshot_class_name: None,
                 databases: vec![],
                 retention: None,
+                maintenance: Default::default(),
                 limits: None,
                 deadline: "12h".into(),
                 pod: None,

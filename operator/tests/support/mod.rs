@@ -377,6 +377,10 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         warnings_total: 0,
         warnings: vec![],
         error: None,
+        repository: None,
+        snapshots_forgotten: None,
+        prune: None,
+        check: None,
     }
 }
 
@@ -544,4 +548,51 @@ fn column_starts(header: &str) -> Vec<(usize, String)> {
         starts.push((start, header[start..index].trim().to_owned()));
     }
     starts
+}
+
+impl Operator {
+    /// Starts the operator with exactly `env` and `args`, as a container runs it: nothing of the
+    /// test's environment is inherited but `KUBECONFIG`, and `NEVERWIPED_HTTP_ADDR` is replaced by
+    /// a free loopback port (the only setting that cannot be kept outside a pod). Its logs go to
+    /// `<log_name>.log` in the temporary directory.
+    pub fn start_with_exact_env(
+        log_name: &str,
+        identity: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Operator {
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!("{log_name}.log"));
+        let log_file = std::fs::File::create(&log).expect("a log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_neverwiped-operator"));
+        command.env_clear().args(args);
+        if let Some(kubeconfig) = std::env::var_os("KUBECONFIG") {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        command
+            .env("NEVERWIPED_HTTP_ADDR", format!("127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("a log file"))
+            .stderr(log_file);
+        let child = command.spawn().expect("the operator starts");
+        let operator = Operator {
+            child,
+            port,
+            identity: identity.to_owned(),
+            log,
+        };
+        let deadline = Instant::now() + ACT_TIMEOUT;
+        while operator.get("/healthz").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the operator does not serve /healthz:\n{}",
+                operator.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        operator
+    }
 }

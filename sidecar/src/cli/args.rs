@@ -113,6 +113,10 @@ pub struct BackupArgs {
     /// File holding the password of database NAME (repeatable).
     #[arg(long = "database-password-file", value_name = "NAME=PATH")]
     pub database_password_files: Vec<String>,
+    /// After the snapshot is written, forget the snapshots of its host that these rules do not
+    /// keep (as `forget --host`); none given: keep every snapshot.
+    #[command(flatten)]
+    pub keep: super::maintenance::KeepArgs,
 }
 
 #[derive(Debug, Args)]

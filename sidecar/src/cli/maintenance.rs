@@ -2,13 +2,16 @@
 
 use super::output::bytes;
 use super::secrets::read_secret_file;
-use super::Outcome;
-use anyhow::{bail, Result};
+use super::{FailedAfter, Outcome};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use neverwiped::maintenance::check::ReadData;
 use neverwiped::maintenance::forget::KeepPolicy;
-use neverwiped::maintenance::{check as checking, forget as forgetting, keys, prune as pruning};
+use neverwiped::maintenance::{
+    check as checking, forget as forgetting, keys, prune as pruning, usage,
+};
 use neverwiped::repository::{IndexedRepository, Repository};
+use neverwiped_contract::{CheckStats, PruneStats, RepositoryStats};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -19,22 +22,51 @@ pub struct CheckArgs {
     /// Read back this share of the packs, e.g. 10% (chosen at random each run).
     #[arg(long, value_parser = parse_percent)]
     pub read_data_subset: Option<f64>,
+    /// Before locking, remove every lock written on this host name (see backup).
+    #[arg(long, value_name = "HOSTNAME")]
+    pub remove_locks_of_host: Option<String>,
+}
+
+/// Retention rules: a snapshot is kept when any rule keeps it.
+#[derive(Debug, Args, Default)]
+pub struct KeepArgs {
+    /// Keep the newest N snapshots.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_last: u32,
+    /// Keep the newest snapshot of each of the last N hours that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_hourly: u32,
+    /// Keep the newest snapshot of each of the last N days that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_daily: u32,
+    /// Keep the newest snapshot of each of the last N weeks that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_weekly: u32,
+    /// Keep the newest snapshot of each of the last N months that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_monthly: u32,
+    /// Keep the newest snapshot of each of the last N years that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_yearly: u32,
+}
+
+impl KeepArgs {
+    pub fn policy(&self) -> KeepPolicy {
+        KeepPolicy {
+            last: self.keep_last,
+            hourly: self.keep_hourly,
+            daily: self.keep_daily,
+            weekly: self.keep_weekly,
+            monthly: self.keep_monthly,
+            yearly: self.keep_yearly,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
-    #[arg(long, default_value_t = 0)]
-    pub keep_last: u32,
-    #[arg(long, default_value_t = 0)]
-    pub keep_hourly: u32,
-    #[arg(long, default_value_t = 0)]
-    pub keep_daily: u32,
-    #[arg(long, default_value_t = 0)]
-    pub keep_weekly: u32,
-    #[arg(long, default_value_t = 0)]
-    pub keep_monthly: u32,
-    #[arg(long, default_value_t = 0)]
-    pub keep_yearly: u32,
+    #[command(flatten)]
+    pub keep: KeepArgs,
     /// Only snapshots of this host (the operator's NAMESPACE/PLAN).
     #[arg(long)]
     pub host: Option<String>,
@@ -48,6 +80,9 @@ pub struct PruneArgs {
     /// Show the plan, change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Before locking, remove every lock written on this host name (see backup).
+    #[arg(long, value_name = "HOSTNAME")]
+    pub remove_locks_of_host: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,12 +114,43 @@ fn parse_percent(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Removes the locks of `hostname`, when asked: the caller knows no process of it is alive.
+pub async fn remove_locks_of(repo: &Repository, hostname: Option<&str>) -> Result<()> {
+    if let Some(hostname) = hostname {
+        let removed = neverwiped::locking::remove_locks_of_host(repo, hostname).await?;
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                hostname,
+                "removed locks left by earlier runs of this host"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The repository's size and snapshot count for the result; a failure to measure is logged, not
+/// fatal: the command itself succeeded.
+pub async fn repository_stats(repo: &Repository) -> Option<RepositoryStats> {
+    match usage::measure(repo).await {
+        Ok(usage) => Some(RepositoryStats {
+            size_bytes: usage.bytes,
+            snapshots: usage.snapshots,
+        }),
+        Err(error) => {
+            tracing::warn!(%error, "cannot measure the repository's size");
+            None
+        }
+    }
+}
+
 pub async fn check(repo: &IndexedRepository, args: &CheckArgs) -> Result<Outcome> {
     let read_data = match (args.read_data, args.read_data_subset) {
         (true, _) => ReadData::All,
         (false, Some(percent)) => ReadData::Subset(percent),
         (false, None) => ReadData::None,
     };
+    remove_locks_of(repo, args.remove_locks_of_host.as_deref()).await?;
     // A shared lock: a prune running meanwhile would show up as missing packs.
     let lock = neverwiped::locking::acquire(repo, false, "check").await?;
     let report = checking::check(repo, read_data).await;
@@ -106,22 +172,36 @@ pub async fn check(repo: &IndexedRepository, args: &CheckArgs) -> Result<Outcome
     for problem in &report.problems {
         println!("error: {problem}");
     }
-    if !report.is_ok() {
-        bail!("the repository has {} problem(s)", report.problems.len());
+    let outcome = Outcome {
+        repository: repository_stats(repo).await,
+        check: Some(CheckStats {
+            snapshots: report.snapshots as u64,
+            packs: report.packs as u64,
+            packs_read: report.packs_read as u64,
+            problems: report.problems.len() as u64,
+        }),
+        ..Outcome::default()
+    };
+    if let Some(first) = report.problems.first() {
+        let more = match report.problems.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        return Err(FailedAfter {
+            message: format!(
+                "the repository has {} problem(s): {first}{more}",
+                report.problems.len()
+            ),
+            outcome,
+        }
+        .into());
     }
     println!("no errors were found");
-    Ok(Outcome::default())
+    Ok(outcome)
 }
 
 pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> Result<Outcome> {
-    let policy = KeepPolicy {
-        last: args.keep_last,
-        hourly: args.keep_hourly,
-        daily: args.keep_daily,
-        weekly: args.keep_weekly,
-        monthly: args.keep_monthly,
-        yearly: args.keep_yearly,
-    };
+    let policy = args.keep.policy();
     let groups = forgetting::forget(repo, &policy, args.host.as_deref(), args.dry_run).await?;
     let mut removed = 0;
     for group in &groups {
@@ -168,8 +248,9 @@ pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> 
 }
 
 pub async fn prune(repo: &IndexedRepository, args: &PruneArgs) -> Result<Outcome> {
+    remove_locks_of(repo, args.remove_locks_of_host.as_deref()).await?;
     let lock = neverwiped::locking::acquire(repo, true, "prune").await?;
-    let result = async {
+    let result: Result<Outcome> = async {
         let plan = pruning::plan_prune(repo).await?;
         println!(
             "{} pack(s) kept, {} to repack, {} to delete: {} freed, {} kept",
@@ -190,11 +271,20 @@ pub async fn prune(repo: &IndexedRepository, args: &PruneArgs) -> Result<Outcome
             bytes(report.bytes_freed),
             bytes(report.bytes_kept)
         );
-        Ok(Outcome::default())
+        Ok(Outcome {
+            prune: Some(PruneStats {
+                bytes_freed: report.bytes_freed,
+                bytes_kept: report.bytes_kept,
+                packs_deleted: report.packs_deleted,
+            }),
+            ..Outcome::default()
+        })
     }
     .await;
     lock.release().await?;
-    result
+    let mut outcome = result?;
+    outcome.repository = repository_stats(repo).await;
+    Ok(outcome)
 }
 
 pub async fn key(repo: &Repository, password: &[u8], command: &KeyCommand) -> Result<Outcome> {

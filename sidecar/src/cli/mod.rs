@@ -17,7 +17,10 @@ use neverwiped::format::tree::NodeKind;
 use neverwiped::progress::Progress;
 use neverwiped::repository::{IndexedRepository, Repository, SnapshotFilter};
 use neverwiped::restore::{self, RestoreOptions};
-use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
+use neverwiped_contract::{
+    CheckStats, ExitStatus, Operation, PruneStats, RepositoryStats, RunResult,
+    RESULT_FORMAT_VERSION,
+};
 use output::{bytes, ProgressDisplay};
 use std::sync::Arc;
 
@@ -32,6 +35,24 @@ pub struct Outcome {
     pub bytes_added: u64,
     pub bytes_transferred: u64,
     pub warnings: Vec<String>,
+    pub repository: Option<RepositoryStats>,
+    pub snapshots_forgotten: Option<u64>,
+    pub prune: Option<PruneStats>,
+    pub check: Option<CheckStats>,
+}
+
+/// A command that failed after measuring what its result should still report (a check's
+/// findings).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct FailedAfter {
+    pub message: String,
+    pub outcome: Outcome,
+}
+
+/// What a failed run still reports: what [`FailedAfter`] carries, or nothing.
+pub fn outcome_of_failure(error: &anyhow::Error) -> Option<&Outcome> {
+    error.downcast_ref::<FailedAfter>().map(|f| &f.outcome)
 }
 
 pub fn operation_of(command: &Command) -> Operation {
@@ -76,6 +97,10 @@ pub fn run_result(
             .cloned()
             .collect(),
         error,
+        repository: outcome.repository,
+        snapshots_forgotten: outcome.snapshots_forgotten,
+        prune: outcome.prune,
+        check: outcome.check,
     }
 }
 
@@ -181,16 +206,7 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
     let database_sources =
         databases::backup_sources(&args.databases, &args.database_password_files)?;
     let repo = open_indexed(cli).await?;
-    if let Some(hostname) = &args.remove_locks_of_host {
-        let removed = neverwiped::locking::remove_locks_of_host(&repo, hostname).await?;
-        if removed > 0 {
-            tracing::info!(
-                removed,
-                hostname,
-                "removed locks left by earlier runs of this host"
-            );
-        }
-    }
+    maintenance::remove_locks_of(&repo, args.remove_locks_of_host.as_deref()).await?;
     let mut sources: Vec<Source> = args.paths.iter().cloned().map(Source::Path).collect();
     sources.extend(database_sources);
     if args.stdin {
@@ -237,14 +253,68 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
             summary.duration_millis as f64 / 1000.0
         );
     }
+    let mut warnings = report.warnings;
+    let snapshots_forgotten = apply_retention(&repo, args, &report.snapshot.hostname, cli.quiet)
+        .await
+        .unwrap_or_else(|error| {
+            // The snapshot is written: a failed forget must not turn it into a failed backup.
+            let warning = format!("retention not applied: {}", describe_chain(&error));
+            tracing::warn!("{warning}");
+            warnings.push(warning);
+            None
+        });
     Ok(Outcome {
         snapshot_id: Some(report.snapshot_id.to_hex()),
         files: summary.files,
         bytes_read: summary.bytes_read,
         bytes_added: summary.bytes_added,
         bytes_transferred: Progress::get(&progress.bytes_transferred),
-        warnings: report.warnings,
+        warnings,
+        repository: maintenance::repository_stats(&repo).await,
+        snapshots_forgotten,
+        ..Outcome::default()
     })
+}
+
+/// Forgets the snapshots of `host` that the backup's `--keep-*` rules do not keep; `None` when no
+/// rule is given.
+async fn apply_retention(
+    repo: &IndexedRepository,
+    args: &BackupArgs,
+    host: &str,
+    quiet: bool,
+) -> Result<Option<u64>> {
+    let policy = args.keep.policy();
+    if policy.is_empty() {
+        return Ok(None);
+    }
+    let groups = neverwiped::maintenance::forget::forget(repo, &policy, Some(host), false).await?;
+    let removed = groups
+        .iter()
+        .flat_map(|group| &group.verdicts)
+        .filter(|verdict| !verdict.keep)
+        .count() as u64;
+    if !quiet && removed > 0 {
+        println!("retention: {removed} older snapshot(s) of {host} forgotten");
+    }
+    Ok(Some(removed))
+}
+
+/// The error and its causes on one line, each cause once: an error whose own message already
+/// quotes its cause (e.g. a dump tool's output) does not repeat it.
+pub fn describe_chain(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
 
 async fn snapshots(cli: &Cli) -> Result<Outcome> {
@@ -352,5 +422,6 @@ async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
         bytes_added: 0,
         bytes_transferred: report.bytes_fetched,
         warnings: report.warnings,
+        ..Outcome::default()
     })
 }

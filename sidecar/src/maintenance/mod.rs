@@ -5,6 +5,7 @@ pub mod check;
 pub mod forget;
 pub mod keys;
 pub mod prune;
+pub mod usage;
 
 /// The stored size of a pack from its index entries: the blobs, the sealed header (a version byte
 /// and 41 bytes per blob, plus 28 bytes of seal) and the 4-byte header length.

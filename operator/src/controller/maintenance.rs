@@ -1,0 +1,288 @@
+//! Prune and check of a plan's repository, decided beside its backups: which of the plan's Jobs
+//! are prunes and checks, what their results mean for the status, and when the next one starts.
+//! Pure, like [`super::backup_plan::decide`], which calls it.
+//!
+//! A plan runs one Job at a time, whatever it does: a prune (which locks the repository
+//! exclusively) never overlaps the plan's backups, and a backup due while a prune runs starts when
+//! it ends, as a catch-up. A prune or check that could not start on time runs once as soon as the
+//! plan is idle, however late: unlike a backup's, its time of day does not matter.
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use super::backup_plan::PlannedEvent;
+use super::{events, pod_of};
+use crate::api::{
+    ActiveRun, BackupPlan, BackupPlanStatus, MaintenanceRecord, MaintenanceStatus, RunKind,
+    RunOutcome,
+};
+use crate::job::{maintenance_job, JobSettings, MaintenanceRun, LABEL_OPERATION};
+use crate::plan::ResolvedPlan;
+use crate::recorder::EventType;
+use crate::schedule::{self, Schedule, ScheduleState};
+use crate::status::{job_end, maintenance_record, pod_blocked, record_repository, JobEnd};
+
+/// The kinds of maintenance, in the order they start when both are due.
+const KINDS: [RunKind; 2] = [RunKind::Prune, RunKind::Check];
+
+/// The maintenance kind of a plan's Job, from its `neverwiped.io/operation` label; `None` for a
+/// backup.
+pub fn maintenance_kind(job: &Job) -> Option<RunKind> {
+    let operation = job.labels().get(LABEL_OPERATION)?;
+    KINDS.into_iter().find(|kind| kind.label() == operation)
+}
+
+fn status_of(status: &mut BackupPlanStatus, kind: RunKind) -> &mut MaintenanceStatus {
+    match kind {
+        RunKind::Check => &mut status.check,
+        RunKind::Prune | RunKind::Backup => &mut status.prune,
+    }
+}
+
+/// What the plan's prune and check Jobs say.
+#[derive(Debug, Default)]
+pub struct ObservedMaintenance {
+    /// The prune or check running now.
+    pub active: Option<ActiveRun>,
+    /// Jobs to delete: finished ones older than the newest of their kind, and stuck ones.
+    pub delete: Vec<String>,
+    pub events: Vec<PlannedEvent>,
+    /// Runs that finished in this reconcile (for metrics).
+    pub finished: Vec<(RunKind, MaintenanceRecord)>,
+}
+
+/// Records the finished prune and check Jobs of the plan on `status` (each kind's `lastRun`, and
+/// the repository's size they measured), and finds the running one. `jobs` are the plan's own.
+pub fn observe(
+    jobs: &[&Job],
+    pods: &[Pod],
+    status: &mut BackupPlanStatus,
+    now: Timestamp,
+) -> ObservedMaintenance {
+    let mut observed = ObservedMaintenance::default();
+    for kind in KINDS {
+        let mut of_kind: Vec<&Job> = jobs
+            .iter()
+            .copied()
+            .filter(|job| maintenance_kind(job) == Some(kind))
+            .collect();
+        of_kind.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
+        let mut finished_names = Vec::new();
+        for job in of_kind {
+            let name = job.name_any();
+            let recorded = status_of(status, kind)
+                .last_run
+                .as_ref()
+                .is_some_and(|r| r.job_name == name);
+            if recorded {
+                finished_names.push(name);
+                continue;
+            }
+            let pod = pod_of(job, pods);
+            let end = match (job_end(job, pod), pod.and_then(pod_blocked)) {
+                (Some(end), _) => end,
+                // It would only wait for its deadline: fail it now, with the real reason.
+                (None, Some((reason, message))) => JobEnd {
+                    outcome: RunOutcome::Failed,
+                    reason: reason.into(),
+                    message: Some(message),
+                    result: None,
+                    start_time: job
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.start_time.as_ref())
+                        .map(|t| t.0),
+                    completion_time: Some(now),
+                },
+                (None, None) => {
+                    observed.active = Some(ActiveRun {
+                        job_name: name,
+                        kind,
+                        trigger: crate::job::run_trigger_of(job),
+                        scheduled_time: crate::job::scheduled_time_of(job).map(Time),
+                        start_time: job.metadata.creation_timestamp.clone(),
+                    });
+                    continue;
+                }
+            };
+            let record = maintenance_record(job, &end);
+            record_repository(status, &end, now);
+            observed.events.push(finished_event(kind, &record));
+            observed.finished.push((kind, record.clone()));
+            status_of(status, kind).last_run = Some(record);
+            finished_names.push(name);
+        }
+        // The newest finished Job of each kind stays, for its logs.
+        finished_names.pop();
+        observed.delete.extend(finished_names);
+    }
+    observed
+}
+
+fn finished_event(kind: RunKind, record: &MaintenanceRecord) -> PlannedEvent {
+    let (type_, reason, note) = match (kind, record.result.is_success()) {
+        (RunKind::Check, true) => (
+            EventType::Normal,
+            events::CHECK_SUCCEEDED,
+            format!(
+                "{} found no problem ({} pack(s) read back)",
+                record.job_name,
+                record.packs_read.unwrap_or(0)
+            ),
+        ),
+        (RunKind::Check, false) => (
+            EventType::Warning,
+            events::CHECK_FAILED,
+            failed_note(record),
+        ),
+        (_, true) => (
+            EventType::Normal,
+            events::PRUNE_SUCCEEDED,
+            format!(
+                "{} freed {} byte(s)",
+                record.job_name,
+                record.bytes_freed.unwrap_or(0)
+            ),
+        ),
+        (_, false) => (
+            EventType::Warning,
+            events::PRUNE_FAILED,
+            failed_note(record),
+        ),
+    };
+    PlannedEvent {
+        type_,
+        reason: reason.into(),
+        note,
+    }
+}
+
+fn failed_note(record: &MaintenanceRecord) -> String {
+    format!(
+        "{} ({}): {}",
+        record.job_name,
+        record.reason,
+        record.message.as_deref().unwrap_or("no message")
+    )
+}
+
+/// A prune or check to start now.
+#[derive(Debug)]
+pub struct StartedMaintenance {
+    pub job: Job,
+    pub active: ActiveRun,
+    pub event: PlannedEvent,
+}
+
+/// For an idle plan: starts the prune or check that is due (a prune first; a check due at the same
+/// time waits for the next reconcile), and sets each kind's next scheduled time.
+pub fn start_due(
+    plan: &BackupPlan,
+    resolved: &ResolvedPlan,
+    status: &mut BackupPlanStatus,
+    now: Timestamp,
+    remove_stale_locks: bool,
+    settings: &JobSettings,
+) -> Option<StartedMaintenance> {
+    let created = plan
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(now);
+    let mut started = None;
+    for kind in KINDS {
+        let (schedule, suspended) = schedule_of(plan, resolved, kind);
+        let kind_status = status_of(status, kind);
+        if started.is_some() {
+            // Not yet looked at: its due time, if any, stays pending for the next reconcile.
+            kind_status.next_schedule_time = next_time(schedule, suspended, now);
+            continue;
+        }
+        let state = ScheduleState {
+            last_schedule_time: kind_status.last_schedule_time.as_ref().map(|t| t.0),
+            created,
+            suspended,
+        };
+        let decision = schedule::decide(schedule, &state, now, SignedDuration::MAX);
+        kind_status.last_schedule_time = decision.last_schedule_time.map(Time);
+        kind_status.next_schedule_time = decision.next_run.map(Time);
+        if let Some(due) = decision.run {
+            let run = MaintenanceRun {
+                kind,
+                trigger: due.trigger,
+                scheduled_time: due.scheduled_time,
+                deadline: resolved.deadline,
+                remove_stale_locks,
+            };
+            let job = maintenance_job(plan, &run, settings);
+            let job_name = job.name_any();
+            let (reason, doing) = match kind {
+                RunKind::Check => (events::CHECK_STARTED, "check"),
+                RunKind::Prune | RunKind::Backup => (events::PRUNE_STARTED, "prune"),
+            };
+            started = Some(StartedMaintenance {
+                event: PlannedEvent {
+                    type_: EventType::Normal,
+                    reason: reason.into(),
+                    note: format!(
+                        "created Job {job_name} to {doing} the repository ({:?})",
+                        due.trigger
+                    ),
+                },
+                active: ActiveRun {
+                    job_name,
+                    kind,
+                    trigger: due.trigger,
+                    scheduled_time: Some(Time(due.scheduled_time)),
+                    start_time: Some(Time(now)),
+                },
+                job,
+            });
+        }
+    }
+    started
+}
+
+/// For a busy plan: each kind's next scheduled time, without acting on a due one.
+pub fn show_next(
+    plan: &BackupPlan,
+    resolved: &ResolvedPlan,
+    status: &mut BackupPlanStatus,
+    now: Timestamp,
+) {
+    for kind in KINDS {
+        let (schedule, suspended) = schedule_of(plan, resolved, kind);
+        status_of(status, kind).next_schedule_time = next_time(schedule, suspended, now);
+    }
+}
+
+fn schedule_of<'a>(
+    plan: &BackupPlan,
+    resolved: &'a ResolvedPlan,
+    kind: RunKind,
+) -> (&'a Schedule, bool) {
+    let maintenance = &plan.spec.maintenance;
+    match kind {
+        RunKind::Check => (&resolved.check_schedule, maintenance.check.suspend),
+        RunKind::Prune | RunKind::Backup => (&resolved.prune_schedule, maintenance.prune.suspend),
+    }
+}
+
+fn next_time(schedule: &Schedule, suspended: bool, now: Timestamp) -> Option<Time> {
+    (!suspended)
+        .then(|| schedule.next_after(now))
+        .flatten()
+        .map(Time)
+}
+
+/// The earliest next prune or check, to wake up for.
+pub fn next_wake(status: &BackupPlanStatus) -> Option<Timestamp> {
+    [&status.prune, &status.check]
+        .into_iter()
+        .filter_map(|s| s.next_schedule_time.as_ref().map(|t| t.0))
+        .min()
+}
