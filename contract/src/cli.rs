@@ -99,7 +99,8 @@ impl KeepRules {
 
 /// `neverwiped-sidecar backup PATH... --repo REPO --result-file PATH [--host NAME] [--tag K=V]...
 /// [--exclude PATTERN]... [--limit-upload BYTES_PER_SEC] [--remove-locks-of-host HOSTNAME]
-/// [--database NAME=URI]... [--database-password-file NAME=PATH]... [--keep-last N]...`
+/// [--database NAME=URI]... [--database-password-file NAME=PATH]... [--keep-last N]...
+/// [--retry-lock DURATION]`
 ///
 /// The `--keep-*` rules are applied to the snapshots of the backup's host after the snapshot is
 /// written (as `forget --host HOST`); a failure to apply them is a warning, never a lost snapshot.
@@ -124,6 +125,8 @@ pub struct BackupArgs {
     pub databases: Vec<DatabaseArg>,
     /// Retention applied to the host's snapshots after the backup.
     pub keep: KeepRules,
+    /// `--retry-lock DURATION` (e.g. `30m`): wait that long for another process's lock.
+    pub retry_lock: Option<String>,
 }
 
 impl BackupArgs {
@@ -156,6 +159,7 @@ impl BackupArgs {
             database.push_args(&mut args);
         }
         self.keep.push_args(&mut args);
+        push_retry_lock(&mut args, self.retry_lock.as_deref());
         args
     }
 }
@@ -168,6 +172,8 @@ pub struct PruneArgs {
     pub result_file: String,
     /// As for [`BackupArgs::remove_locks_of_host`].
     pub remove_locks_of_host: Option<String>,
+    /// As for [`BackupArgs::retry_lock`].
+    pub retry_lock: Option<String>,
 }
 
 impl PruneArgs {
@@ -179,6 +185,7 @@ impl PruneArgs {
             args.push("--remove-locks-of-host".into());
             args.push(hostname.clone());
         }
+        push_retry_lock(&mut args, self.retry_lock.as_deref());
         args
     }
 }
@@ -194,6 +201,8 @@ pub struct CheckArgs {
     pub read_data_percent: Option<u32>,
     /// As for [`BackupArgs::remove_locks_of_host`].
     pub remove_locks_of_host: Option<String>,
+    /// As for [`BackupArgs::retry_lock`].
+    pub retry_lock: Option<String>,
 }
 
 impl CheckArgs {
@@ -209,7 +218,15 @@ impl CheckArgs {
             args.push("--remove-locks-of-host".into());
             args.push(hostname.clone());
         }
+        push_retry_lock(&mut args, self.retry_lock.as_deref());
         args
+    }
+}
+
+fn push_retry_lock(args: &mut Vec<String>, wait: Option<&str>) {
+    if let Some(wait) = wait {
+        args.push("--retry-lock".into());
+        args.push(wait.to_owned());
     }
 }
 
@@ -300,6 +317,7 @@ mod tests {
                 weekly: Some(4),
                 ..KeepRules::default()
             },
+            retry_lock: Some("1800s".into()),
         }
         .to_args();
         assert_eq!(
@@ -330,6 +348,8 @@ mod tests {
                 "7",
                 "--keep-weekly",
                 "4",
+                "--retry-lock",
+                "1800s",
             ]
         );
     }
@@ -340,6 +360,7 @@ mod tests {
             repository: "rest:http://gate/r".into(),
             result_file: "/dev/termination-log".into(),
             remove_locks_of_host: Some("nightly-0123".into()),
+            retry_lock: None,
         }
         .to_args();
         assert_eq!(
@@ -359,10 +380,12 @@ mod tests {
             result_file: "/dev/termination-log".into(),
             read_data_percent: Some(5),
             remove_locks_of_host: None,
+            retry_lock: Some("30m".into()),
         }
         .to_args();
         assert_eq!(&check[..1], ["check"]);
         assert!(check.windows(2).any(|w| w == ["--read-data-subset", "5%"]));
+        assert!(check.windows(2).any(|w| w == ["--retry-lock", "30m"]));
         assert!(KeepRules::default().is_empty());
     }
 

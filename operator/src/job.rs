@@ -170,6 +170,14 @@ pub fn maintenance_job_name(plan: &BackupPlan, run: &MaintenanceRun) -> String {
     job_name(&plan.name_any(), &suffix)
 }
 
+/// How long a Job waits for another process's repository lock (another plan's prune or backup of
+/// a shared repository) before it fails with `RepositoryLocked`: half its deadline, at most 30
+/// minutes.
+fn lock_wait(deadline: SignedDuration) -> String {
+    let seconds = (deadline.as_secs() / 2).clamp(0, 30 * 60);
+    format!("{seconds}s")
+}
+
 /// The sidecar's `--keep-*` rules for a plan's retention.
 pub fn keep_rules(retention: Option<&Retention>) -> KeepRules {
     let Some(retention) = retention else {
@@ -210,12 +218,14 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
                 .ok()
                 .filter(|&percent| percent > 0),
             remove_locks_of_host,
+            retry_lock: Some(lock_wait(run.deadline)),
         }
         .to_args(),
         RunKind::Prune | RunKind::Backup => PruneArgs {
             repository,
             result_file: RESULT_FILE.into(),
             remove_locks_of_host,
+            retry_lock: Some(lock_wait(run.deadline)),
         }
         .to_args(),
     };
@@ -329,6 +339,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         remove_locks_of_host: run.remove_stale_locks.then(|| hostname.clone()),
         databases,
         keep: keep_rules(spec.retention.as_ref()),
+        retry_lock: Some(lock_wait(run.deadline)),
     }
     .to_args();
 
@@ -968,6 +979,9 @@ mod tests {
                 "5000000",
                 "--remove-locks-of-host",
                 "nightly-d0997da5b47dbdb3",
+                // Half the 2h deadline, at most 30 minutes.
+                "--retry-lock",
+                "1800s",
             ]
         );
         // The pod runs under that host name, which the sidecar records in its locks.

@@ -52,8 +52,31 @@ fn describe(lock: &Lock) -> String {
     )
 }
 
-/// Takes a lock: shared for backups and restores, exclusive for prune.
+/// How often a waiting [`acquire`] looks at the locks again.
+const LOCK_RETRY_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Takes a lock: shared for backups and restores, exclusive for prune. While another holder's
+/// lock conflicts, it looks again every few seconds for up to [`Repository::lock_wait`], then fails
+/// with [`Error::Locked`] naming the holder.
 pub async fn acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Result<LockGuard> {
+    let give_up_at = tokio::time::Instant::now() + repo.lock_wait();
+    let mut announced = false;
+    loop {
+        match try_acquire(repo, exclusive, purpose).await {
+            Err(Error::Locked { holder }) if tokio::time::Instant::now() < give_up_at => {
+                if !announced {
+                    tracing::info!(%holder, "the repository is locked; waiting for it");
+                    announced = true;
+                }
+                let left = give_up_at - tokio::time::Instant::now();
+                tokio::time::sleep(left.min(LOCK_RETRY_INTERVAL)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn try_acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Result<LockGuard> {
     if let Some(lock) = conflicting_locks(repo, exclusive, None).await?.first() {
         return Err(Error::Locked {
             holder: describe(lock),

@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::ops::Deref;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::Duration;
 
 /// How many metadata objects are fetched at once.
 const METADATA_READ_CONCURRENCY: usize = 8;
@@ -35,6 +36,8 @@ pub struct Repository {
     params: RepositoryParams,
     /// The key object that opened the repository.
     key_id: ObjectId,
+    /// How long taking a lock waits for other holders to release theirs.
+    lock_wait: Duration,
 }
 
 impl Repository {
@@ -74,6 +77,7 @@ impl Repository {
             keys,
             params,
             key_id,
+            lock_wait: Duration::ZERO,
         })
     }
 
@@ -127,6 +131,7 @@ impl Repository {
                         keys,
                         params,
                         key_id,
+                        lock_wait: Duration::ZERO,
                     });
                 }
                 Err(UnwrapError::WrongPassword) => refused += 1,
@@ -158,6 +163,17 @@ impl Repository {
 
     pub fn key_id(&self) -> ObjectId {
         self.key_id
+    }
+
+    /// Makes taking a lock wait up to `wait` for other holders (none by default: fail at once).
+    pub fn with_lock_wait(mut self, wait: Duration) -> Repository {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// How long taking a lock waits for other holders to release theirs.
+    pub fn lock_wait(&self) -> Duration {
+        self.lock_wait
     }
 
     /// The chunker with this repository's parameters and secret seed.

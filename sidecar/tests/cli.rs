@@ -1503,3 +1503,44 @@ fn prune_and_check_report_what_they_did_in_the_result_file() {
     assert!(error.contains(name), "the error names pack {name}: {error}");
     assert_eq!(run.error_line(), format!("error: {error}"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_lock_waits_for_another_holder_and_gives_up_after_its_duration() {
+    let (work, repo_dir, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    // Another plan's prune holds the exclusive lock (fresh: not stale).
+    let backend: neverwiped::backend::SharedBackend =
+        std::sync::Arc::new(neverwiped::backend::local::LocalBackend::new(&repo_dir));
+    let repo = neverwiped::repository::Repository::open(backend, PASSWORD.as_bytes())
+        .await
+        .unwrap();
+    let mut lock = neverwiped::format::lock::Lock::new(true, "prune");
+    lock.hostname = "other-plan".into();
+    let lock_id = repo
+        .write_object(neverwiped::backend::ObjectKind::Locks, &lock)
+        .await
+        .unwrap();
+
+    let started = Instant::now();
+    let gave_up = sidecar
+        .run(&["backup", text(&source), "--retry-lock", "2s"])
+        .expect_code(11);
+    assert!(started.elapsed() >= Duration::from_secs(2), "it waited");
+    assert!(
+        gave_up.error_line().contains("other-plan"),
+        "{}",
+        gave_up.stderr
+    );
+
+    // The holder finishes while a backup waits: the backup goes on.
+    let mut waiting = sidecar.command();
+    waiting
+        .args(["backup", text(&source), "--retry-lock", "2m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = waiting.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    fs::remove_file(repo_dir.join("locks").join(lock_id.to_hex())).unwrap();
+    Run::from_output(child.wait_with_output().unwrap()).expect_ok();
+    assert_eq!(sidecar.snapshots().len(), 1);
+}

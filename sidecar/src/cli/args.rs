@@ -22,6 +22,11 @@ pub struct Cli {
     #[arg(long, env = "NEVERWIPED_GATE_CA_FILE", global = true)]
     pub cacert: Option<PathBuf>,
 
+    /// When the repository is locked by another process, wait up to this long for it (e.g. 30m,
+    /// 1h, 90s) instead of failing at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true)]
+    pub retry_lock: Option<std::time::Duration>,
+
     /// Write the run's JSON result here (the operator points it at /dev/termination-log).
     #[arg(long, global = true)]
     pub result_file: Option<PathBuf>,
@@ -210,4 +215,36 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+/// A duration such as `90s`, `30m`, `2h` or `1h30m`.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let mut seconds: u64 = 0;
+    let mut number = String::new();
+    for c in text.trim().chars() {
+        match c {
+            '0'..='9' => number.push(c),
+            'h' | 'm' | 's' if !number.is_empty() => {
+                let value: u64 = number.parse().map_err(|e| format!("{text:?}: {e}"))?;
+                seconds += value
+                    * match c {
+                        'h' => 3600,
+                        'm' => 60,
+                        _ => 1,
+                    };
+                number.clear();
+            }
+            _ => {
+                return Err(format!(
+                    "{text:?} is not a duration such as 90s, 30m or 1h30m"
+                ))
+            }
+        }
+    }
+    if !number.is_empty() || text.trim().is_empty() {
+        return Err(format!(
+            "{text:?} is not a duration such as 90s, 30m or 1h30m"
+        ));
+    }
+    Ok(std::time::Duration::from_secs(seconds))
 }

@@ -155,7 +155,8 @@ fn open_backend(cli: &Cli) -> Result<SharedBackend> {
 async fn open_repository(cli: &Cli) -> Result<Repository> {
     let backend = open_backend(cli)?;
     let password = secrets::repository_password(cli.password_file.as_deref())?;
-    Ok(Repository::open(backend, &password).await?)
+    let repo = Repository::open(backend, &password).await?;
+    Ok(repo.with_lock_wait(cli.retry_lock.unwrap_or_default()))
 }
 
 async fn open_indexed(cli: &Cli) -> Result<IndexedRepository> {
