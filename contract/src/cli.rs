@@ -127,6 +127,8 @@ pub struct BackupArgs {
     pub keep: KeepRules,
     /// `--retry-lock DURATION` (e.g. `30m`): wait that long for another process's lock.
     pub retry_lock: Option<String>,
+    /// `--init`: create the repository when there is none yet (a plan's first backup).
+    pub init: bool,
 }
 
 impl BackupArgs {
@@ -160,6 +162,9 @@ impl BackupArgs {
         }
         self.keep.push_args(&mut args);
         push_retry_lock(&mut args, self.retry_lock.as_deref());
+        if self.init {
+            args.push("--init".into());
+        }
         args
     }
 }
@@ -239,7 +244,7 @@ fn push_repository_args(args: &mut Vec<String>, repository: &str, result_file: &
 
 /// `neverwiped-sidecar restore SNAPSHOT --repo REPO --result-file PATH [--target DIR]
 /// [--include PATH]... [--host NAME] [--before RFC3339] [--database NAME=URI]...
-/// [--database-password-file NAME=PATH]... [--database-allow-non-empty NAME]...`
+/// [--database-password-file NAME=PATH]... [--overwrite-database NAME]...`
 ///
 /// `SNAPSHOT` is `latest`, or a snapshot id or a unique prefix of one. With `latest`, `--host`
 /// restricts the choice to the snapshots of that host and `--before` to those taken before that
@@ -256,8 +261,9 @@ pub struct RestoreArgs {
     /// RFC 3339 time: with `latest`, the newest snapshot taken before it.
     pub before: Option<String>,
     pub databases: Vec<DatabaseArg>,
-    /// Names of database entries that may be restored into a server that already holds data.
-    pub databases_allow_non_empty: Vec<String>,
+    /// Names of database entries whose databases are dropped on a target server that already
+    /// holds them, then restored (`--overwrite-database NAME`); the others refuse such a server.
+    pub databases_to_overwrite: Vec<String>,
 }
 
 impl RestoreArgs {
@@ -284,8 +290,8 @@ impl RestoreArgs {
         for database in &self.databases {
             database.push_args(&mut args);
         }
-        for name in &self.databases_allow_non_empty {
-            args.push("--database-allow-non-empty".into());
+        for name in &self.databases_to_overwrite {
+            args.push("--overwrite-database".into());
             args.push(name.clone());
         }
         args
@@ -318,6 +324,7 @@ mod tests {
                 ..KeepRules::default()
             },
             retry_lock: Some("1800s".into()),
+            init: true,
         }
         .to_args();
         assert_eq!(
@@ -350,6 +357,7 @@ mod tests {
                 "4",
                 "--retry-lock",
                 "1800s",
+                "--init",
             ]
         );
     }

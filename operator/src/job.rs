@@ -313,11 +313,13 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
                 password_file: Some(password_file),
             });
         } else {
-            for name in &database.databases {
+            // One entry, several databases: `/databases/<entry>/<database>.sql` each; the
+            // password file is named once for the entry.
+            for (index, name) in database.databases.iter().enumerate() {
                 databases.push(DatabaseArg {
-                    name: format!("{}/{name}", database.name),
+                    name: database.name.clone(),
                     uri: format!("{base}/{name}"),
-                    password_file: Some(password_file.clone()),
+                    password_file: (index == 0).then(|| password_file.clone()),
                 });
             }
         }
@@ -340,6 +342,8 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         databases,
         keep: keep_rules(spec.retention.as_ref()),
         retry_lock: Some(lock_wait(run.deadline)),
+        // A plan's first backup creates its repository.
+        init: true,
     }
     .to_args();
 
@@ -430,7 +434,7 @@ pub fn restore_job(
     }
 
     let mut databases = Vec::new();
-    let mut databases_allow_non_empty = Vec::new();
+    let mut databases_to_overwrite = Vec::new();
     for database in &spec.databases {
         let Some(engine) = database
             .engine
@@ -449,8 +453,8 @@ pub fn restore_job(
             uri: database_uri(engine, &username_var, &database.host, port),
             password_file: Some(password_file),
         });
-        if database.on_non_empty_target == NonEmptyTargetPolicy::Continue {
-            databases_allow_non_empty.push(database.name.clone());
+        if database.on_non_empty_target == NonEmptyTargetPolicy::Overwrite {
+            databases_to_overwrite.push(database.name.clone());
         }
     }
 
@@ -464,7 +468,7 @@ pub fn restore_job(
         host: latest.then(|| format!("{}/{plan_name}", plan.namespace().unwrap_or_default())),
         before: spec.taken_before.as_ref().map(|time| time.0.to_string()),
         databases,
-        databases_allow_non_empty,
+        databases_to_overwrite,
     }
     .to_args();
 
@@ -982,6 +986,7 @@ mod tests {
                 // Half the 2h deadline, at most 30 minutes.
                 "--retry-lock",
                 "1800s",
+                "--init",
             ]
         );
         // The pod runs under that host name, which the sidecar records in its locks.
@@ -1237,10 +1242,17 @@ mod tests {
             databases,
             [
                 "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg.shop.svc:5432",
-                "shop-db/shop=mariadb://$(NEVERWIPED_DB_USERNAME_SHOP_DB)@mariadb:3307/shop",
-                "shop-db/audit=mariadb://$(NEVERWIPED_DB_USERNAME_SHOP_DB)@mariadb:3307/audit",
+                "shop-db=mariadb://$(NEVERWIPED_DB_USERNAME_SHOP_DB)@mariadb:3307/shop",
+                "shop-db=mariadb://$(NEVERWIPED_DB_USERNAME_SHOP_DB)@mariadb:3307/audit",
             ]
         );
+        // One password file per entry, however many of its databases are dumped.
+        let password_files: Vec<_> = args
+            .windows(2)
+            .filter(|w| w[0] == "--database-password-file")
+            .map(|w| w[1].split('=').next().unwrap())
+            .collect();
+        assert_eq!(password_files, ["orders", "shop-db"]);
         assert!(args.windows(2).any(|w| w
             == [
                 "--database-password-file",
@@ -1290,7 +1302,7 @@ mod tests {
                     host: "pg-new".into(),
                     port: None,
                     credentials_secret_ref: CredentialsSecretRef::new("pg-admin"),
-                    on_non_empty_target: NonEmptyTargetPolicy::Continue,
+                    on_non_empty_target: NonEmptyTargetPolicy::Overwrite,
                 }],
                 pod: None,
             },
@@ -1330,7 +1342,7 @@ mod tests {
                 "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg-new:5432",
                 "--database-password-file",
                 "orders=/var/run/neverwiped/databases/orders/password",
-                "--database-allow-non-empty",
+                "--overwrite-database",
                 "orders",
             ]
         );

@@ -18,7 +18,16 @@ async fn main() -> ExitCode {
     };
     cli::init_logging(cli.log_format, cli.quiet);
     let operation = cli::operation_of(&cli.command);
-    let (status, result) = match cli::run(&cli).await {
+    // As PID 1 of a Job's container the process has no default SIGTERM handler: without this,
+    // a deleted or timed-out Job would wait out its whole grace period before being killed. The
+    // handler runs on a worker thread, so it answers even while the command blocks the main one.
+    tokio::spawn(exit_on_stop_signal(
+        operation,
+        started,
+        cli.result_file.clone(),
+    ));
+    let run = cli::run(&cli).await;
+    let (status, result) = match run {
         Ok(outcome) => {
             let status = if outcome.warnings.is_empty() {
                 ExitStatus::Success
@@ -58,6 +67,47 @@ async fn main() -> ExitCode {
         }
     }
     ExitCode::from(status.code() as u8)
+}
+
+/// On SIGTERM or SIGINT: reports the run as failed (result file, one error line) and exits at
+/// once. Nothing is lost: a snapshot only exists once it is complete, and the locks left behind
+/// are removed by the next run of the same host.
+async fn exit_on_stop_signal(
+    operation: Operation,
+    started: chrono::DateTime<chrono::Utc>,
+    result_file: Option<std::path::PathBuf>,
+) {
+    let signal = stop_signal().await;
+    let message = format!(
+        "stopped by {signal} before the run was complete; nothing after its last committed step was saved (the next run continues from there)"
+    );
+    eprintln!("error: {message}");
+    if let Some(path) = result_file {
+        let result = cli::run_result(
+            operation,
+            ExitStatus::Failed,
+            started,
+            &Default::default(),
+            Some(message),
+        );
+        let _ = std::fs::write(path, result.to_termination_message());
+    }
+    std::process::exit(ExitStatus::Failed.code());
+}
+
+/// Waits for SIGTERM or SIGINT; returns the signal's name.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    }
 }
 
 /// A command line that does not parse: help and version exit 0; a mistake exits 1 (restic's

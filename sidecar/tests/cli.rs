@@ -1544,3 +1544,169 @@ async fn retry_lock_waits_for_another_holder_and_gives_up_after_its_duration() {
     Run::from_output(child.wait_with_output().unwrap()).expect_ok();
     assert_eq!(sidecar.snapshots().len(), 1);
 }
+
+#[test]
+fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
+    use neverwiped_contract::cli::{
+        BackupArgs, CheckArgs, DatabaseArg, KeepRules, PruneArgs, RestoreArgs,
+    };
+    let work = tempfile::tempdir().unwrap();
+    let missing = work.path().join("no-repository");
+    let password_file = work.path().join("db-password");
+    fs::write(&password_file, "db secret\n").unwrap();
+    let result_file = work.path().join("result.json");
+    let repository = text(&missing).to_owned();
+    let result = text(&result_file).to_owned();
+    // One plan entry dumping two chosen databases of one server, as the operator passes it.
+    let databases = vec![
+        DatabaseArg {
+            name: "shop-db".into(),
+            uri: "mariadb://backup@127.0.0.1:1/shop".into(),
+            password_file: Some(text(&password_file).into()),
+        },
+        DatabaseArg {
+            name: "shop-db".into(),
+            uri: "mariadb://backup@127.0.0.1:1/audit".into(),
+            password_file: None,
+        },
+    ];
+    let commands = [
+        BackupArgs {
+            paths: vec![text(work.path()).into()],
+            repository: repository.clone(),
+            result_file: result.clone(),
+            host: Some("shop/nightly".into()),
+            tags: vec![("plan".into(), "nightly".into())],
+            excludes: vec!["/x/**/cache".into()],
+            upload_limit_bytes_per_sec: Some(1_000_000),
+            remove_locks_of_host: Some("nightly-0123".into()),
+            databases: databases.clone(),
+            keep: KeepRules {
+                daily: Some(7),
+                ..KeepRules::default()
+            },
+            retry_lock: Some("60s".into()),
+            init: false,
+        }
+        .to_args(),
+        RestoreArgs {
+            snapshot: "latest".into(),
+            repository: repository.clone(),
+            result_file: result.clone(),
+            host: Some("shop/nightly".into()),
+            before: Some("2026-11-29T00:00:00Z".into()),
+            databases: vec![DatabaseArg {
+                name: "shop-db".into(),
+                uri: "mariadb://backup@127.0.0.1:1".into(),
+                password_file: Some(text(&password_file).into()),
+            }],
+            databases_to_overwrite: vec!["shop-db".into()],
+            ..RestoreArgs::default()
+        }
+        .to_args(),
+        PruneArgs {
+            repository: repository.clone(),
+            result_file: result.clone(),
+            remove_locks_of_host: Some("nightly-0123".into()),
+            retry_lock: Some("60s".into()),
+        }
+        .to_args(),
+        CheckArgs {
+            repository: repository.clone(),
+            result_file: result.clone(),
+            read_data_percent: Some(5),
+            remove_locks_of_host: Some("nightly-0123".into()),
+            retry_lock: Some("60s".into()),
+        }
+        .to_args(),
+    ];
+    for args in commands {
+        // Every argument is accepted: the run gets as far as finding no repository (exit 10).
+        let mut command = bare_command();
+        command.env("NEVERWIPED_PASSWORD", PASSWORD).args(&args);
+        let run = run(command).expect_code(10);
+        assert!(
+            read_result(&result_file)
+                .error
+                .unwrap()
+                .contains("no-repository"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn backup_with_init_creates_a_missing_repository_once_and_refuses_a_foreign_one() {
+    let Some(server) = RestServer::start("cli_backup_init", RestServerOptions::default()) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let source = small_tree(work.path(), "source");
+    let sidecar = Sidecar::new(format!("rest:{}", server.url()));
+    // Without --init, a missing repository is exit 10, and nothing is created.
+    sidecar.run(&["backup", text(&source)]).expect_code(10);
+    assert!(!server.data_dir().join("repo/config").exists());
+    // A plan's first backup creates it; the next one uses it.
+    let first = sidecar
+        .run(&["backup", "--init", text(&source)])
+        .expect_ok();
+    assert!(
+        first.stdout.contains("created neverwiped repository"),
+        "{}",
+        first.stdout
+    );
+    let second = sidecar
+        .run(&["backup", "--init", text(&source)])
+        .expect_ok();
+    assert!(!second.stdout.contains("created"), "{}", second.stdout);
+    assert_eq!(sidecar.snapshots().len(), 2);
+    sidecar.restore_and_compare("latest", &source);
+
+    // A folder that holds something else is not a missing repository: never written into.
+    let foreign = work.path().join("foreign");
+    fs::create_dir_all(&foreign).unwrap();
+    fs::write(foreign.join("config"), "not ours").unwrap();
+    Sidecar::local(&foreign)
+        .run(&["backup", "--init", text(&source)])
+        .expect_code(10);
+    assert_eq!(fs::read_dir(&foreign).unwrap().count(), 1);
+}
+
+#[test]
+fn sigterm_stops_a_run_at_once_with_a_result_and_no_snapshot() {
+    let (work, _repo, sidecar) = initialised();
+    let result_file = work.path().join("result.json");
+    // A backup of standard input that never ends (the pipe stays open).
+    let mut command = sidecar.command();
+    command
+        .args(["backup", "--stdin", "--result-file", text(&result_file)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&Noise::new(9).bytes(2_000_000)).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let run = Run::from_output(child.wait_with_output().unwrap()).expect_code(1);
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        sent.elapsed()
+    );
+    drop(stdin);
+    assert!(
+        run.error_line().contains("stopped by SIGTERM"),
+        "{}",
+        run.stderr
+    );
+    let result = read_result(&result_file);
+    assert!(result.snapshot_id.is_none() && result.status == ExitStatus::Failed);
+    assert!(sidecar.snapshots().is_empty());
+}

@@ -551,7 +551,7 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
             &password_file,
         ])
         .expect_ok();
-    assert_eq!(run.result().databases[0].name, "shop-db");
+    assert_eq!(run.result().databases[0].name, "shop-db/shop");
     let ls = sidecar.run(&["ls", "latest"]).expect_ok();
     assert!(
         ls.stdout.contains("/databases/shop-db/shop.sql"),
@@ -648,6 +648,109 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
         .filter(|(k, _)| !k.starts_with("shop_copy"))
         .collect();
     assert_same_state(&shop_only(&before), &shop_only(&after));
+}
+
+#[test]
+fn postgres_an_entry_of_chosen_databases_dumps_each_and_restores_them_all_or_one() {
+    let test = "postgres_an_entry_of_chosen_databases_dumps_each_and_restores_them_all_or_one";
+    let Some(server) = Postgres::start(test) else {
+        return;
+    };
+    create_postgres_data(&server, 2_000);
+    let mut sidecar = Sidecar::init(None);
+    sidecar.path_prefix.push(server.bin_dir().to_path_buf());
+    let password_file = sidecar.password_file("app", ADMIN_PASSWORD);
+    // As the operator passes a plan entry with `databases: [shop, inventory]`.
+    let shop = format!("app={}", server.uri(Some("shop")));
+    let inventory = format!("app={}", server.uri(Some("inventory")));
+    let run = sidecar
+        .run(&[
+            "backup",
+            "--database",
+            &shop,
+            "--database",
+            &inventory,
+            "--database-password-file",
+            &password_file,
+        ])
+        .expect_ok();
+    let names: Vec<&str> = run
+        .result()
+        .databases
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names, ["app/shop", "app/inventory"]);
+    assert!(run
+        .result()
+        .databases
+        .iter()
+        .all(|d| d.dump_bytes > 0 && d.error.is_none()));
+    let ls = sidecar.run(&["ls", "latest"]).expect_ok();
+    for path in ["/databases/app/shop.sql", "/databases/app/inventory.sql"] {
+        assert!(ls.stdout.contains(path), "{path}: {}", ls.stdout);
+    }
+
+    // Both come back into a server URI without a database name, each under its own name.
+    let before = postgres_state(&server);
+    let ours = |state: &[(String, String)]| -> Vec<(String, String)> {
+        state
+            .iter()
+            .filter(|(k, _)| k.starts_with("shop") || k.starts_with("inventory"))
+            .cloned()
+            .collect()
+    };
+    for database in ["shop", "inventory"] {
+        server.psql(
+            "postgres",
+            &format!("DROP DATABASE {database} WITH (FORCE)"),
+        );
+        server.psql("postgres", &format!("CREATE DATABASE {database} OWNER app"));
+    }
+    let all = format!("app={}", server.uri(None));
+    let run = sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--database",
+            &all,
+            "--database-password-file",
+            &password_file,
+        ])
+        .expect_ok();
+    assert_eq!(run.result().files, 2, "{}", run.stdout);
+    assert_same_state(&ours(&before), &ours(&postgres_state(&server)));
+
+    // One of them, chosen by the URI's database name, over the existing one.
+    let run = sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--database",
+            &inventory,
+            "--database-password-file",
+            &password_file,
+            "--overwrite-database",
+            "app",
+        ])
+        .expect_ok();
+    assert_eq!(run.result().files, 1, "{}", run.stdout);
+    assert_same_state(&ours(&before), &ours(&postgres_state(&server)));
+    let missing = format!("app={}", server.uri(Some("billing")));
+    let error = sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--database",
+            &missing,
+            "--database-password-file",
+            &password_file,
+        ])
+        .error();
+    assert!(
+        error.contains("holds dumps of inventory, shop, not of billing"),
+        "{error}"
+    );
 }
 
 #[test]

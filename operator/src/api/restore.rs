@@ -150,7 +150,8 @@ pub struct RestoreDatabase {
     /// User name and password to restore with.
     pub credentials_secret_ref: CredentialsSecretRef,
     /// What to do when the target server already holds the databases being restored: `Refuse`
-    /// (the default) fails the Restore and changes nothing; `Continue` restores anyway.
+    /// (the default) fails the Restore and changes nothing; `Overwrite` drops those databases on
+    /// the target (every database, for a dump of a whole server) and restores the dump.
     #[serde(default)]
     pub on_non_empty_target: NonEmptyTargetPolicy,
 }
@@ -161,8 +162,8 @@ pub enum NonEmptyTargetPolicy {
     /// Fail and change nothing.
     #[default]
     Refuse,
-    /// Restore anyway, on top of what is there.
-    Continue,
+    /// Drop the databases being restored on the target first, then restore.
+    Overwrite,
 }
 
 /// Where a Restore is.

@@ -118,6 +118,9 @@ pub struct BackupArgs {
     /// File holding the password of database NAME (repeatable).
     #[arg(long = "database-password-file", value_name = "NAME=PATH")]
     pub database_password_files: Vec<String>,
+    /// Create the repository first when there is none at --repo (with the password given).
+    #[arg(long)]
+    pub init: bool,
     /// After the snapshot is written, forget the snapshots of its host that these rules do not
     /// keep (as `forget --host`); none given: keep every snapshot.
     #[command(flatten)]
@@ -158,6 +161,9 @@ pub struct RestoreArgs {
     /// for a dump of every database, the one restored into for a dump of one).
     #[arg(long, requires = "databases")]
     pub overwrite_databases: bool,
+    /// As --overwrite-databases, for database entry NAME only (repeatable).
+    #[arg(long, value_name = "NAME", requires = "databases")]
+    pub overwrite_database: Vec<String>,
     /// With `latest`: the newest snapshot of this host.
     #[arg(long)]
     pub host: Option<String>,
@@ -197,26 +203,6 @@ pub fn parse_byte_rate(text: &str) -> Result<u64, String> {
     Ok(value * factor)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_rates_accept_binary_suffixes() {
-        assert_eq!(parse_byte_rate("1000"), Ok(1000));
-        assert_eq!(parse_byte_rate("512K"), Ok(512 * 1024));
-        assert_eq!(parse_byte_rate("10m"), Ok(10 * 1024 * 1024));
-        assert!(parse_byte_rate("fast").is_err());
-        assert!(parse_byte_rate("0").is_err());
-    }
-
-    #[test]
-    fn the_command_line_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-    }
-}
-
 /// A duration such as `90s`, `30m`, `2h` or `1h30m`.
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let mut seconds: u64 = 0;
@@ -247,4 +233,24 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         ));
     }
     Ok(std::time::Duration::from_secs(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_rates_accept_binary_suffixes() {
+        assert_eq!(parse_byte_rate("1000"), Ok(1000));
+        assert_eq!(parse_byte_rate("512K"), Ok(512 * 1024));
+        assert_eq!(parse_byte_rate("10m"), Ok(10 * 1024 * 1024));
+        assert!(parse_byte_rate("fast").is_err());
+        assert!(parse_byte_rate("0").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

@@ -74,12 +74,16 @@ pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<Da
                 "database {name}: {error}; a password goes in {variable} or a file given with --database-password-file {name}=PATH"
             )
         })?;
-        if targets.iter().any(|t| t.name == name) {
+        // One entry may name several databases of one server (`NAME=URI/db1`, `NAME=URI/db2`).
+        if targets
+            .iter()
+            .any(|t| t.name == name && t.uri.database == uri.database)
+        {
             bail!("--database names {name} twice");
         }
-        let password = match files.remove(name) {
+        let password = match files.get(name) {
             Some(path) => {
-                let secret = Zeroizing::new(secrets::read_secret_file(&path)?);
+                let secret = Zeroizing::new(secrets::read_secret_file(path)?);
                 let text = String::from_utf8(secret.to_vec()).with_context(|| {
                     format!("the password file of database {name} is not UTF-8")
                 })?;
@@ -99,7 +103,10 @@ pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<Da
         }
         targets.push(DatabaseTarget::new(name, uri, password)?);
     }
-    if let Some(name) = files.keys().next() {
+    if let Some(name) = files
+        .keys()
+        .find(|name| !targets.iter().any(|t| &t.name == *name))
+    {
         bail!("--database-password-file names database {name}, which no --database gives");
     }
     Ok(targets)
@@ -111,7 +118,7 @@ pub fn backup_sources(databases: &[String], password_files: &[String]) -> Result
     for target in targets(databases, password_files)? {
         let (source, status) = dump::dump_source(&target)?;
         tracing::info!(database = %target.name, uri = %target.uri, path = %source.snapshot_path, "database to dump");
-        record(&target.name, status);
+        record(&target.label(), status);
         sources.push(Source::Stream(source));
     }
     Ok(sources)
@@ -124,7 +131,7 @@ pub async fn restore(cli: &super::args::Cli, args: &RestoreArgs) -> Result<Outco
         .iter()
         .map(|target| {
             let status = Arc::new(DumpStatus::default());
-            record(&target.name, status.clone());
+            record(&target.label(), status.clone());
             status
         })
         .collect();
@@ -137,27 +144,25 @@ pub async fn restore(cli: &super::args::Cli, args: &RestoreArgs) -> Result<Outco
         ..Outcome::default()
     };
     for (target, status) in targets.iter().zip(statuses) {
-        let report = dump::restore::restore_database(
-            &repo,
-            snapshot.tree,
-            target,
-            args.overwrite_databases,
-            status,
-        )
-        .await
-        .with_context(|| format!("database {}", target.name))?;
-        let into = target.uri.with_database(report.database.clone());
-        if !cli.quiet {
-            println!(
-                "restored {} of snapshot {} into {}: {}",
-                report.entry,
-                snapshot_id.short(),
-                into,
-                bytes(report.bytes)
-            );
+        let overwrite = args.overwrite_databases || args.overwrite_database.contains(&target.name);
+        let reports =
+            dump::restore::restore_database(&repo, snapshot.tree, target, overwrite, status)
+                .await
+                .with_context(|| format!("database {}", target.label()))?;
+        for report in reports {
+            let into = target.uri.with_database(report.database.clone());
+            if !cli.quiet {
+                println!(
+                    "restored {} of snapshot {} into {}: {}",
+                    report.entry,
+                    snapshot_id.short(),
+                    into,
+                    bytes(report.bytes)
+                );
+            }
+            outcome.files += 1;
+            outcome.bytes_read += report.bytes;
         }
-        outcome.files += 1;
-        outcome.bytes_read += report.bytes;
     }
     Ok(outcome)
 }

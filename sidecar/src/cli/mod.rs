@@ -206,7 +206,20 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
     }
     let database_sources =
         databases::backup_sources(&args.databases, &args.database_password_files)?;
-    let repo = open_indexed(cli).await?;
+    let repo = match open_indexed(cli).await {
+        Err(error) if args.init && exit_status_of(&error) == ExitStatus::NoRepository => {
+            tracing::info!("no repository yet: creating it (--init)");
+            if let Err(init_error) = init(cli).await {
+                // Something that is not ours is there: the first error says what.
+                return Err(error.context(format!(
+                    "--init cannot create a repository there ({})",
+                    describe_chain(&init_error)
+                )));
+            }
+            open_indexed(cli).await?
+        }
+        opened => opened?,
+    };
     maintenance::remove_locks_of(&repo, args.remove_locks_of_host.as_deref()).await?;
     let mut sources: Vec<Source> = args.paths.iter().cloned().map(Source::Path).collect();
     sources.extend(database_sources);

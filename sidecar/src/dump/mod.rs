@@ -52,6 +52,15 @@ impl std::fmt::Debug for DatabaseTarget {
 }
 
 impl DatabaseTarget {
+    /// The entry's name, and the database when the URI names one (`orders/shop`): what the result
+    /// file reports it as.
+    pub fn label(&self) -> String {
+        match &self.uri.database {
+            Some(database) => format!("{}/{database}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
     /// Checks the name and the password (which must fit in a PGPASSFILE line).
     pub fn new(
         name: &str,

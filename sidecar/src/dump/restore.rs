@@ -79,8 +79,13 @@ impl DumpKind {
     }
 }
 
-/// Finds the dump of database `name` in the snapshot whose tree is `root`.
-pub async fn find_dump(repo: &IndexedRepository, root: BlobId, name: &str) -> Result<DumpEntry> {
+/// The dumps of database entry `name` in the snapshot tree `root`: the `.sql` files of
+/// `/databases/NAME/`, one per database when the entry dumped chosen databases.
+pub async fn find_dumps(
+    repo: &IndexedRepository,
+    root: BlobId,
+    name: &str,
+) -> Result<Vec<DumpEntry>> {
     let dir = format!("{SNAPSHOT_DIR}/{name}");
     let plan = crate::restore::plan_restore(repo, root, std::slice::from_ref(&dir))
         .await
@@ -91,7 +96,7 @@ pub async fn find_dump(repo: &IndexedRepository, root: BlobId, name: &str) -> Re
             error => error,
         })?;
     let prefix = format!("{}/", dir.trim_start_matches('/'));
-    let mut dumps: Vec<DumpEntry> = plan
+    let dumps: Vec<DumpEntry> = plan
         .entries
         .iter()
         .filter_map(|entry| {
@@ -111,14 +116,34 @@ pub async fn find_dump(repo: &IndexedRepository, root: BlobId, name: &str) -> Re
             }
         })
         .collect();
-    match dumps.len() {
-        1 => Ok(dumps.remove(0)),
-        0 => Err(Error::Usage(format!(
+    if dumps.is_empty() {
+        return Err(Error::Usage(format!(
             "{dir} of the snapshot holds no .sql dump"
-        ))),
-        _ => Err(Error::Usage(format!(
-            "{dir} of the snapshot holds several .sql dumps: restore them with --include instead"
-        ))),
+        )));
+    }
+    Ok(dumps)
+}
+
+/// Which of an entry's dumps a target gets: with a database name in its URI, the dump of that
+/// database (or the entry's only dump, restored under that name); without, every dump, each
+/// into the database it came from.
+fn dumps_for(target: &DatabaseTarget, mut dumps: Vec<DumpEntry>) -> Result<Vec<DumpEntry>> {
+    let Some(database) = &target.uri.database else {
+        return Ok(dumps);
+    };
+    if dumps.len() == 1 {
+        return Ok(dumps);
+    }
+    match dumps.iter().position(|d| &d.stem == database) {
+        Some(index) => Ok(vec![dumps.swap_remove(index)]),
+        None => {
+            let names: Vec<&str> = dumps.iter().map(|d| d.stem.as_str()).collect();
+            Err(Error::Usage(format!(
+                "database entry {} holds dumps of {}, not of {database}",
+                target.name,
+                names.join(", ")
+            )))
+        }
     }
 }
 
@@ -167,9 +192,17 @@ pub async fn restore_database(
     target: &DatabaseTarget,
     overwrite: bool,
     status: Arc<DumpStatus>,
-) -> Result<DatabaseRestoreReport> {
+) -> Result<Vec<DatabaseRestoreReport>> {
     status.set_state(DumpState::Running);
-    let result = run_restore(repo, root, target, overwrite, &status).await;
+    let result: Result<Vec<DatabaseRestoreReport>> = async {
+        let dumps = dumps_for(target, find_dumps(repo, root, &target.name).await?)?;
+        let mut reports = Vec::new();
+        for entry in dumps {
+            reports.push(run_restore(repo, entry, target, overwrite, &status).await?);
+        }
+        Ok(reports)
+    }
+    .await;
     match &result {
         Ok(_) => status.set_state(DumpState::Complete),
         Err(error) => status.set_state(DumpState::Failed(error.to_string())),
@@ -179,12 +212,11 @@ pub async fn restore_database(
 
 async fn run_restore(
     repo: &IndexedRepository,
-    root: BlobId,
+    entry: DumpEntry,
     target: &DatabaseTarget,
     overwrite: bool,
     status: &Arc<DumpStatus>,
 ) -> Result<DatabaseRestoreReport> {
-    let entry = find_dump(repo, root, &target.name).await?;
     let Some(first_id) = entry.content.first() else {
         return Err(Error::Usage(format!(
             "{} is empty: there is nothing to restore",

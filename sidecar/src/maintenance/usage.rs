@@ -42,6 +42,7 @@ pub async fn measure(repo: &Repository) -> Result<Usage> {
 mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
+    use crate::backend::Backend;
     use crate::crypto::KdfParams;
     use bytes::Bytes;
     use std::sync::Arc;

@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""Checks the invariants of the image recipes without building them.
+
+    python3 tests/images/check_dockerfiles.py
+
+operator/Dockerfile and sidecar/Dockerfile are parsed with dockerfile-parse (PyPI) and checked
+against the workspace they build:
+
+- multi-stage: a `build` stage compiles, the final stage (named `operator` / `sidecar`) only
+  copies the binary out of it;
+- every base image is pinned by a tag that is not `latest` (a digest may follow);
+- nothing is fetched outside a package manager that checks signatures or checksums: no ADD of a
+  URL, no curl or wget, `cargo build --locked`, every extra apt source `Signed-By` a keyring;
+- the build is the static one docs/images.md describes (`+crt-static`, `--release --target`),
+  with the same RUSTFLAGS as tests/images/static-build.sh, for the package and binary names of the
+  Cargo manifests, and copies every workspace member into the build;
+- the final stage copies exactly the workspace's binary to /usr/local/bin, runs it in exec form,
+  and sets a numeric, non-root USER; the sidecar's binary is the name the operator's Jobs run
+  (contract/src/cli.rs, SIDECAR_BINARY) and is on the image's PATH;
+- the sidecar stage installs the database client packages, and docs/images.md names every
+  package it installs and the PostgreSQL client's major version;
+- .dockerignore starts from "exclude everything" and lets in everything the Dockerfiles COPY,
+  and no Cargo manifest declares test, bench or example targets (tests/ stays out);
+- the images' version label defaults to the workspace version, and the Rust image is at least
+  the newest `rust-version` of the workspace.
+
+Exits 0 when every check passes and 1 otherwise. Without the dockerfile_parse module it prints
+"SKIPPED: ..." and exits 0, except under CI=true, where that is a failure.
+"""
+
+import os
+import re
+import shlex
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+try:
+    from dockerfile_parse import DockerfileParser
+except ImportError:
+    message = "the Python module dockerfile_parse is missing (pip install dockerfile-parse)"
+    if os.environ.get("CI") == "true":
+        print(f"FAILED: CI=true but {message}", file=sys.stderr)
+        sys.exit(1)
+    print(f"SKIPPED: {message}")
+    sys.exit(0)
+
+
+class Checks:
+    def __init__(self):
+        self.failures = []
+        self.passed = 0
+
+    def check(self, condition, what):
+        if condition:
+            self.passed += 1
+        else:
+            self.failures.append(what)
+        return condition
+
+
+def read_toml(relative):
+    with open(ROOT / relative, "rb") as handle:
+        return tomllib.load(handle)
+
+
+def version_tuple(text):
+    return tuple(int(part) for part in text.split("."))
+
+
+class Stage:
+    def __init__(self, name, image, instructions):
+        self.name = name
+        self.image = image
+        self.instructions = instructions
+
+    def values(self, instruction):
+        return [value for kind, value in self.instructions if kind == instruction]
+
+
+def substitute(text, variables):
+    """Expands $NAME and ${NAME} from `variables`, leaving unknown ones as they are."""
+
+    def expand(match):
+        name = match.group(1) or match.group(2)
+        return variables.get(name, match.group(0))
+
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", expand, text)
+
+
+def arg_default(value):
+    name, _, default = value.partition("=")
+    return name.strip(), default.strip().strip('"')
+
+
+def parse(path):
+    """The stages of a Dockerfile, with ARG defaults expanded in FROM lines and in each stage."""
+    parser = DockerfileParser(path=str(path))
+    global_args = {}
+    stages = []
+    stage_args = {}
+    for item in parser.structure:
+        instruction, value = item["instruction"], item["value"]
+        if instruction == "COMMENT":
+            continue
+        if instruction == "FROM":
+            words = [w for w in value.split() if not w.startswith("--platform")]
+            image = substitute(words[0], global_args)
+            name = words[2] if len(words) >= 3 and words[1].upper() == "AS" else None
+            stage_args = {}
+            stages.append(Stage(name, image, []))
+            continue
+        if instruction == "ARG":
+            name, default = arg_default(value)
+            if not stages:
+                global_args[name] = default
+                continue
+            # An ARG in a stage re-declares a global one, or declares its own default.
+            stage_args[name] = default if default else global_args.get(name, "")
+        if not stages:
+            continue
+        variables = {k: v for k, v in stage_args.items() if v}
+        stages[-1].instructions.append((instruction, substitute(value, variables)))
+    return parser, global_args, stages
+
+
+def copy_parts(value):
+    """(flags, sources, destination) of a COPY/ADD value in shell form."""
+    words = shlex.split(value)
+    flags = [w for w in words if w.startswith("--")]
+    rest = [w for w in words if not w.startswith("--")]
+    return flags, rest[:-1], rest[-1]
+
+
+def apt_installs(run):
+    """The packages of every `apt-get install` in a RUN command."""
+    packages = []
+    for command in re.split(r";|&&|\|\|", run):
+        words = shlex.split(command, posix=True) if command.strip() else []
+        if len(words) >= 2 and words[0] == "apt-get" and "install" in words:
+            after = words[words.index("install") + 1 :]
+            packages.extend(w for w in after if not w.startswith("-"))
+    return packages
+
+
+def check_dockerfile(checks, relative, package, final_stage_name, workspace):
+    path = ROOT / relative
+    where = relative
+    if not checks.check(path.is_file(), f"{where} does not exist"):
+        return None
+    parser, global_args, stages = parse(path)
+    stage_names = {stage.name for stage in stages if stage.name}
+
+    # Multi-stage, with a build stage and the final stage named after the image.
+    checks.check(parser.is_multistage and len(stages) >= 2, f"{where}: not a multi-stage build")
+    build = next((stage for stage in stages if stage.name == "build"), None)
+    checks.check(build is not None, f"{where}: no stage named `build`")
+    final = stages[-1]
+    checks.check(
+        final.name == final_stage_name,
+        f"{where}: the final stage is {final.name!r}, expected {final_stage_name!r}",
+    )
+
+    # Base images pinned by tag (not latest); stage names may be used as bases.
+    for stage in stages:
+        image = stage.image
+        if image in stage_names:
+            continue
+        reference = image.split("@", 1)[0]
+        last = reference.rsplit("/", 1)[-1]
+        tag = last.split(":", 1)[1] if ":" in last else ""
+        checks.check(
+            tag != "" and tag != "latest" and "$" not in image,
+            f"{where}: base image {image!r} of stage {stage.name!r} is not pinned by a tag",
+        )
+
+    # Nothing fetched outside the package managers.
+    for stage in stages:
+        for instruction, value in stage.instructions:
+            if instruction == "ADD":
+                _, sources, _ = copy_parts(value)
+                checks.check(
+                    not any(re.match(r"^[a-z+]+://|^git@", s) for s in sources),
+                    f"{where}: ADD of a remote URL in stage {stage.name!r}: {value}",
+                )
+            if instruction == "RUN":
+                checks.check(
+                    not re.search(r"\b(curl|wget)\b", value),
+                    f"{where}: stage {stage.name!r} downloads with curl/wget: {value[:80]}…",
+                )
+                if "sources.list" in value or ".sources" in value:
+                    checks.check(
+                        "Signed-By:" in value or "signed-by=" in value,
+                        f"{where}: an apt source of stage {stage.name!r} is not Signed-By a keyring",
+                    )
+
+    # The build: static, release, locked, for the right package and binary.
+    bin_name = workspace["bins"][package]
+    cargo_runs = [v for v in (build.values("RUN") if build else []) if "cargo build" in v]
+    if checks.check(len(cargo_runs) == 1, f"{where}: the build stage has no single `cargo build`"):
+        run = cargo_runs[0]
+        for needed in ("--release", "--locked", "--target", f"-p {package}", f"--bin {bin_name}"):
+            checks.check(needed in run, f"{where}: `cargo build` lacks `{needed}`")
+        flags = re.search(r'RUSTFLAGS="([^"]*)"', run)
+        if checks.check(flags is not None, f"{where}: the build sets no RUSTFLAGS"):
+            checks.check(
+                "target-feature=+crt-static" in flags.group(1),
+                f"{where}: RUSTFLAGS {flags.group(1)!r} do not link statically (+crt-static)",
+            )
+            checks.check(
+                flags.group(1) == workspace["script_rustflags"],
+                f"{where}: RUSTFLAGS {flags.group(1)!r} differ from tests/images/static-build.sh's"
+                f" {workspace['script_rustflags']!r}",
+            )
+        checks.check(
+            re.search(r"readelf .*INTERP", run) and re.search(r"readelf .*NEEDED", run),
+            f"{where}: the build does not verify that the binary is static",
+        )
+    copied = set()
+    for instruction, value in build.instructions if build else []:
+        if instruction == "COPY":
+            flags, sources, _ = copy_parts(value)
+            if not any(f.startswith("--from") for f in flags):
+                copied.update(s.rstrip("/") for s in sources)
+    for member in workspace["members"] + ["Cargo.toml", "Cargo.lock"]:
+        checks.check(member in copied, f"{where}: the build stage does not COPY {member}")
+    workspace["copied"].update(copied)
+
+    # The final stage: the binary from the build stage, exec-form entrypoint, numeric non-root user.
+    target = f"/usr/local/bin/{bin_name}"
+    final_copies = [copy_parts(v) for v in final.values("COPY")]
+    from_build = [c for c in final_copies if "--from=build" in c[0]]
+    checks.check(
+        len(from_build) == 1 and from_build[0][2] == target and from_build[0][1][0].endswith(f"/{bin_name}"),
+        f"{where}: the final stage does not copy {bin_name} from the build stage to {target}",
+    )
+    checks.check(
+        not any(not c[0] for c in final_copies),
+        f"{where}: the final stage copies files from the build context",
+    )
+    entrypoints = final.values("ENTRYPOINT")
+    checks.check(
+        len(entrypoints) == 1 and entrypoints[0].strip() == f'["{target}"]',
+        f"{where}: ENTRYPOINT is {entrypoints!r}, expected exec form [\"{target}\"]",
+    )
+    users = final.values("USER")
+    user = users[-1].strip() if users else ""
+    match = re.fullmatch(r"(\d+)(?::(\d+))?", user)
+    checks.check(
+        match is not None and int(match.group(1)) != 0 and (match.group(2) is None or int(match.group(2)) != 0),
+        f"{where}: the final USER is {user!r}, expected a numeric non-root uid:gid",
+    )
+    labels = " ".join(final.values("LABEL"))
+    checks.check(
+        f'org.opencontainers.image.version="{workspace["version"]}"' in labels,
+        f"{where}: the version label does not default to the workspace version {workspace['version']}",
+    )
+
+    # The Rust image can build the workspace.
+    rust_image = global_args.get("RUST_IMAGE", "")
+    rust = re.search(r"rust:(\d+\.\d+)", rust_image)
+    if checks.check(rust is not None, f"{where}: RUST_IMAGE {rust_image!r} names no Rust version"):
+        checks.check(
+            version_tuple(rust.group(1)) >= workspace["rust_version"],
+            f"{where}: Rust {rust.group(1)} is older than the workspace's rust-version "
+            f"{'.'.join(map(str, workspace['rust_version']))}",
+        )
+    return final
+
+
+def main():
+    checks = Checks()
+    cargo = read_toml("Cargo.toml")
+    members = cargo["workspace"]["members"]
+    bins = {}
+    declared = []
+    rust_versions = [version_tuple(cargo["workspace"]["package"]["rust-version"])]
+    for member in members:
+        manifest = read_toml(f"{member}/Cargo.toml")
+        package = manifest["package"]
+        rust_version = package.get("rust-version")
+        if isinstance(rust_version, str):
+            rust_versions.append(version_tuple(rust_version))
+        for binary in manifest.get("bin", []):
+            if binary["name"] == package["name"] or binary["name"].startswith("neverwiped-"):
+                bins[package["name"]] = binary["name"]
+        # .dockerignore keeps tests/ out of the build context: a target declared there would
+        # make cargo fail to read the manifest in the image build.
+        for section in ("test", "bench", "example"):
+            for target in manifest.get(section, []):
+                declared.append(f"{member}/Cargo.toml declares a [[{section}]] target ({target.get('name')})")
+    script = (ROOT / "tests/images/static-build.sh").read_text()
+    script_flags = re.search(r'RUSTFLAGS="([^"]*)"', script)
+    workspace = {
+        "members": members,
+        "bins": bins,
+        "version": cargo["workspace"]["package"]["version"],
+        "rust_version": max(rust_versions),
+        "script_rustflags": script_flags.group(1) if script_flags else None,
+        "copied": set(),
+    }
+    checks.check(script_flags is not None, "tests/images/static-build.sh sets no RUSTFLAGS")
+    for target in declared:
+        checks.check(False, f"{target}; check that .dockerignore lets its file into the build context")
+    checks.check(
+        bins.get("neverwiped-operator") and bins.get("neverwiped-sidecar"),
+        f"the workspace's binaries are not neverwiped-operator and neverwiped-sidecar: {bins}",
+    )
+
+    check_dockerfile(checks, "operator/Dockerfile", "neverwiped-operator", "operator", workspace)
+    sidecar = check_dockerfile(checks, "sidecar/Dockerfile", "neverwiped-sidecar", "sidecar", workspace)
+
+    if sidecar is not None:
+        # The binary the operator's Jobs run by name is the one the image puts on its PATH.
+        contract = (ROOT / "contract/src/cli.rs").read_text()
+        name = re.search(r'SIDECAR_BINARY: &str = "([^"]+)"', contract)
+        if checks.check(name is not None, "contract/src/cli.rs: SIDECAR_BINARY not found"):
+            checks.check(
+                name.group(1) == bins.get("neverwiped-sidecar"),
+                f"the operator's Jobs run {name.group(1)!r}, the image holds {bins.get('neverwiped-sidecar')!r}",
+            )
+        paths = [v for v in sidecar.values("ENV") if v.startswith("PATH=")]
+        path = paths[-1][len("PATH=") :].split(":") if paths else []
+        checks.check(
+            "/usr/local/bin" in path,
+            "sidecar/Dockerfile: the image's PATH does not hold /usr/local/bin, where the binary is",
+        )
+        # The database clients, and the docs that name them.
+        packages = [p for run in sidecar.values("RUN") for p in apt_installs(run)]
+        postgres = [p for p in packages if re.fullmatch(r"postgresql-client-\d+", p)]
+        checks.check(len(postgres) == 1, f"sidecar/Dockerfile installs no single postgresql-client-N: {packages}")
+        checks.check("mariadb-client" in packages, f"sidecar/Dockerfile does not install mariadb-client: {packages}")
+        if postgres:
+            major = postgres[0].rsplit("-", 1)[1]
+            checks.check(
+                any(p.startswith(f"/usr/lib/postgresql/{major}/bin") for p in path),
+                f"sidecar/Dockerfile: PATH does not start the search at PostgreSQL {major}'s binaries",
+            )
+        images_doc = ROOT / "docs/images.md"
+        if checks.check(images_doc.is_file(), "docs/images.md does not exist"):
+            doc = images_doc.read_text()
+            for package in packages:
+                checks.check(
+                    f"`{package}`" in doc,
+                    f"docs/images.md does not name the package `{package}` that the sidecar image installs",
+                )
+            if postgres:
+                checks.check(
+                    f"pg_dump {major}" in doc,
+                    f"docs/images.md does not say which pg_dump (pg_dump {major}) the image has",
+                )
+
+    # .dockerignore: an allowlist that lets in what the Dockerfiles copy.
+    ignore_path = ROOT / ".dockerignore"
+    if checks.check(ignore_path.is_file(), ".dockerignore does not exist"):
+        lines = [
+            line.strip()
+            for line in ignore_path.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+        checks.check(lines[:1] == ["*"], ".dockerignore does not start by excluding everything (`*`)")
+        allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+        for source in sorted(workspace["copied"]):
+            checks.check(
+                source.split("/")[0] in allowed,
+                f".dockerignore keeps {source} out of the build context, but a Dockerfile copies it",
+            )
+        for excluded in ("target", ".git"):
+            checks.check(excluded not in allowed, f".dockerignore lets {excluded} into the build context")
+
+    for failure in checks.failures:
+        print(f"FAILED: {failure}")
+    print(f"{checks.passed} checks passed, {len(checks.failures)} failed")
+    return 1 if checks.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
