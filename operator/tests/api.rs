@@ -246,6 +246,7 @@ fn crds_have_the_names_users_type() {
             "Last Result",
             "Last Success",
             "Bytes Sent",
+            "Repository",
             "Next Run",
             "Age"
         ]

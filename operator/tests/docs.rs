@@ -754,7 +754,9 @@ fn the_reference_covers_every_field_of_the_crds() {
                         format!("{at}: the type column says `required`, the CRD does not")
                     });
                 }
-                if let Some(default) = field.schema.get("default") {
+                // An object's default is its fields' defaults, which their own rows give.
+                let default = field.schema.get("default").filter(|d| !d.is_object());
+                if let Some(default) = default {
                     let wanted = format!("`{}`", render_default(default));
                     if !row.default_cell.contains(&wanted) {
                         problems.push(format!(

@@ -246,6 +246,16 @@ async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() 
             "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@postgres.shop.svc:5432",
             "--database-password-file",
             "orders=/var/run/neverwiped/databases/orders/password",
+            // The example's retention, applied after the snapshot is written.
+            "--keep-daily",
+            "7",
+            "--keep-weekly",
+            "4",
+            "--keep-monthly",
+            "12",
+            "--retry-lock",
+            "1800s",
+            "--init",
         ]
     );
     // Secrets as files and as environment variables from the Secrets.
