@@ -28,33 +28,133 @@ pub enum CompressError {
 
 /// Encodes `data` as codec byte + body, compressing only when that makes it smaller.
 pub fn encode(data: &[u8], compressor: &mut zstd::bulk::Compressor<'static>) -> Vec<u8> {
-    if data.len() > 2 * PROBE_BYTES && !probe_compresses(&data[..PROBE_BYTES], compressor) {
-        return raw(data);
-    }
-    let mut out = vec![0u8; 1 + zstd::zstd_safe::compress_bound(data.len())];
-    out[0] = CODEC_ZSTD;
-    match compressor.compress_to_buffer(data, &mut out[1..]) {
-        Ok(written) if written < data.len() => {
-            out.truncate(1 + written);
-            out
+    let mut buffer = Vec::with_capacity(1 + data.len());
+    buffer.push(CODEC_RAW);
+    buffer.extend_from_slice(data);
+    let mut scratch = Vec::new();
+    encode_in_place_with(compressor, &mut scratch, &mut buffer, 0);
+    buffer
+}
+
+/// Encodes blobs with one zstd context and one scratch buffer, both kept from blob to blob (one
+/// encoder per thread).
+pub struct Encoder {
+    compressor: zstd::bulk::Compressor<'static>,
+    scratch: Vec<u8>,
+}
+
+impl Default for Encoder {
+    fn default() -> Encoder {
+        Encoder {
+            compressor: new_compressor(),
+            scratch: Vec::new(),
         }
-        _ => raw(data),
+    }
+}
+
+impl Encoder {
+    /// Encodes in place, as [`encode`]: `buffer` holds `front` bytes of room, one byte for the
+    /// codec, then the data; afterwards it holds the room, the codec byte and the body. Nothing is
+    /// allocated: the body is the data itself, or its compressed form copied over it.
+    pub fn encode_in_place(&mut self, buffer: &mut Vec<u8>, front: usize) {
+        encode_in_place_with(&mut self.compressor, &mut self.scratch, buffer, front);
+    }
+}
+
+fn encode_in_place_with(
+    compressor: &mut zstd::bulk::Compressor<'static>,
+    scratch: &mut Vec<u8>,
+    buffer: &mut Vec<u8>,
+    front: usize,
+) {
+    let data = &buffer[front + 1..];
+    let compressed = if data.len() > 2 * PROBE_BYTES
+        && !probe_compresses(&data[..PROBE_BYTES], compressor, scratch)
+    {
+        None
+    } else {
+        // Into the spare capacity of a kept buffer: nothing to zero, nothing to allocate.
+        scratch.clear();
+        scratch.reserve_exact(zstd::zstd_safe::compress_bound(data.len()));
+        match compressor.compress_to_buffer(data, scratch) {
+            Ok(written) if written < data.len() => Some(written),
+            _ => None,
+        }
+    };
+    match compressed {
+        Some(written) => {
+            buffer[front] = CODEC_ZSTD;
+            buffer.truncate(front + 1);
+            buffer.extend_from_slice(&scratch[..written]);
+        }
+        None => buffer[front] = CODEC_RAW,
     }
 }
 
 /// Whether a sample of the data shrinks by at least a few percent.
-fn probe_compresses(sample: &[u8], compressor: &mut zstd::bulk::Compressor<'static>) -> bool {
-    match compressor.compress(sample) {
-        Ok(compressed) => compressed.len() < sample.len() - sample.len() / 32,
+fn probe_compresses(
+    sample: &[u8],
+    compressor: &mut zstd::bulk::Compressor<'static>,
+    scratch: &mut Vec<u8>,
+) -> bool {
+    scratch.clear();
+    scratch.reserve_exact(zstd::zstd_safe::compress_bound(sample.len()));
+    match compressor.compress_to_buffer(sample, scratch) {
+        Ok(compressed) => compressed < sample.len() - sample.len() / 32,
         Err(_) => false,
     }
 }
 
-fn raw(data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(data.len() + 1);
-    out.push(CODEC_RAW);
-    out.extend_from_slice(data);
-    out
+/// Decodes blobs with one zstd context and one output buffer, both kept from blob to blob (one
+/// decoder per thread).
+#[derive(Default)]
+pub struct Decoder {
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    buffer: Vec<u8>,
+}
+
+/// A decoder's buffer bigger than this is let go after use, so that one huge blob does not keep
+/// its memory for the rest of a restore.
+const KEEP_BUFFER_BYTES: usize = 8 * 1024 * 1024;
+
+impl Decoder {
+    /// Decodes codec byte + body into the plaintext, which must be `expected_len` bytes long: the
+    /// body itself when stored raw (no copy), else this decoder's buffer.
+    pub fn decode<'a>(
+        &'a mut self,
+        encoded: &'a [u8],
+        expected_len: usize,
+    ) -> Result<&'a [u8], CompressError> {
+        let (&codec, body) = encoded.split_first().ok_or(CompressError::Empty)?;
+        let data: &[u8] = match codec {
+            CODEC_RAW => body,
+            CODEC_ZSTD => {
+                if self.buffer.capacity() > KEEP_BUFFER_BYTES.max(expected_len) {
+                    self.buffer = Vec::new();
+                }
+                self.buffer.clear();
+                self.buffer.reserve_exact(expected_len);
+                let decompressor = match &mut self.decompressor {
+                    Some(decompressor) => decompressor,
+                    empty => {
+                        empty.insert(zstd::bulk::Decompressor::new().map_err(CompressError::Zstd)?)
+                    }
+                };
+                decompressor
+                    .decompress_to_buffer(body, &mut self.buffer)
+                    .map_err(CompressError::Zstd)?;
+                &self.buffer
+            }
+            other => return Err(CompressError::UnknownCodec(other)),
+        };
+        if data.len() != expected_len {
+            return Err(CompressError::WrongLength {
+                expected: expected_len,
+                actual: data.len(),
+            });
+        }
+        Ok(data)
+    }
 }
 
 /// Decodes what [`encode`] produced; `expected_len` (from the index) guards the allocation.
@@ -121,6 +221,23 @@ mod tests {
         assert_eq!(encoded[0], CODEC_ZSTD);
         assert!(encoded.len() < text.len() / 10);
         assert_eq!(decode(encoded, text.len()).unwrap(), text);
+    }
+
+    #[test]
+    fn encoding_in_place_matches_encoding_a_copy() {
+        let text = "a line of a log file that repeats\n"
+            .repeat(2000)
+            .into_bytes();
+        let noise: Vec<u8> = (0..100_000).map(|_| rand::random::<u8>()).collect();
+        let mut encoder = Encoder::default();
+        for data in [&text[..], &noise[..], b"abc"] {
+            let mut buffer = vec![7u8; 5];
+            buffer.extend_from_slice(data);
+            encoder.encode_in_place(&mut buffer, 4);
+            assert_eq!(&buffer[..4], &[7u8; 4]);
+            assert_eq!(buffer[4..], encode(data, &mut new_compressor()));
+            assert_eq!(decode(buffer[4..].to_vec(), data.len()).unwrap(), data);
+        }
     }
 
     #[test]

@@ -2,9 +2,8 @@
 //! BLAKE3 for blob ids.
 
 use crate::ids::{BlobId, BlobKind};
-use aes_gcm::aead::{AeadInPlace, KeyInit};
-use aes_gcm::{Aes256Gcm, Nonce, Tag};
 use rand::RngCore;
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use zeroize::{Zeroize, ZeroizeOnDrop};
@@ -99,35 +98,51 @@ impl std::fmt::Debug for RepositoryKeys {
 }
 
 /// AES-256-GCM with a fresh random nonce per message: `nonce ‖ ciphertext ‖ tag`.
+///
+/// The cipher is `ring`'s (assembly with AES-NI, CLMUL and VAES where the CPU has them); the bytes
+/// are standard AES-256-GCM with a 96-bit nonce, as any implementation writes and reads them.
 #[derive(Clone)]
 pub struct Sealer {
-    cipher: Aes256Gcm,
+    key: LessSafeKey,
 }
 
 impl Sealer {
     pub fn new(key: &[u8; 32]) -> Sealer {
         Sealer {
-            cipher: Aes256Gcm::new(key.into()),
+            key: LessSafeKey::new(
+                UnboundKey::new(&AES_256_GCM, key).expect("AES-256-GCM takes a 32-byte key"),
+            ),
         }
     }
 
     /// Encrypts and authenticates `plaintext`, binding it to `associated_data`.
     pub fn seal(&self, plaintext: &[u8], associated_data: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(plaintext.len() + SEAL_OVERHEAD_BYTES);
+        out.extend_from_slice(&[0u8; NONCE_BYTES]);
+        out.extend_from_slice(plaintext);
+        self.seal_in_place(&mut out, associated_data);
+        out
+    }
+
+    /// Seals in place: `buffer` holds [`NONCE_BYTES`] bytes of room followed by the plaintext, and
+    /// holds the sealed message afterwards (the tag is appended). Saves a copy of the plaintext.
+    pub fn seal_in_place(&self, buffer: &mut Vec<u8>, associated_data: &[u8]) {
+        assert!(
+            buffer.len() >= NONCE_BYTES,
+            "the buffer starts with room for the nonce"
+        );
         let mut nonce = [0u8; NONCE_BYTES];
         rand::thread_rng().fill_bytes(&mut nonce);
-        out.extend_from_slice(&nonce);
-        out.extend_from_slice(plaintext);
+        buffer[..NONCE_BYTES].copy_from_slice(&nonce);
         let tag = self
-            .cipher
-            .encrypt_in_place_detached(
-                Nonce::from_slice(&nonce),
-                associated_data,
-                &mut out[NONCE_BYTES..],
+            .key
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(associated_data),
+                &mut buffer[NONCE_BYTES..],
             )
             .expect("AES-GCM encrypts any message below 64 GiB");
-        out.extend_from_slice(&tag);
-        out
+        buffer.extend_from_slice(tag.as_ref());
     }
 
     /// Checks and decrypts what [`Sealer::seal`] produced; `what` names the data in errors.
@@ -137,26 +152,38 @@ impl Sealer {
         associated_data: &[u8],
         what: &str,
     ) -> Result<Vec<u8>, CryptoError> {
+        let mut copy = sealed.to_vec();
+        let plaintext_len = self.open_in_place(&mut copy, associated_data, what)?.len();
+        copy.copy_within(NONCE_BYTES..NONCE_BYTES + plaintext_len, 0);
+        copy.truncate(plaintext_len);
+        Ok(copy)
+    }
+
+    /// Checks and decrypts a sealed message where it lies, without copying it: returns the
+    /// plaintext, the part of `sealed` between the nonce and the tag. On failure the content of
+    /// `sealed` is unspecified.
+    pub fn open_in_place<'a>(
+        &self,
+        sealed: &'a mut [u8],
+        associated_data: &[u8],
+        what: &str,
+    ) -> Result<&'a mut [u8], CryptoError> {
         if sealed.len() < SEAL_OVERHEAD_BYTES {
             return Err(CryptoError::Truncated {
                 what: what.to_owned(),
                 len: sealed.len(),
             });
         }
-        let (nonce, rest) = sealed.split_at(NONCE_BYTES);
-        let (ciphertext, tag) = rest.split_at(rest.len() - TAG_BYTES);
-        let mut plaintext = ciphertext.to_vec();
-        self.cipher
-            .decrypt_in_place_detached(
-                Nonce::from_slice(nonce),
-                associated_data,
-                &mut plaintext,
-                Tag::from_slice(tag),
-            )
+        let (nonce, rest) = sealed.split_at_mut(NONCE_BYTES);
+        let tag_at = rest.len() - TAG_BYTES;
+        let (ciphertext, tag) = rest.split_at_mut(tag_at);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).expect("12 bytes");
+        let tag = Tag::try_from(&tag[..]).expect("16 bytes");
+        self.key
+            .open_in_place_separate_tag(nonce, Aad::from(associated_data), tag, ciphertext, 0..)
             .map_err(|_| CryptoError::Authentication {
                 what: what.to_owned(),
-            })?;
-        Ok(plaintext)
+            })
     }
 }
 
@@ -254,6 +281,54 @@ mod tests {
             keys.sealer.open(&sealed[..10], b"ad", "x"),
             Err(CryptoError::Truncated { .. })
         ));
+    }
+
+    #[test]
+    fn sealing_is_standard_aes_256_gcm() {
+        // The stored bytes must not depend on the implementation: RustCrypto's AES-GCM opens what
+        // ring seals, and ring opens what RustCrypto seals.
+        use aes_gcm::aead::{AeadInPlace, KeyInit};
+        let key = [9u8; 32];
+        let sealer = Sealer::new(&key);
+        let other = aes_gcm::Aes256Gcm::new((&key).into());
+        for len in [0usize, 1, 15, 16, 17, 1000, 70_000] {
+            let plaintext: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let sealed = sealer.seal(&plaintext, b"ad");
+            let mut body = sealed[NONCE_BYTES..sealed.len() - TAG_BYTES].to_vec();
+            other
+                .decrypt_in_place_detached(
+                    aes_gcm::Nonce::from_slice(&sealed[..NONCE_BYTES]),
+                    b"ad",
+                    &mut body,
+                    aes_gcm::Tag::from_slice(&sealed[sealed.len() - TAG_BYTES..]),
+                )
+                .unwrap();
+            assert_eq!(body, plaintext);
+
+            let nonce = [len as u8; NONCE_BYTES];
+            let mut theirs = plaintext.clone();
+            let tag = other
+                .encrypt_in_place_detached(aes_gcm::Nonce::from_slice(&nonce), b"ad", &mut theirs)
+                .unwrap();
+            let mut stored = nonce.to_vec();
+            stored.extend_from_slice(&theirs);
+            stored.extend_from_slice(&tag);
+            assert_eq!(sealer.open(&stored, b"ad", "x").unwrap(), plaintext);
+            assert_eq!(
+                sealer.open_in_place(&mut stored, b"ad", "x").unwrap(),
+                &plaintext[..]
+            );
+        }
+    }
+
+    #[test]
+    fn sealing_in_place_matches_sealing_a_copy() {
+        let keys = MasterKey::generate().derive();
+        let mut buffer = vec![0u8; NONCE_BYTES];
+        buffer.extend_from_slice(b"in place");
+        keys.sealer.seal_in_place(&mut buffer, b"ad");
+        assert_eq!(buffer.len(), 8 + SEAL_OVERHEAD_BYTES);
+        assert_eq!(keys.sealer.open(&buffer, b"ad", "x").unwrap(), b"in place");
     }
 
     #[test]

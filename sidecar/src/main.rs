@@ -56,7 +56,7 @@ async fn main() -> ExitCode {
         }
     };
     if status == ExitStatus::Partial {
-        eprintln!("warning: the run had {} warning(s)", result.warnings_total);
+        eprintln!("warning: the run had {} warning(s); inputs that could not be read are not in the snapshot", result.warnings_total);
     }
     if let Some(path) = &cli.result_file {
         if let Err(error) = std::fs::write(path, result.to_termination_message()) {

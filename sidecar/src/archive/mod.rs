@@ -20,7 +20,7 @@ use crate::locking;
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use pipeline::{run_packer, run_worker, BlobJob, SealedBlob};
+use pipeline::{run_packer, run_worker, BlobJob, Recycler, SealedBlob};
 use source::SourceTree;
 use std::path::Path;
 use std::sync::Arc;
@@ -80,6 +80,32 @@ impl Excludes {
     }
 }
 
+/// The default of [`BackupOptions::upload_memory_bytes`]: one 16 MiB pack uploading while the
+/// next one fills.
+pub const DEFAULT_UPLOAD_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Makes the C allocator give large buffers back to the system when they are freed.
+///
+/// Backups and restores pass hundreds of buffers of 128 KiB to 16 MiB (chunks, sealed blobs,
+/// packs) between threads. glibc's malloc serves such sizes with their own mappings at first, but
+/// raises that threshold to the size of each one freed (up to 32 MiB); from then on they are cut
+/// from per-thread arenas, which keep freed memory and fragment, so a process's memory grows with
+/// the data it moves. A fixed threshold keeps every such buffer in its own mapping, unmapped when
+/// freed: memory follows what is live. Called by [`backup`] and [`crate::restore::restore`].
+pub fn return_large_buffers_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: mallopt only changes a tunable of the allocator; any value is valid, and
+            // an allocator that refuses it keeps its default behaviour.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+            }
+        });
+    }
+}
+
 /// Which earlier snapshot lets unchanged files be skipped.
 #[derive(Debug, Clone, Default)]
 pub enum ParentChoice {
@@ -101,8 +127,12 @@ pub struct BackupOptions {
     pub upload_limit_bytes_per_sec: Option<u64>,
     /// Compress-and-seal threads; 0 means one per core.
     pub workers: usize,
-    /// Uploads in flight at once.
+    /// Uploads in flight at once (at most as many as `upload_memory_bytes` holds).
     pub upload_concurrency: usize,
+    /// Bytes of closed packs held at once, waiting for or in upload (at least one pack is always
+    /// allowed). With the pack being filled, the blobs in the channels and the reader's buffer,
+    /// this sets the memory of a backup; more lets uploads overlap on a slow link.
+    pub upload_memory_bytes: u64,
     pub progress: Arc<Progress>,
 }
 
@@ -117,6 +147,7 @@ impl BackupOptions {
             upload_limit_bytes_per_sec: None,
             workers: 0,
             upload_concurrency: 4,
+            upload_memory_bytes: DEFAULT_UPLOAD_MEMORY_BYTES,
             progress: Arc::new(Progress::default()),
         }
     }
@@ -133,6 +164,7 @@ pub struct BackupReport {
 
 /// Backs up the sources into a new snapshot.
 pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Result<BackupReport> {
+    return_large_buffers_to_the_system();
     let started = Instant::now();
     let start_time = chrono::Utc::now();
     let tree = SourceTree::build(std::mem::take(&mut options.sources))?;
@@ -221,9 +253,20 @@ async fn run_pipeline(
             .unwrap_or(2),
         n => n,
     };
-    let (job_tx, job_rx) = crossbeam_channel::bounded::<BlobJob>(workers * 2);
-    let (sealed_tx, sealed_rx) = crossbeam_channel::bounded::<SealedBlob>(workers * 2);
+    // Shallow channels: each blob in them is up to a maximum chunk of memory. Every blob buffer
+    // is in one of them, with the walker, a worker or the packer: that many are kept for reuse.
+    // The packer only copies, so sealed blobs are handed over directly.
+    let (job_tx, job_rx) = crossbeam_channel::bounded::<BlobJob>(1);
+    let (sealed_tx, sealed_rx) = crossbeam_channel::bounded::<SealedBlob>(0);
+    let blob_buffers = Recycler::new(workers + 3);
     let (pack_tx, pack_rx) = tokio::sync::mpsc::channel(1);
+    // Closed packs hold a share of the budget (in KiB) from the moment they are closed until
+    // they are stored: the packer waits for it, and with it the whole pipeline.
+    let budget_kib = u32::try_from(options.upload_memory_bytes.div_ceil(1024))
+        .unwrap_or(u32::MAX)
+        .clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
+    let budget = Arc::new(tokio::sync::Semaphore::new(budget_kib as usize));
+    let runtime = tokio::runtime::Handle::current();
 
     let mut threads = Vec::new();
     for number in 0..workers {
@@ -238,10 +281,18 @@ async fn run_pipeline(
     drop((job_rx, sealed_tx));
     let keys = repo.keys().clone();
     let pack_target = repo.params().pack_target_bytes as usize;
+    let packer_blobs = blob_buffers.clone();
     let packer = std::thread::Builder::new()
         .name("packer".into())
         .spawn(move || {
-            run_packer(keys, pack_target, sealed_rx, |pack| {
+            run_packer(keys, pack_target, sealed_rx, &packer_blobs, |mut pack| {
+                let kib = u32::try_from(pack.bytes.len().div_ceil(1024))
+                    .unwrap_or(u32::MAX)
+                    .min(budget_kib);
+                match runtime.block_on(budget.clone().acquire_many_owned(kib)) {
+                    Ok(permit) => pack.budget = Some(permit),
+                    Err(_) => return false,
+                }
                 pack_tx.blocking_send(pack).is_ok()
             })
         })
@@ -259,6 +310,7 @@ async fn run_pipeline(
         repo.clone(),
         tokio::runtime::Handle::current(),
         job_tx,
+        blob_buffers,
         options.excludes.clone(),
         options.progress.clone(),
     );

@@ -2,16 +2,50 @@
 //! into packs. Bounded channels between the stages keep memory flat and give back-pressure.
 
 use crate::compress;
-use crate::crypto::{blob_associated_data, RepositoryKeys};
+use crate::crypto::{blob_associated_data, RepositoryKeys, NONCE_BYTES, TAG_BYTES};
 use crate::format::pack::{PackBuilder, PackEntry};
 use crate::ids::{BlobId, BlobKind};
 use crossbeam_channel::{Receiver, Sender};
+
+/// Bytes in front of a job's plaintext: room for the nonce and the codec byte, so that the blob
+/// is encoded and sealed in the same buffer.
+pub const JOB_FRONT_BYTES: usize = NONCE_BYTES + 1;
 
 /// A new blob's plaintext, on its way to a worker.
 pub struct BlobJob {
     pub kind: BlobKind,
     pub id: BlobId,
-    pub plaintext: Vec<u8>,
+    /// [`JOB_FRONT_BYTES`] of room, then the plaintext; the same buffer travels on as the sealed
+    /// blob and comes back to the walker through the [`Recycler`].
+    pub buffer: Vec<u8>,
+}
+
+/// Buffers handed back for reuse: a backup moves every new blob through one buffer from the
+/// walker to the packer, and back. A fixed number of them exists, so memory does not follow the
+/// data, and none is allocated (nor its pages faulted in) per blob.
+#[derive(Clone)]
+pub struct Recycler {
+    returned: Sender<Vec<u8>>,
+    free: Receiver<Vec<u8>>,
+}
+
+impl Recycler {
+    /// Keeps at most `buffers` buffers for reuse.
+    pub fn new(buffers: usize) -> Recycler {
+        let (returned, free) = crossbeam_channel::bounded(buffers.max(1));
+        Recycler { returned, free }
+    }
+
+    /// A buffer, empty, reused when one is free.
+    pub fn take(&self) -> Vec<u8> {
+        self.free.try_recv().unwrap_or_default()
+    }
+
+    /// Gives a buffer back (it is dropped when enough are kept already).
+    pub fn give(&self, mut buffer: Vec<u8>) {
+        buffer.clear();
+        let _ = self.returned.try_send(buffer);
+    }
 }
 
 /// A compressed and sealed blob, on its way to the packer.
@@ -26,20 +60,26 @@ pub struct SealedBlob {
 pub struct FinishedPack {
     pub bytes: Vec<u8>,
     pub entries: Vec<PackEntry>,
+    /// Its share of the memory budget for packs in flight, given back once it is stored.
+    pub budget: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Compresses and seals jobs until the job channel closes.
 pub fn run_worker(keys: RepositoryKeys, jobs: Receiver<BlobJob>, sealed: Sender<SealedBlob>) {
-    let mut compressor = compress::new_compressor();
+    let mut encoder = compress::Encoder::default();
     for job in jobs {
-        let encoded = compress::encode(&job.plaintext, &mut compressor);
+        // Encoded and sealed where it lies: no copy of the data, no buffer per blob.
+        let mut buffer = job.buffer;
+        let raw_length = (buffer.len() - JOB_FRONT_BYTES) as u32;
+        encoder.encode_in_place(&mut buffer, NONCE_BYTES);
+        buffer.reserve_exact(TAG_BYTES);
+        keys.sealer
+            .seal_in_place(&mut buffer, &blob_associated_data(job.kind, &job.id));
         let blob = SealedBlob {
             kind: job.kind,
             id: job.id,
-            sealed: keys
-                .sealer
-                .seal(&encoded, &blob_associated_data(job.kind, &job.id)),
-            raw_length: job.plaintext.len() as u32,
+            sealed: buffer,
+            raw_length,
         };
         if sealed.send(blob).is_err() {
             return; // the packer stopped: the backup is failing, its error is reported elsewhere
@@ -53,6 +93,7 @@ pub fn run_packer(
     keys: RepositoryKeys,
     pack_target_bytes: usize,
     sealed: Receiver<SealedBlob>,
+    blob_buffers: &Recycler,
     mut send_pack: impl FnMut(FinishedPack) -> bool,
 ) -> bool {
     let new_builder = || PackBuilder::with_capacity(pack_target_bytes + pack_target_bytes / 4);
@@ -64,6 +105,7 @@ pub fn run_packer(
             BlobKind::Tree => &mut tree_pack,
         };
         builder.add(blob.kind, blob.id, &blob.sealed, blob.raw_length);
+        blob_buffers.give(blob.sealed);
         if builder.len_bytes() >= pack_target_bytes {
             let full = std::mem::replace(
                 builder,
@@ -74,7 +116,11 @@ pub fn run_packer(
                 },
             );
             let (bytes, entries) = full.finish(&keys.sealer);
-            if !send_pack(FinishedPack { bytes, entries }) {
+            if !send_pack(FinishedPack {
+                bytes,
+                entries,
+                budget: None,
+            }) {
                 return false;
             }
         }
@@ -82,7 +128,11 @@ pub fn run_packer(
     for builder in [data_pack, tree_pack] {
         if !builder.is_empty() {
             let (bytes, entries) = builder.finish(&keys.sealer);
-            if !send_pack(FinishedPack { bytes, entries }) {
+            if !send_pack(FinishedPack {
+                bytes,
+                entries,
+                budget: None,
+            }) {
                 return false;
             }
         }

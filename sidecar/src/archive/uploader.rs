@@ -65,27 +65,34 @@ struct Shared {
 
 impl Shared {
     async fn upload(&self, pack: FinishedPack) -> Result<()> {
-        let id = ObjectId::of_bytes(&pack.bytes);
-        let length = pack.bytes.len() as u64;
+        let FinishedPack {
+            bytes,
+            entries,
+            budget,
+        } = pack;
+        let id = ObjectId::of_bytes(&bytes);
+        let length = bytes.len() as u64;
         if let Some(throttle) = &self.throttle {
             throttle.reserve(length).await;
         }
         self.repo
             .backend()
-            .write(ObjectKind::Data, &id.to_hex(), Bytes::from(pack.bytes))
+            .write(ObjectKind::Data, &id.to_hex(), Bytes::from(bytes))
             .await?;
+        // The bytes are gone: the packer may close the next pack.
+        drop(budget);
         self.progress.add_transferred(length);
         {
             let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
             stats.packs += 1;
-            stats.blobs += pack.entries.len() as u64;
+            stats.blobs += entries.len() as u64;
             stats.bytes += length;
         }
         let full = {
             let mut pending = self.pending.lock().await;
             pending.push(IndexedPack {
                 id,
-                blobs: pack.entries.iter().map(IndexedBlob::from).collect(),
+                blobs: entries.iter().map(IndexedBlob::from).collect(),
             });
             if pending.len() >= PACKS_PER_INDEX_OBJECT {
                 std::mem::take(&mut *pending)

@@ -2,7 +2,7 @@
 //! keyed hash and sends only chunks the repository lacks to the workers. It builds one tree per
 //! directory, bottom-up, and returns the root tree's id.
 
-use super::pipeline::BlobJob;
+use super::pipeline::{BlobJob, Recycler, JOB_FRONT_BYTES};
 use super::source::{SourceTree, StreamSource, VirtualEntry};
 use super::Excludes;
 use crate::chunker::Chunker;
@@ -43,6 +43,8 @@ pub struct Walker {
     /// Blobs already in the repository or already sent to the workers in this backup.
     pub known: HashSet<BlobId>,
     pub jobs: Sender<BlobJob>,
+    /// Blob buffers coming back from the packer.
+    buffers: Recycler,
     pub excludes: Excludes,
     pub progress: Arc<Progress>,
     pub warnings: Vec<String>,
@@ -62,6 +64,7 @@ impl Walker {
         repo: IndexedRepository,
         runtime: tokio::runtime::Handle,
         jobs: Sender<BlobJob>,
+        buffers: Recycler,
         excludes: Excludes,
         progress: Arc<Progress>,
     ) -> Walker {
@@ -74,6 +77,7 @@ impl Walker {
             repo,
             runtime,
             jobs,
+            buffers,
             excludes,
             progress,
             warnings: Vec::new(),
@@ -91,11 +95,11 @@ impl Walker {
     fn store_blob(&mut self, kind: BlobKind, plaintext: &[u8]) -> Result<BlobId> {
         let id = self.keys.blob_id(kind, plaintext);
         if self.known.insert(id) {
-            let job = BlobJob {
-                kind,
-                id,
-                plaintext: plaintext.to_vec(),
-            };
+            let mut buffer = self.buffers.take();
+            buffer.reserve_exact(JOB_FRONT_BYTES + plaintext.len() + crate::crypto::TAG_BYTES);
+            buffer.resize(JOB_FRONT_BYTES, 0);
+            buffer.extend_from_slice(plaintext);
+            let job = BlobJob { kind, id, buffer };
             self.jobs.send(job).map_err(|_| pipeline_stopped())?;
         }
         Ok(id)

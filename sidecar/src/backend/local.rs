@@ -196,6 +196,42 @@ impl Backend for LocalBackend {
         .await
     }
 
+    async fn read_range_into(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        offset: u64,
+        length: u64,
+        mut buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>> {
+        let path = self.object_path(kind, name);
+        let not_found = self.not_found(kind, name);
+        self.blocking(move || {
+            let mut file = match std::fs::File::open(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == ErrorKind::NotFound => return Err(not_found),
+                Err(e) => return Err(BackendError::io(path.display().to_string(), e)),
+            };
+            let at = |e| BackendError::io(format!("{} at offset {offset}", path.display()), e);
+            buffer.clear();
+            buffer.reserve_exact(usize::try_from(length).unwrap_or(usize::MAX));
+            // Into the buffer's spare capacity: nothing is zeroed first.
+            file.seek(SeekFrom::Start(offset)).map_err(at)?;
+            (&mut file)
+                .take(length)
+                .read_to_end(&mut buffer)
+                .map_err(at)?;
+            if buffer.len() as u64 != length {
+                return Err(at(std::io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    format!("{} bytes instead of {length}", buffer.len()),
+                )));
+            }
+            Ok(buffer)
+        })
+        .await
+    }
+
     async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {
         let path = self.object_path(kind, name);
         self.blocking(move || write_atomically(&path, &data)).await

@@ -92,6 +92,23 @@ pub trait Backend: Send + Sync + fmt::Debug {
         length: u64,
     ) -> BackendResult<Bytes>;
 
+    /// The same range as [`Backend::read_range`], into `buffer`, whose allocation is reused: the
+    /// returned vector holds exactly the `length` bytes. Readers that fetch many ranges (a
+    /// restore) keep a few buffers this way instead of allocating one per fetch.
+    async fn read_range_into(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        offset: u64,
+        length: u64,
+        mut buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>> {
+        let bytes = self.read_range(kind, name, offset, length).await?;
+        buffer.clear();
+        buffer.extend_from_slice(&bytes);
+        Ok(buffer)
+    }
+
     /// Stores an object. Writing an object that already exists with the same bytes succeeds.
     async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()>;
 

@@ -17,7 +17,7 @@
 
 use super::{Backend, BackendError, BackendResult, ObjectInfo, ObjectKind};
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rand::Rng;
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_LENGTH, RANGE};
 use reqwest::{Client, Method, RequestBuilder, StatusCode};
@@ -349,6 +349,24 @@ impl RestBackend {
         request: RequestBuilder,
         answer_within: Duration,
     ) -> BackendResult<Answer> {
+        let (status, headers, body) = self
+            .exchange_into(request, answer_within, Vec::new())
+            .await?;
+        Ok(Answer {
+            status,
+            headers,
+            body: Bytes::from(body),
+        })
+    }
+
+    /// [`RestBackend::exchange`] with the body read into `body` (cleared first), whose allocation
+    /// is reused.
+    async fn exchange_into(
+        &self,
+        request: RequestBuilder,
+        answer_within: Duration,
+        mut body: Vec<u8>,
+    ) -> BackendResult<(StatusCode, HeaderMap, Vec<u8>)> {
         // The semaphore is never closed, so acquiring can only fail if that changes.
         let _slot = self
             .request_slots
@@ -367,7 +385,8 @@ impl RestBackend {
             .content_length()
             .unwrap_or(0)
             .min(MAX_RESERVED_BYTES);
-        let mut body = BytesMut::with_capacity(announced_bytes as usize);
+        body.clear();
+        body.reserve_exact(announced_bytes as usize);
         loop {
             match tokio::time::timeout(self.options.read_timeout, response.chunk()).await {
                 Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
@@ -376,11 +395,7 @@ impl RestBackend {
                 Err(_) => return Err(self.timeout_error(self.options.read_timeout)),
             }
         }
-        Ok(Answer {
-            status,
-            headers,
-            body: body.freeze(),
-        })
+        Ok((status, headers, body))
     }
 
     fn transport_error(&self, message: String) -> BackendError {
@@ -510,6 +525,39 @@ impl RestBackend {
                 "the range starts past the end of the object",
             )),
             _ => Err(status_error(&answer, what)),
+        }
+    }
+
+    /// A ranged read into `buffer`: the status (200 or 206) and the body.
+    async fn read_once_into(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        (first, last): (u64, u64),
+        what: &str,
+        buffer: Vec<u8>,
+    ) -> BackendResult<(StatusCode, Vec<u8>)> {
+        let request = self
+            .request(Method::GET, self.object_url(kind, name)?)
+            .header(RANGE, format!("bytes={first}-{last}"));
+        let (status, headers, body) = self
+            .exchange_into(request, self.options.read_timeout, buffer)
+            .await?;
+        match status {
+            status if status.is_success() => Ok((status, body)),
+            StatusCode::NOT_FOUND => Err(self.not_found(kind, name)),
+            StatusCode::RANGE_NOT_SATISFIABLE => Err(short_read(
+                what,
+                "the range starts past the end of the object",
+            )),
+            _ => Err(status_error(
+                &Answer {
+                    status,
+                    headers,
+                    body: Bytes::from(body),
+                },
+                what,
+            )),
         }
     }
 
@@ -683,6 +731,62 @@ impl Backend for RestBackend {
         // A server ends a range that runs past the object at the object's end: check exactly.
         match usize::try_from(length) {
             Ok(length) if body.len() >= length => Ok(body.slice(..length)),
+            _ => Err(short_read(
+                &what,
+                &format!(
+                    "the server returned {} bytes instead of {length}",
+                    body.len()
+                ),
+            )),
+        }
+    }
+
+    async fn read_range_into(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        offset: u64,
+        length: u64,
+        buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>> {
+        let mut buffer = buffer;
+        if length == 0 {
+            buffer.clear();
+            return Ok(buffer);
+        }
+        let what = format!(
+            "reading {} bytes {offset}..{}",
+            object_label(kind, name),
+            offset.saturating_add(length)
+        );
+        let last = offset
+            .checked_add(length - 1)
+            .ok_or_else(|| short_read(&what, "the range ends past 2^64"))?;
+        // Each try reads into the buffer; a failed try leaves a fresh one to the next.
+        let spare = std::sync::Mutex::new(Some(buffer));
+        let (status, mut body) = self
+            .with_retries(&what, |_| {
+                let buffer = spare
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                    .unwrap_or_default();
+                self.read_once_into(kind, name, (offset, last), &what, buffer)
+            })
+            .await?;
+        if status != StatusCode::PARTIAL_CONTENT {
+            // 200: the server ignored `Range` and sent the whole object; cut the range out.
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(body.len());
+            body.drain(..start);
+        }
+        // A server ends a range that runs past the object at the object's end: check exactly.
+        match usize::try_from(length) {
+            Ok(length) if body.len() >= length => {
+                body.truncate(length);
+                Ok(body)
+            }
             _ => Err(short_read(
                 &what,
                 &format!(

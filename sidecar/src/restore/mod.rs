@@ -1,15 +1,17 @@
 //! Restore: plan the whole restore, create the entries, fetch each pack's needed blobs once (in
 //! parallel), write them at their offsets, then set metadata (directories last, deepest first).
+//!
+//! Memory stays flat whatever the size of the snapshot: fetched pack ranges live in a fixed set
+//! of reused buffers (the memory budget), and a fixed pool of threads decodes them (see `fetch`).
 
+mod fetch;
 mod files;
 pub mod plan;
 
-use crate::backend::ObjectKind;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::repository::{open_blob, IndexedRepository};
-use futures::StreamExt;
-use plan::{PlannedBlob, RestorePlan};
+use crate::repository::IndexedRepository;
+use fetch::FetchSettings;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -17,9 +19,8 @@ use std::sync::Arc;
 
 pub use plan::plan_restore;
 
-/// Fetches larger than this are split; blobs closer than `MERGE_GAP_BYTES` are read together.
-const MAX_FETCH_BYTES: u64 = 32 * 1024 * 1024;
-const MERGE_GAP_BYTES: u64 = 1024 * 1024;
+/// The default of [`RestoreOptions::memory_budget_bytes`].
+pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 32 * 1024 * 1024;
 
 pub struct RestoreOptions {
     pub target: PathBuf,
@@ -27,8 +28,14 @@ pub struct RestoreOptions {
     pub includes: Vec<String>,
     /// Restore numeric owners (needs root); default: when running as root.
     pub restore_owner: bool,
-    /// Packs fetched at once.
+    /// Pack ranges fetched at once (at most as many as the memory budget holds).
     pub concurrency: usize,
+    /// Bytes of fetched pack data held at once, in ranges of up to 8 MiB (a quarter of the
+    /// budget, at least 1 MiB); at least two ranges are always allowed. The restore's memory is
+    /// about this plus one decoded blob (up to the chunker's maximum) per decode thread.
+    pub memory_budget_bytes: u64,
+    /// Threads that decrypt, decompress, check and write blobs; 0 means one per core.
+    pub decoders: usize,
     pub progress: Arc<Progress>,
 }
 
@@ -39,6 +46,8 @@ impl RestoreOptions {
             includes: Vec::new(),
             restore_owner: nix::unistd::geteuid().is_root(),
             concurrency: 4,
+            memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
+            decoders: 0,
             progress: Arc::new(Progress::default()),
         }
     }
@@ -58,6 +67,7 @@ pub async fn restore(
     root: crate::ids::BlobId,
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
+    crate::archive::return_large_buffers_to_the_system();
     // A shared lock keeps prune from deleting packs while they are read. Credentials that may
     // only read cannot write one: restore anyway, as nothing is changed.
     let lock = match crate::locking::acquire(repo, false, "restore").await {
@@ -84,7 +94,8 @@ async fn restore_unlocked(
     root: crate::ids::BlobId,
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
-    let plan = plan_restore(repo, root, &options.includes).await?;
+    // Shared with the blocking tasks, not copied: the plan grows with the number of files.
+    let plan = Arc::new(plan_restore(repo, root, &options.includes).await?);
     options
         .progress
         .bytes_total
@@ -97,20 +108,27 @@ async fn restore_unlocked(
             .map(|entry| options.target.join(OsStr::from_bytes(&entry.path)))
             .collect(),
     );
-    let mut warnings = Vec::new();
-    let creation = {
-        let (plan_entries, hard_links, paths) =
-            (plan.entries.clone(), plan.hard_links.clone(), paths.clone());
+    let mut warnings = blocking({
+        let (plan, paths) = (plan.clone(), paths.clone());
         let restore_owner = options.restore_owner;
-        tokio::task::spawn_blocking(move || {
-            files::create_entries(&plan_entries, &hard_links, &paths, restore_owner)
-        })
-        .await
-        .map_err(|e| Error::Interrupted(e.to_string()))??
+        move || files::create_entries(&plan.entries, &plan.hard_links, &paths, restore_owner)
+    })
+    .await?;
+    let settings = FetchSettings {
+        memory_budget_bytes: options.memory_budget_bytes,
+        concurrency: options.concurrency,
+        decoders: options.decoders,
     };
-    warnings.extend(creation);
-    let (bytes_written, bytes_fetched) = fetch_content(repo, &plan, paths.clone(), options).await?;
+    let (bytes_written, bytes_fetched) = fetch::fetch_content(
+        repo,
+        &plan,
+        paths.clone(),
+        options.progress.clone(),
+        settings,
+    )
+    .await?;
     let restore_owner = options.restore_owner;
+    let files = plan.files;
     let finished = tokio::task::spawn_blocking(move || {
         files::apply_metadata(&plan.entries, &plan.hard_links, &paths, restore_owner)
     })
@@ -118,117 +136,30 @@ async fn restore_unlocked(
     .map_err(|e| Error::Interrupted(e.to_string()))??;
     warnings.extend(finished);
     Ok(RestoreReport {
-        files: plan.files,
+        files,
         bytes_written,
         bytes_fetched,
         warnings,
     })
 }
 
-/// A read of one contiguous range of a pack, covering several blobs.
-struct Fetch {
-    pack: crate::ids::PackId,
-    start: u64,
-    end: u64,
-    blobs: Vec<PlannedBlob>,
+/// Runs blocking work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Interrupted(e.to_string()))?
 }
 
-fn group_fetches(plan: &RestorePlan) -> Vec<Fetch> {
-    let mut fetches = Vec::new();
-    for (pack, blobs) in &plan.packs {
-        let mut current: Option<Fetch> = None;
-        for blob in blobs {
-            let start = blob.location.offset as u64;
-            let end = start + blob.location.length as u64;
-            if let Some(fetch) = current.as_mut() {
-                if start <= fetch.end + MERGE_GAP_BYTES && end - fetch.start <= MAX_FETCH_BYTES {
-                    fetch.end = fetch.end.max(end);
-                    fetch.blobs.push(blob.clone());
-                    continue;
-                }
-                fetches.push(current.take().expect("present"));
-            }
-            current = Some(Fetch {
-                pack: *pack,
-                start,
-                end,
-                blobs: vec![blob.clone()],
-            });
-        }
-        fetches.extend(current);
+/// Threads for the CPU and file-system work of a restore: `decoders`, or one per core when 0.
+fn decoder_threads(decoders: usize) -> usize {
+    match decoders {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2),
+        n => n,
     }
-    fetches
-}
-
-async fn fetch_content(
-    repo: &IndexedRepository,
-    plan: &RestorePlan,
-    paths: Arc<Vec<PathBuf>>,
-    options: &RestoreOptions,
-) -> Result<(u64, u64)> {
-    let fetches = group_fetches(plan);
-    let results = futures::stream::iter(fetches)
-        .map(|fetch| {
-            let (repo, paths, progress) = (repo.clone(), paths.clone(), options.progress.clone());
-            async move {
-                let bytes = repo
-                    .backend()
-                    .read_range(
-                        ObjectKind::Data,
-                        &fetch.pack.to_hex(),
-                        fetch.start,
-                        fetch.end - fetch.start,
-                    )
-                    .await?;
-                progress.add_transferred(bytes.len() as u64);
-                let fetched = bytes.len() as u64;
-                let written = tokio::task::spawn_blocking(move || {
-                    write_fetch(&repo, &fetch, &bytes, &paths, &progress)
-                })
-                .await
-                .map_err(|e| Error::Interrupted(e.to_string()))??;
-                Ok::<(u64, u64), Error>((written, fetched))
-            }
-        })
-        .buffer_unordered(options.concurrency.max(1));
-    futures::pin_mut!(results);
-    let (mut written, mut fetched) = (0, 0);
-    while let Some(result) = results.next().await {
-        let (w, f) = result?;
-        written += w;
-        fetched += f;
-    }
-    Ok((written, fetched))
-}
-
-/// Opens every blob of a fetched range and writes it to each place it belongs.
-fn write_fetch(
-    repo: &IndexedRepository,
-    fetch: &Fetch,
-    bytes: &[u8],
-    paths: &[PathBuf],
-    progress: &Progress,
-) -> Result<u64> {
-    let mut written = 0;
-    for blob in &fetch.blobs {
-        let from = (blob.location.offset as u64 - fetch.start) as usize;
-        let sealed = &bytes[from..from + blob.location.length as usize];
-        let what = format!("blob {} in pack {}", blob.id, fetch.pack);
-        let plaintext = open_blob(
-            repo.keys(),
-            blob.location.kind,
-            &blob.id,
-            sealed,
-            blob.location.raw_length,
-            &what,
-        )?;
-        for target in &blob.targets {
-            files::write_at(&paths[target.entry], target.offset, &plaintext)?;
-            written += plaintext.len() as u64;
-            progress.add_processed(plaintext.len() as u64);
-        }
-    }
-    Ok(written)
 }
 
 /// The snapshot path of each restored entry, for listings (`ls`).
