@@ -43,20 +43,6 @@ fn plan(namespace: &str) -> Value {
     })
 }
 
-fn args_of(job: &Job) -> Vec<String> {
-    job.spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .args
-        .clone()
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn retention_runs_with_each_backup_and_a_scheduled_prune_reports_what_it_freed() {
     if !api_server_or_skip() {

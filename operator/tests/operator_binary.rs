@@ -161,20 +161,6 @@ async fn event_seen(namespace: &str, reason: &str, message_part: &str) -> BTreeM
     .await
 }
 
-fn args_of(job: &Job) -> Vec<String> {
-    job.spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .args
-        .clone()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() {
     if !api_server_or_skip() {

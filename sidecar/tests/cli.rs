@@ -216,6 +216,20 @@ fn small_tree(work: &Path, name: &str) -> PathBuf {
     source
 }
 
+/// Writes a fresh exclusive lock of a prune on `hostname` into the local repository at `repo_dir`,
+/// as another process holding it would; returns the lock object's id.
+async fn write_exclusive_lock(repo_dir: &Path, hostname: &str) -> neverwiped::ids::ObjectId {
+    let backend: SharedBackend = Arc::new(LocalBackend::new(repo_dir));
+    let repo = Repository::open(backend, PASSWORD.as_bytes())
+        .await
+        .unwrap();
+    let mut lock = neverwiped::format::lock::Lock::new(true, "prune");
+    lock.hostname = hostname.into();
+    repo.write_object(neverwiped::backend::ObjectKind::Locks, &lock)
+        .await
+        .unwrap()
+}
+
 /// Total size of the files below a folder.
 fn folder_bytes(dir: &Path) -> u64 {
     fixtures::walk(dir)
@@ -1331,17 +1345,7 @@ async fn a_lock_left_by_a_killed_run_of_the_same_host_is_removed_by_the_next_bac
     let (work, repo_dir, sidecar) = initialised();
     let source = small_tree(work.path(), "source");
     // A run on the host "plan-pod" was killed while it held an exclusive lock (the worst case).
-    let backend: neverwiped::backend::SharedBackend =
-        std::sync::Arc::new(neverwiped::backend::local::LocalBackend::new(&repo_dir));
-    let repo = neverwiped::repository::Repository::open(backend, PASSWORD.as_bytes())
-        .await
-        .unwrap();
-    let mut lock = neverwiped::format::lock::Lock::new(true, "prune");
-    lock.hostname = "plan-pod".into();
-    let lock_id = repo
-        .write_object(neverwiped::backend::ObjectKind::Locks, &lock)
-        .await
-        .unwrap();
+    let lock_id = write_exclusive_lock(&repo_dir, "plan-pod").await;
     let source_arg = source.to_str().unwrap();
     let blocked = sidecar.run(&["backup", source_arg]).expect_code(11);
     assert!(blocked.stderr.contains("plan-pod"), "{}", blocked.stderr);
@@ -1509,17 +1513,7 @@ async fn retry_lock_waits_for_another_holder_and_gives_up_after_its_duration() {
     let (work, repo_dir, sidecar) = initialised();
     let source = small_tree(work.path(), "source");
     // Another plan's prune holds the exclusive lock (fresh: not stale).
-    let backend: neverwiped::backend::SharedBackend =
-        std::sync::Arc::new(neverwiped::backend::local::LocalBackend::new(&repo_dir));
-    let repo = neverwiped::repository::Repository::open(backend, PASSWORD.as_bytes())
-        .await
-        .unwrap();
-    let mut lock = neverwiped::format::lock::Lock::new(true, "prune");
-    lock.hostname = "other-plan".into();
-    let lock_id = repo
-        .write_object(neverwiped::backend::ObjectKind::Locks, &lock)
-        .await
-        .unwrap();
+    let lock_id = write_exclusive_lock(&repo_dir, "other-plan").await;
 
     let started = Instant::now();
     let gave_up = sidecar

@@ -1659,7 +1659,7 @@ mod snapshot_tests {
 
 #[cfg(test)]
 mod maintenance_tests {
-    use super::tests::{at, finished_job, observed, plan, pod_for, settings};
+    use super::tests::{args, at, finished_job, observed, plan, pod_for, settings};
     use super::*;
     use crate::api::{Maintenance, Retention};
     use crate::conditions::reasons;
@@ -1672,20 +1672,6 @@ mod maintenance_tests {
         let mut plan = plan();
         plan.spec.maintenance = Maintenance::default();
         plan
-    }
-
-    fn args(job: &Job) -> Vec<String> {
-        job.spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
-            .containers[0]
-            .args
-            .clone()
-            .unwrap()
     }
 
     /// `job` finished, its pod reporting `result`.

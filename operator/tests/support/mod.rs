@@ -211,23 +211,7 @@ impl Operator {
         for (key, value) in env {
             command.env(key, value);
         }
-        let child = command.spawn().expect("the operator starts");
-        let operator = Operator {
-            child,
-            port,
-            identity: identity.to_owned(),
-            log,
-        };
-        let deadline = Instant::now() + ACT_TIMEOUT;
-        while operator.get("/healthz").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "the operator does not serve /healthz:\n{}",
-                operator.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        operator
+        Operator::spawn(command, port, identity, log)
     }
 
     pub fn logs(&self) -> String {
@@ -506,6 +490,15 @@ pub async fn finish_job(client: &Client, namespace: &str, name: &str, ending: En
     .expect("the Job's status is set");
 }
 
+/// The sidecar's arguments in a Job.
+pub fn args_of(job: &Job) -> Vec<String> {
+    job.spec
+        .as_ref()
+        .and_then(|spec| spec.template.spec.as_ref())
+        .and_then(|pod| pod.containers[0].args.clone())
+        .unwrap_or_default()
+}
+
 /// The rows of a `kubectl get` table as column name → value maps. Columns are separated by at
 /// least three spaces (kubectl's padding); values such as a cron schedule hold single spaces.
 pub fn table(output: &str) -> Vec<std::collections::BTreeMap<String, String>> {
@@ -551,6 +544,27 @@ fn column_starts(header: &str) -> Vec<(usize, String)> {
 }
 
 impl Operator {
+    /// Spawns `command` (the operator, serving HTTP on `port`) and waits until it is healthy.
+    fn spawn(mut command: Command, port: u16, identity: &str, log: PathBuf) -> Operator {
+        let child = command.spawn().expect("the operator starts");
+        let operator = Operator {
+            child,
+            port,
+            identity: identity.to_owned(),
+            log,
+        };
+        let deadline = Instant::now() + ACT_TIMEOUT;
+        while operator.get("/healthz").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the operator does not serve /healthz:\n{}",
+                operator.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        operator
+    }
+
     /// Starts the operator with exactly `env` and `args`, as a container runs it: nothing of the
     /// test's environment is inherited but `KUBECONFIG`, and `NEVERWIPED_HTTP_ADDR` is replaced by
     /// a free loopback port (the only setting that cannot be kept outside a pod). Its logs go to
@@ -577,22 +591,6 @@ impl Operator {
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("a log file"))
             .stderr(log_file);
-        let child = command.spawn().expect("the operator starts");
-        let operator = Operator {
-            child,
-            port,
-            identity: identity.to_owned(),
-            log,
-        };
-        let deadline = Instant::now() + ACT_TIMEOUT;
-        while operator.get("/healthz").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "the operator does not serve /healthz:\n{}",
-                operator.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        operator
+        Operator::spawn(command, port, identity, log)
     }
 }
