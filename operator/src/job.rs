@@ -148,11 +148,35 @@ pub fn backup_job_name(plan: &BackupPlan, run: &BackupRun) -> String {
     job_name(&plan.name_any(), &suffix)
 }
 
+/// The two kinds of repository maintenance a plan runs besides its backups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaintenanceKind {
+    Prune,
+    Check,
+}
+
+impl MaintenanceKind {
+    /// Both, in the order they start when both are due.
+    pub const ALL: [MaintenanceKind; 2] = [MaintenanceKind::Prune, MaintenanceKind::Check];
+
+    /// The kind of the plan's run, as `status.activeRun.kind` says it.
+    pub fn run_kind(self) -> RunKind {
+        match self {
+            MaintenanceKind::Prune => RunKind::Prune,
+            MaintenanceKind::Check => RunKind::Check,
+        }
+    }
+
+    /// The value of the Job's `neverwiped.io/operation` label.
+    pub fn label(self) -> &'static str {
+        self.run_kind().label()
+    }
+}
+
 /// One prune or check of a plan's repository: what the reconciler decided.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MaintenanceRun {
-    /// [`RunKind::Prune`] or [`RunKind::Check`].
-    pub kind: RunKind,
+    pub kind: MaintenanceKind,
     pub trigger: RunTrigger,
     pub scheduled_time: Timestamp,
     pub deadline: SignedDuration,
@@ -211,7 +235,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
     let repository = cli::rest_repository(&spec.repository.url);
     let remove_locks_of_host = run.remove_stale_locks.then(|| hostname.clone());
     let args = match run.kind {
-        RunKind::Check => CheckArgs {
+        MaintenanceKind::Check => CheckArgs {
             repository,
             result_file: RESULT_FILE.into(),
             read_data_percent: u32::try_from(spec.maintenance.check.read_data_percent)
@@ -221,7 +245,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
             retry_lock: Some(lock_wait(run.deadline)),
         }
         .to_args(),
-        RunKind::Prune | RunKind::Backup => PruneArgs {
+        MaintenanceKind::Prune => PruneArgs {
             repository,
             result_file: RESULT_FILE.into(),
             remove_locks_of_host,

@@ -29,8 +29,8 @@ use crate::conditions::{find_condition, reasons, set_condition, types, Condition
 use crate::csi::{VolumeSnapshot, VolumeSnapshotClass};
 use crate::job::{
     backup_job, backup_job_name, job_annotation, run_trigger_of, scheduled_time_of, BackupRun,
-    BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SOURCE_CLAIM, LABEL_OPERATION,
-    LABEL_PLAN, LABEL_RUN,
+    BackupVolumeMount, MaintenanceKind, ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SOURCE_CLAIM,
+    LABEL_OPERATION, LABEL_PLAN, LABEL_RUN,
 };
 use crate::metrics::{MaintenanceLabels, Metrics, PlanLabels, ReconcileLabels, RunLabels};
 use crate::plan::{pending_manual_trigger, resolve_plan, secrets_used, SecretKeys};
@@ -97,7 +97,7 @@ pub struct PlanDecision {
     /// Runs that finished in this reconcile (for metrics).
     pub finished: Vec<RunRecord>,
     /// Prunes and checks that finished in this reconcile (for metrics).
-    pub finished_maintenance: Vec<(RunKind, MaintenanceRecord)>,
+    pub finished_maintenance: Vec<(MaintenanceKind, MaintenanceRecord)>,
     /// Scheduled runs newly counted as missed (for metrics).
     pub newly_missed: u32,
     /// The nominal time between two scheduled backups (for metrics and alerts); `None` while

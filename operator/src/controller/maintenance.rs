@@ -16,29 +16,27 @@ use kube::ResourceExt;
 use super::backup_plan::PlannedEvent;
 use super::{events, pod_of};
 use crate::api::{
-    ActiveRun, BackupPlan, BackupPlanStatus, MaintenanceRecord, MaintenanceStatus, RunKind,
-    RunOutcome,
+    ActiveRun, BackupPlan, BackupPlanStatus, MaintenanceRecord, MaintenanceStatus, RunOutcome,
 };
-use crate::job::{maintenance_job, JobSettings, MaintenanceRun, LABEL_OPERATION};
+use crate::job::{maintenance_job, JobSettings, MaintenanceKind, MaintenanceRun, LABEL_OPERATION};
 use crate::plan::ResolvedPlan;
 use crate::recorder::EventType;
 use crate::schedule::{self, Schedule, ScheduleState};
 use crate::status::{job_end, maintenance_record, pod_blocked, record_repository, JobEnd};
 
-/// The kinds of maintenance, in the order they start when both are due.
-const KINDS: [RunKind; 2] = [RunKind::Prune, RunKind::Check];
-
 /// The maintenance kind of a plan's Job, from its `neverwiped.io/operation` label; `None` for a
 /// backup.
-pub fn maintenance_kind(job: &Job) -> Option<RunKind> {
+pub fn maintenance_kind(job: &Job) -> Option<MaintenanceKind> {
     let operation = job.labels().get(LABEL_OPERATION)?;
-    KINDS.into_iter().find(|kind| kind.label() == operation)
+    MaintenanceKind::ALL
+        .into_iter()
+        .find(|kind| kind.label() == operation)
 }
 
-fn status_of(status: &mut BackupPlanStatus, kind: RunKind) -> &mut MaintenanceStatus {
+fn status_of(status: &mut BackupPlanStatus, kind: MaintenanceKind) -> &mut MaintenanceStatus {
     match kind {
-        RunKind::Check => &mut status.check,
-        RunKind::Prune | RunKind::Backup => &mut status.prune,
+        MaintenanceKind::Check => &mut status.check,
+        MaintenanceKind::Prune => &mut status.prune,
     }
 }
 
@@ -51,7 +49,7 @@ pub struct ObservedMaintenance {
     pub delete: Vec<String>,
     pub events: Vec<PlannedEvent>,
     /// Runs that finished in this reconcile (for metrics).
-    pub finished: Vec<(RunKind, MaintenanceRecord)>,
+    pub finished: Vec<(MaintenanceKind, MaintenanceRecord)>,
 }
 
 /// Records the finished prune and check Jobs of the plan on `status` (each kind's `lastRun`, and
@@ -63,7 +61,7 @@ pub fn observe(
     now: Timestamp,
 ) -> ObservedMaintenance {
     let mut observed = ObservedMaintenance::default();
-    for kind in KINDS {
+    for kind in MaintenanceKind::ALL {
         let mut of_kind: Vec<&Job> = jobs
             .iter()
             .copied()
@@ -100,7 +98,7 @@ pub fn observe(
                 (None, None) => {
                     observed.active = Some(ActiveRun {
                         job_name: name,
-                        kind,
+                        kind: kind.run_kind(),
                         trigger: crate::job::run_trigger_of(job),
                         scheduled_time: crate::job::scheduled_time_of(job).map(Time),
                         start_time: job.metadata.creation_timestamp.clone(),
@@ -122,9 +120,9 @@ pub fn observe(
     observed
 }
 
-fn finished_event(kind: RunKind, record: &MaintenanceRecord) -> PlannedEvent {
+fn finished_event(kind: MaintenanceKind, record: &MaintenanceRecord) -> PlannedEvent {
     let (type_, reason, note) = match (kind, record.result.is_success()) {
-        (RunKind::Check, true) => (
+        (MaintenanceKind::Check, true) => (
             EventType::Normal,
             events::CHECK_SUCCEEDED,
             format!(
@@ -133,12 +131,12 @@ fn finished_event(kind: RunKind, record: &MaintenanceRecord) -> PlannedEvent {
                 record.packs_read.unwrap_or(0)
             ),
         ),
-        (RunKind::Check, false) => (
+        (MaintenanceKind::Check, false) => (
             EventType::Warning,
             events::CHECK_FAILED,
             failed_note(record),
         ),
-        (_, true) => (
+        (MaintenanceKind::Prune, true) => (
             EventType::Normal,
             events::PRUNE_SUCCEEDED,
             format!(
@@ -194,7 +192,7 @@ pub fn start_due(
         .map(|t| t.0)
         .unwrap_or(now);
     let mut started = None;
-    for kind in KINDS {
+    for kind in MaintenanceKind::ALL {
         let (schedule, suspended) = schedule_of(plan, resolved, kind);
         let kind_status = status_of(status, kind);
         if started.is_some() {
@@ -221,8 +219,8 @@ pub fn start_due(
             let job = maintenance_job(plan, &run, settings);
             let job_name = job.name_any();
             let (reason, doing) = match kind {
-                RunKind::Check => (events::CHECK_STARTED, "check"),
-                RunKind::Prune | RunKind::Backup => (events::PRUNE_STARTED, "prune"),
+                MaintenanceKind::Check => (events::CHECK_STARTED, "check"),
+                MaintenanceKind::Prune => (events::PRUNE_STARTED, "prune"),
             };
             started = Some(StartedMaintenance {
                 event: PlannedEvent {
@@ -235,7 +233,7 @@ pub fn start_due(
                 },
                 active: ActiveRun {
                     job_name,
-                    kind,
+                    kind: kind.run_kind(),
                     trigger: due.trigger,
                     scheduled_time: Some(Time(due.scheduled_time)),
                     start_time: Some(Time(now)),
@@ -254,7 +252,7 @@ pub fn show_next(
     status: &mut BackupPlanStatus,
     now: Timestamp,
 ) {
-    for kind in KINDS {
+    for kind in MaintenanceKind::ALL {
         let (schedule, suspended) = schedule_of(plan, resolved, kind);
         status_of(status, kind).next_schedule_time = next_time(schedule, suspended, now);
     }
@@ -263,12 +261,12 @@ pub fn show_next(
 fn schedule_of<'a>(
     plan: &BackupPlan,
     resolved: &'a ResolvedPlan,
-    kind: RunKind,
+    kind: MaintenanceKind,
 ) -> (&'a Schedule, bool) {
     let maintenance = &plan.spec.maintenance;
     match kind {
-        RunKind::Check => (&resolved.check_schedule, maintenance.check.suspend),
-        RunKind::Prune | RunKind::Backup => (&resolved.prune_schedule, maintenance.prune.suspend),
+        MaintenanceKind::Check => (&resolved.check_schedule, maintenance.check.suspend),
+        MaintenanceKind::Prune => (&resolved.prune_schedule, maintenance.prune.suspend),
     }
 }
 
