@@ -70,6 +70,42 @@ async fn every_kind_of_entry_restores_identically_from_a_local_repository() {
     );
 }
 
+/// A restore into a folder that holds an earlier, since tampered, restore: files replaced by
+/// symlinks to elsewhere, by a hard link to an outside file, or by a fifo are replaced in turn,
+/// never written through, and what lies outside stays untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restoring_over_a_tampered_earlier_restore_replaces_entries_and_writes_nothing_outside() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    build_fidelity_tree(&source);
+    let repo = init(Arc::new(LocalBackend::new(work.path().join("repo")))).await;
+    let report = backup_paths(&repo, &[&source]).await;
+    let target = work.path().join("target");
+    let options = RestoreOptions::new(&target);
+    restore(&repo, report.snapshot.tree, &options)
+        .await
+        .unwrap();
+    let restored = target.join(source.strip_prefix("/").unwrap());
+
+    let outside = work.path().join("outside.txt");
+    std::fs::write(&outside, b"must stay as it is").unwrap();
+    let small = restored.join("small.txt");
+    std::fs::remove_file(&small).unwrap();
+    std::os::unix::fs::symlink(&outside, &small).unwrap();
+    let empty = restored.join("empty.txt");
+    std::fs::remove_file(&empty).unwrap();
+    std::fs::hard_link(&outside, &empty).unwrap();
+    let sparse = restored.join("sparse.img");
+    std::fs::remove_file(&sparse).unwrap();
+    nix::unistd::mkfifo(&sparse, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+
+    restore(&repo, report.snapshot.tree, &options)
+        .await
+        .unwrap();
+    assert_same_tree(&source, &restored, is_root());
+    assert_eq!(std::fs::read(&outside).unwrap(), b"must stay as it is");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_data_through_rest_server_with_auth_restores_and_deduplicates() {
     let Some(server) = RestServer::start(

@@ -80,8 +80,8 @@ impl Excludes {
     }
 }
 
-/// The default of [`BackupOptions::upload_memory_bytes`]: one 16 MiB pack uploading while the
-/// next one fills.
+/// The default of [`BackupOptions::upload_memory_bytes`]: two packs of the default 8 MiB stored
+/// at once (uploads overlap the round trips of a remote gate) while the next one fills.
 pub const DEFAULT_UPLOAD_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Makes the C allocator give large buffers back to the system when they are freed.

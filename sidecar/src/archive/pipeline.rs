@@ -3,8 +3,8 @@
 
 use crate::compress;
 use crate::crypto::{blob_associated_data, RepositoryKeys, NONCE_BYTES, TAG_BYTES};
-use crate::format::pack::{PackBuilder, PackEntry};
-use crate::ids::{BlobId, BlobKind};
+use crate::format::pack::{ClosedPack, PackBuilder, PackEntry};
+use crate::ids::{BlobId, BlobKind, PackId};
 use crossbeam_channel::{Receiver, Sender};
 
 /// Bytes in front of a job's plaintext: room for the nonce and the codec byte, so that the blob
@@ -56,9 +56,30 @@ pub struct SealedBlob {
     pub raw_length: u32,
 }
 
+/// A pack's bytes, handed back to the packer's pool when the last reference to them is dropped
+/// (once stored): packs are filled into the same few buffers, whose pages are not faulted in and
+/// zeroed again for every pack.
+struct PooledPack {
+    bytes: Vec<u8>,
+    pool: Recycler,
+}
+
+impl AsRef<[u8]> for PooledPack {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for PooledPack {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.bytes));
+    }
+}
+
 /// A closed pack, on its way to the uploader.
 pub struct FinishedPack {
-    pub bytes: Vec<u8>,
+    pub id: PackId,
+    pub bytes: bytes::Bytes,
     pub entries: Vec<PackEntry>,
     /// Its share of the memory budget for packs in flight, given back once it is stored.
     pub budget: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -96,7 +117,25 @@ pub fn run_packer(
     blob_buffers: &Recycler,
     mut send_pack: impl FnMut(FinishedPack) -> bool,
 ) -> bool {
-    let new_builder = || PackBuilder::with_capacity(pack_target_bytes + pack_target_bytes / 4);
+    // One being filled, one waiting for its share of the upload budget, those being uploaded.
+    let pack_buffers = Recycler::new(3);
+    let new_builder = || {
+        let mut buffer = pack_buffers.take();
+        buffer.reserve_exact(pack_target_bytes + pack_target_bytes / 4);
+        PackBuilder::with_buffer(buffer)
+    };
+    let finished = |builder: PackBuilder| {
+        let ClosedPack { id, bytes, entries } = builder.finish(&keys.sealer);
+        FinishedPack {
+            id,
+            bytes: bytes::Bytes::from_owner(PooledPack {
+                bytes,
+                pool: pack_buffers.clone(),
+            }),
+            entries,
+            budget: None,
+        }
+    };
     let mut data_pack = new_builder();
     let mut tree_pack = PackBuilder::default();
     for blob in sealed {
@@ -107,34 +146,20 @@ pub fn run_packer(
         builder.add(blob.kind, blob.id, &blob.sealed, blob.raw_length);
         blob_buffers.give(blob.sealed);
         if builder.len_bytes() >= pack_target_bytes {
-            let full = std::mem::replace(
-                builder,
-                if blob.kind == BlobKind::Data {
-                    new_builder()
-                } else {
-                    PackBuilder::default()
-                },
-            );
-            let (bytes, entries) = full.finish(&keys.sealer);
-            if !send_pack(FinishedPack {
-                bytes,
-                entries,
-                budget: None,
-            }) {
+            // The next data pack is started only once this one is handed over, which waits for
+            // an earlier one to be stored: its buffer is then back in the pool for the next.
+            let full = std::mem::take(builder);
+            if !send_pack(finished(full)) {
                 return false;
+            }
+            if blob.kind == BlobKind::Data {
+                *builder = new_builder();
             }
         }
     }
     for builder in [data_pack, tree_pack] {
-        if !builder.is_empty() {
-            let (bytes, entries) = builder.finish(&keys.sealer);
-            if !send_pack(FinishedPack {
-                bytes,
-                entries,
-                budget: None,
-            }) {
-                return false;
-            }
+        if !builder.is_empty() && !send_pack(finished(builder)) {
+            return false;
         }
     }
     true

@@ -8,10 +8,8 @@ use super::pipeline::FinishedPack;
 use crate::backend::ObjectKind;
 use crate::error::{Error, Result};
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
-use crate::ids::ObjectId;
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
-use bytes::Bytes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Mutex, Semaphore};
@@ -66,18 +64,18 @@ struct Shared {
 impl Shared {
     async fn upload(&self, pack: FinishedPack) -> Result<()> {
         let FinishedPack {
+            id,
             bytes,
             entries,
             budget,
         } = pack;
-        let id = ObjectId::of_bytes(&bytes);
         let length = bytes.len() as u64;
         if let Some(throttle) = &self.throttle {
             throttle.reserve(length).await;
         }
         self.repo
             .backend()
-            .write(ObjectKind::Data, &id.to_hex(), Bytes::from(bytes))
+            .write(ObjectKind::Data, &id.to_hex(), bytes)
             .await?;
         // The bytes are gone: the packer may close the next pack.
         drop(budget);

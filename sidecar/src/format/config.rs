@@ -41,7 +41,7 @@ impl RepositoryParams {
         RepositoryParams {
             id,
             chunker: ChunkerParams::default(),
-            pack_target_bytes: 16 * 1024 * 1024,
+            pack_target_bytes: 8 * 1024 * 1024,
         }
     }
 
@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(
             inner,
             format!(
-                "{{\"id\":\"{}\",\"chunker\":{{\"minBytes\":262144,\"avgBytes\":1048576,\"maxBytes\":4194304}},\"packTargetBytes\":16777216}}",
+                "{{\"id\":\"{}\",\"chunker\":{{\"minBytes\":262144,\"avgBytes\":1048576,\"maxBytes\":4194304}},\"packTargetBytes\":8388608}}",
                 "00".repeat(32)
             )
         );

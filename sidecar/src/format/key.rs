@@ -3,7 +3,7 @@
 //!
 //! ```json
 //! {"format":"neverwiped-key","version":1,"created":"...","hostname":"...","username":"...",
-//!  "kdf":{"algorithm":"argon2id","memoryKib":65536,"iterations":3,"parallelism":1,"salt":"<base64>"},
+//!  "kdf":{"algorithm":"argon2id","memoryKib":65536,"iterations":3,"parallelism":4,"salt":"<base64>"},
 //!  "wrappedMasterKey":"<base64 of nonce ‖ ciphertext ‖ tag>"}
 //! ```
 

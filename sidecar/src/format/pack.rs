@@ -9,7 +9,8 @@
 
 use super::FormatError;
 use crate::crypto::Sealer;
-use crate::ids::{BlobId, BlobKind};
+use crate::ids::{BlobId, BlobKind, PackId};
+use sha2::{Digest, Sha256};
 
 const HEADER_VERSION: u8 = 1;
 const ENTRY_BYTES: usize = 1 + 32 + 4 + 4;
@@ -28,17 +29,35 @@ pub struct PackEntry {
 }
 
 /// A pack being filled.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct PackBuilder {
     data: Vec<u8>,
     entries: Vec<PackEntry>,
+    /// The pack's id (SHA-256 of its bytes), hashed as blobs are added: while the pack fills,
+    /// not on the way to its upload.
+    hasher: Sha256,
+}
+
+/// A closed pack: its id, stored bytes and the blobs it holds.
+pub struct ClosedPack {
+    pub id: PackId,
+    pub bytes: Vec<u8>,
+    pub entries: Vec<PackEntry>,
 }
 
 impl PackBuilder {
     pub fn with_capacity(bytes: usize) -> PackBuilder {
+        PackBuilder::with_buffer(Vec::with_capacity(bytes))
+    }
+
+    /// A pack filled into `buffer` (emptied first), so that a writer can reuse the buffers of
+    /// packs it has sent.
+    pub fn with_buffer(mut buffer: Vec<u8>) -> PackBuilder {
+        buffer.clear();
         PackBuilder {
-            data: Vec::with_capacity(bytes),
+            data: buffer,
             entries: Vec::new(),
+            hasher: Sha256::new(),
         }
     }
 
@@ -52,6 +71,7 @@ impl PackBuilder {
             raw_length,
         });
         self.data.extend_from_slice(sealed);
+        self.hasher.update(sealed);
     }
 
     pub fn len_bytes(&self) -> usize {
@@ -62,8 +82,8 @@ impl PackBuilder {
         self.entries.is_empty()
     }
 
-    /// Closes the pack: the stored bytes and the entries it holds.
-    pub fn finish(mut self, sealer: &Sealer) -> (Vec<u8>, Vec<PackEntry>) {
+    /// Closes the pack: appends the sealed header and its length.
+    pub fn finish(mut self, sealer: &Sealer) -> ClosedPack {
         let mut header = Vec::with_capacity(1 + self.entries.len() * ENTRY_BYTES);
         header.push(HEADER_VERSION);
         for entry in &self.entries {
@@ -73,10 +93,16 @@ impl PackBuilder {
             header.extend_from_slice(&entry.raw_length.to_le_bytes());
         }
         let sealed_header = sealer.seal(&header, HEADER_ASSOCIATED_DATA);
-        self.data.extend_from_slice(&sealed_header);
-        self.data
-            .extend_from_slice(&(sealed_header.len() as u32).to_le_bytes());
-        (self.data, self.entries)
+        let header_length = (sealed_header.len() as u32).to_le_bytes();
+        for tail in [&sealed_header[..], &header_length] {
+            self.data.extend_from_slice(tail);
+            self.hasher.update(tail);
+        }
+        ClosedPack {
+            id: PackId::from_bytes(self.hasher.finalize().into()),
+            bytes: self.data,
+            entries: self.entries,
+        }
     }
 }
 
@@ -161,7 +187,9 @@ mod tests {
             builder.add(kind, id, &sealed, text.len() as u32);
             expected.push((kind, id, text.to_vec()));
         }
-        let (bytes, entries) = builder.finish(&keys.sealer);
+        let ClosedPack { id, bytes, entries } = builder.finish(&keys.sealer);
+        // The id hashed along the way is the SHA-256 of the whole pack.
+        assert_eq!(id, PackId::of_bytes(&bytes));
         let parsed = read_header(&keys.sealer, &bytes, "pack p").unwrap();
         assert_eq!(parsed, entries);
         for (entry, (kind, id, text)) in parsed.iter().zip(expected) {
@@ -178,7 +206,7 @@ mod tests {
         let mut builder = PackBuilder::default();
         let id = BlobId::from_bytes([0xaa; 32]);
         builder.add(BlobKind::Data, id, &[1, 2, 3], 2);
-        let (bytes, _) = builder.finish(&keys.sealer);
+        let bytes = builder.finish(&keys.sealer).bytes;
         // 3 blob bytes, a sealed 42-byte header (28 bytes of overhead), then the length.
         assert_eq!(bytes.len(), 3 + 42 + 28 + 4);
         assert_eq!(&bytes[..3], &[1, 2, 3]);
@@ -201,7 +229,7 @@ mod tests {
         let keys = MasterKey::generate().derive();
         let mut builder = PackBuilder::default();
         builder.add(BlobKind::Data, BlobId::from_bytes([1; 32]), &[9; 40], 10);
-        let (mut bytes, _) = builder.finish(&keys.sealer);
+        let mut bytes = builder.finish(&keys.sealer).bytes;
         let at = bytes.len() - 10;
         bytes[at] ^= 1;
         let error = read_header(&keys.sealer, &bytes, "pack 1234")

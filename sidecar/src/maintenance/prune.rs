@@ -15,7 +15,7 @@ use super::expected_pack_size;
 use crate::backend::ObjectKind;
 use crate::error::{Error, Result};
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
-use crate::format::pack::PackBuilder;
+use crate::format::pack::{ClosedPack, PackBuilder};
 use crate::format::tree::NodeKind;
 use crate::ids::{BlobId, ObjectId, PackId};
 use crate::repository::{open_blob, IndexedRepository};
@@ -231,8 +231,7 @@ pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<
 }
 
 async fn upload_pack(repo: &IndexedRepository, builder: PackBuilder) -> Result<IndexedPack> {
-    let (bytes, entries) = builder.finish(&repo.keys().sealer);
-    let id = ObjectId::of_bytes(&bytes);
+    let ClosedPack { id, bytes, entries } = builder.finish(&repo.keys().sealer);
     repo.backend()
         .write(ObjectKind::Data, &id.to_hex(), Bytes::from(bytes))
         .await?;

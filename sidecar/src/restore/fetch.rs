@@ -6,7 +6,7 @@
 //! `slots` buffers of fetched bytes exist at once (each at most one fetch long), and each decode
 //! thread keeps one zstd context and one plaintext buffer of at most one blob.
 
-use super::files::FileWriter;
+use super::files::{FileCreation, FileWriter};
 use super::plan::{PlannedBlob, RestorePlan};
 use crate::backend::ObjectKind;
 use crate::compress::Decoder;
@@ -64,7 +64,20 @@ pub struct Fetch {
     pub blobs: Vec<PlannedBlob>,
 }
 
-/// Cuts each pack's needed blobs into ranges of at most `max_bytes` (or one blob).
+impl Fetch {
+    /// The first entry (in plan order) that this range writes to.
+    fn first_entry(&self) -> usize {
+        self.blobs
+            .iter()
+            .flat_map(|blob| blob.targets.iter().map(|target| target.entry))
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+}
+
+/// Cuts each pack's needed blobs into ranges of at most `max_bytes` (or one blob), in the order
+/// of the first file each range writes: files are then created and written about in plan order,
+/// each directory's files together.
 pub fn group_fetches(plan: &RestorePlan, max_bytes: u64) -> Vec<Fetch> {
     let mut fetches = Vec::new();
     for (pack, blobs) in &plan.packs {
@@ -89,6 +102,7 @@ pub fn group_fetches(plan: &RestorePlan, max_bytes: u64) -> Vec<Fetch> {
         }
         fetches.extend(current);
     }
+    fetches.sort_by_key(Fetch::first_entry);
     fetches
 }
 
@@ -103,6 +117,8 @@ struct Job {
 struct Shared {
     keys: RepositoryKeys,
     paths: Arc<Vec<PathBuf>>,
+    /// Which files exist: a writer creates each one it is the first to need.
+    creation: Arc<FileCreation>,
     progress: Arc<Progress>,
     /// Free fetch buffers; a slot permit guarantees one is here (or may be made).
     buffers: Mutex<Vec<Vec<u8>>>,
@@ -147,6 +163,7 @@ pub async fn fetch_content(
     repo: &IndexedRepository,
     plan: &RestorePlan,
     paths: Arc<Vec<PathBuf>>,
+    creation: Arc<FileCreation>,
     progress: Arc<Progress>,
     settings: FetchSettings,
 ) -> Result<(u64, u64)> {
@@ -156,6 +173,7 @@ pub async fn fetch_content(
     let shared = Arc::new(Shared {
         keys: repo.keys().clone(),
         paths,
+        creation,
         progress,
         buffers: Mutex::new(Vec::with_capacity(slots)),
         keep_buffer_bytes: fetch_bytes as usize,
@@ -254,7 +272,7 @@ pub async fn fetch_content(
 /// One decode thread: opens, decodes, checks and writes the blobs of each fetched range.
 fn decode_jobs(shared: &Shared, jobs: crossbeam_channel::Receiver<Job>) {
     let mut decoder = Decoder::default();
-    let mut writer = FileWriter::default();
+    let mut writer = FileWriter::new(shared.creation.clone());
     for mut job in jobs {
         if !shared.failed.load(Ordering::SeqCst) {
             match write_fetch(

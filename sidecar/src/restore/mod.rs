@@ -1,5 +1,6 @@
-//! Restore: plan the whole restore, create the entries, fetch each pack's needed blobs once (in
-//! parallel), write them at their offsets, then set metadata (directories last, deepest first).
+//! Restore: plan the whole restore, make the directories, fetch each pack's needed blobs once (in
+//! parallel) and write them at their offsets (each file created by its first write), create what
+//! no write did (empty files, hard links), then set metadata (directories last, deepest first).
 //!
 //! Memory stays flat whatever the size of the snapshot: fetched pack ranges live in a fixed set
 //! of reused buffers (the memory budget), and a fixed pool of threads decodes them (see `fetch`).
@@ -12,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use fetch::FetchSettings;
+use files::FileCreation;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -111,9 +113,10 @@ async fn restore_unlocked(
     let mut warnings = blocking({
         let (plan, paths) = (plan.clone(), paths.clone());
         let restore_owner = options.restore_owner;
-        move || files::create_entries(&plan.entries, &plan.hard_links, &paths, restore_owner)
+        move || files::prepare_entries(&plan.entries, &paths, restore_owner)
     })
     .await?;
+    let creation = Arc::new(FileCreation::new(&plan.entries));
     let settings = FetchSettings {
         memory_budget_bytes: options.memory_budget_bytes,
         concurrency: options.concurrency,
@@ -123,10 +126,27 @@ async fn restore_unlocked(
         repo,
         &plan,
         paths.clone(),
+        creation.clone(),
         options.progress.clone(),
         settings,
     )
     .await?;
+    warnings.extend(
+        blocking({
+            let (plan, paths) = (plan.clone(), paths.clone());
+            let restore_owner = options.restore_owner;
+            move || {
+                files::finish_entries(
+                    &plan.entries,
+                    &plan.hard_links,
+                    &paths,
+                    &creation,
+                    restore_owner,
+                )
+            }
+        })
+        .await?,
+    );
     let restore_owner = options.restore_owner;
     let files = plan.files;
     let finished = tokio::task::spawn_blocking(move || {
