@@ -345,7 +345,7 @@ def main():
     text = table(summary, floor, False) + ratio_lines(rats, False) + target_lines(tg, False) + link_lines(links, False)
     md = [f"Scale {meta['scale']}: {meta['data_files']} files, {meta['data_bytes']} bytes; {meta['runs']} runs; "
           f"{meta['machine']['cpus']} vCPU {meta['machine']['cpu_model']}, {meta['machine']['mem_kib'] // 1048576} GiB; "
-          f"started {meta['started']}; {meta['cache']}", "",
+          f"started {meta['started']}; {meta['cache']}; restores on {meta.get('restore_file_system', '?')}", "",
           "Versions: " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items() if v), ""]
     md += table(summary, floor, True) + ratio_lines(rats, True) + target_lines(tg, True) + link_lines(links, True)
     open(os.path.join(out, "results.md"), "w").write("\n".join(md) + "\n")

@@ -2,7 +2,7 @@
 # Side-by-side benchmark of neverwiped, restic and borg on the storage vendor's reference workload.
 #
 #   bench/run.sh [--scale N] [--rest] [--peers restic,borg] [--out DIR] [--runs N] [--work DIR]
-#                [--rev REV] [--no-build] [--no-floor] [--rebuild-data]
+#                [--rev REV] [--no-build] [--no-floor] [--rebuild-data] [--restore-dir DIR]
 #
 # Builds the deterministic data set (../shared/bench/make-dataset.sh, 1/N of the 5.3 GB reference;
 # default 1/5, ~1.07 GB), builds neverwiped in release mode, and for each tool runs the four
@@ -16,6 +16,7 @@
 # repository size, the load average, and neverwiped's ratios to each peer; writes raw.jsonl,
 # results.json, results.csv, results.md and chart.png into the out folder. See bench/README.md.
 # --rev REV builds that commit (git archive into the work folder) instead of the work tree as it is.
+# --restore-dir DIR puts the restores on another file system (e.g. a journaled ext4 mount).
 # Not part of the test suite. Needs: cargo, python3, /usr/bin/time (GNU time), PostgreSQL 15 (for
 # the data set), and the peers (installed with ../shared/tools/install-peers.sh --with-borg).
 set -euo pipefail
@@ -35,6 +36,7 @@ build=1
 floor=1
 rebuild_data=0
 rev=""
+restore_dir=""
 seed="${SEED:-20240301}"
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
@@ -56,6 +58,8 @@ while [ $# -gt 0 ]; do
     --no-build) build=0; shift ;;
     --no-floor) floor=0; shift ;;
     --rebuild-data) rebuild_data=1; shift ;;
+    --restore-dir) restore_dir="$2"; shift 2 ;;
+    --restore-dir=*) restore_dir="${1#*=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -183,6 +187,17 @@ fi
 
 # ------------------------------------------------------------------------------------- meta
 hz=$(getconf CLK_TCK)
+# describe_fs DIR: the file system a folder is on, and for ext4 whether it has a journal (ext4
+# without one allocates inodes slowly right after many were freed; see settle_after_deletion).
+describe_fs() {
+  local type source journal=""
+  type=$(findmnt -n -o FSTYPE --target "$1" 2>/dev/null || echo "?")
+  source=$(findmnt -n -o SOURCE --target "$1" 2>/dev/null || echo "?")
+  if [ "$type" = ext4 ]; then
+    if ls /proc/fs/jbd2 2>/dev/null | grep -q "^${source#/dev/}-"; then journal=", journaled"; else journal=", no journal"; fi
+  fi
+  echo "$type on $source$journal"
+}
 ver() { "$@" 2>&1 | head -1 | tr -d '"\\' || true; }
 python3 - "$out/meta.json" <<PY
 import json, os, platform, sys
@@ -201,11 +216,12 @@ json.dump({
     "rest-server": "$( [ -n "$REST_SERVER" ] && ver "$REST_SERVER" --version )",
   },
   "settings": {
-    "neverwiped": "defaults: FastCDC 256K/1M/4M, zstd 3 (raw when a 16 KiB probe does not compress), AES-256-GCM, keyed BLAKE3 ids, 16 MiB packs",
+    "neverwiped": "defaults: FastCDC 256K/1M/4M, zstd 3 (raw when a 16 KiB probe does not compress), AES-256-GCM, keyed BLAKE3 ids, 8 MiB packs",
     "restic": "defaults: repository v2, --compression auto, AES-256-CTR + Poly1305-AES, SHA-256 ids",
     "borg": "borg init --encryption=repokey-blake2; borg create --compression zstd,3 (AES-256-CTR + keyed BLAKE2b)",
   },
   "cache": "warm: the data set is in the page cache (dropping it needs root and is not done)",
+  "restore_file_system": "$(describe_fs "${restore_dir:-$work}")",
 }, open(sys.argv[1], "w"), indent=1)
 PY
 
@@ -298,7 +314,7 @@ one_run() {
   else
     repo_dir="$dir/repo"; url="$repo_dir"
   fi
-  local target="$dir/restore" r="$dir/result"
+  local target="${restore_dir:-$dir}/restore" r="$dir/result"
   local -a init backup restore
   case "$tool" in
     neverwiped)

@@ -1266,6 +1266,39 @@ fn a_backup_onto_a_full_repository_disk_fails_with_one_clear_line_and_the_reposi
     sidecar.restore_and_compare("latest", &small);
 }
 
+/// The smallest memory budgets still move everything: a backup with one pack in flight and a
+/// restore that holds 1 MiB of fetched data at a time give back the same tree.
+#[test]
+fn the_smallest_memory_budgets_back_up_and_restore_everything() {
+    let (work, _repo_dir, sidecar) = initialised();
+    let source = work.path().join("data");
+    build_mixed_data(&source, 12, 9);
+    add_incompressible(&source, 24, 45);
+    sidecar
+        .run(&["backup", "--upload-memory", "1M", text(&source)])
+        .expect_ok();
+    let target = work.path().join("restored");
+    sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--fetch-memory",
+            "1M",
+            "--target",
+            text(&target),
+        ])
+        .expect_ok();
+    assert_same_tree(&source, &restored(&target, &source), is_root());
+
+    let too_small = sidecar.run(&["backup", "--upload-memory", "64K", text(&source)]);
+    assert!(
+        too_small.stderr.contains("1M to 4G"),
+        "{}",
+        too_small.stderr
+    );
+    too_small.expect_code(ExitStatus::Failed.code());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Command-line mistakes
 // ---------------------------------------------------------------------------------------------

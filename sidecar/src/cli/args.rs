@@ -106,6 +106,10 @@ pub struct BackupArgs {
     /// Upload at most this many bytes per second (suffixes K, M, G: powers of 1024).
     #[arg(long, value_parser = parse_byte_rate)]
     pub limit_upload: Option<u64>,
+    /// Memory for finished packs waiting for or in upload (suffixes K, M, G); each 8 MiB lets one
+    /// more pack upload at once, which helps on a link with long round trips [default: 16M].
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
+    pub upload_memory: Option<u64>,
     /// Before locking, remove every lock written on this host name: for a caller (the operator)
     /// that knows no process of that host still uses the repository.
     #[arg(long, value_name = "HOSTNAME")]
@@ -170,6 +174,10 @@ pub struct RestoreArgs {
     /// With `latest`: the newest snapshot taken before this time (RFC 3339).
     #[arg(long, value_parser = parse_time)]
     pub before: Option<chrono::DateTime<chrono::Utc>>,
+    /// Memory for fetched pack data (suffixes K, M, G), read in ranges of up to a quarter of it
+    /// (at most 8 MiB); more keeps more fetches in flight from a distant gate [default: 32M].
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
+    pub fetch_memory: Option<u64>,
 }
 
 fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
@@ -187,6 +195,27 @@ pub struct UnlockArgs {
 
 /// Parses `1048576`, `512K`, `10M`, `1G`.
 pub fn parse_byte_rate(text: &str) -> Result<u64, String> {
+    match parse_bytes(text) {
+        Some(0) => Err("the upload limit must be above zero".into()),
+        Some(rate) => Ok(rate),
+        None => Err(format!(
+            "{text:?} is not a byte rate such as 1048576, 512K or 10M"
+        )),
+    }
+}
+
+/// A memory budget: at least 1 MiB, at most 4 GiB.
+fn parse_memory_size(text: &str) -> Result<u64, String> {
+    const MIB: u64 = 1024 * 1024;
+    match parse_bytes(text) {
+        Some(bytes) if (MIB..=4096 * MIB).contains(&bytes) => Ok(bytes),
+        Some(_) => Err(format!("{text:?} is out of range: give 1M to 4G")),
+        None => Err(format!("{text:?} is not a size such as 16M or 1G")),
+    }
+}
+
+/// Bytes, with an optional suffix K, M or G (powers of 1024).
+fn parse_bytes(text: &str) -> Option<u64> {
     let text = text.trim();
     let (number, factor) = match text.char_indices().last() {
         Some((i, 'k' | 'K')) => (&text[..i], 1024),
@@ -194,13 +223,7 @@ pub fn parse_byte_rate(text: &str) -> Result<u64, String> {
         Some((i, 'g' | 'G')) => (&text[..i], 1024 * 1024 * 1024),
         _ => (text, 1),
     };
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a byte rate such as 1048576, 512K or 10M"))?;
-    if value == 0 {
-        return Err("the upload limit must be above zero".into());
-    }
-    Ok(value * factor)
+    number.parse::<u64>().ok()?.checked_mul(factor)
 }
 
 /// A duration such as `90s`, `30m`, `2h` or `1h30m`.
@@ -246,6 +269,13 @@ mod tests {
         assert_eq!(parse_byte_rate("10m"), Ok(10 * 1024 * 1024));
         assert!(parse_byte_rate("fast").is_err());
         assert!(parse_byte_rate("0").is_err());
+        assert_eq!(parse_memory_size("64M"), Ok(64 * 1024 * 1024));
+        assert_eq!(parse_memory_size("1g"), Ok(1024 * 1024 * 1024));
+        assert!(parse_memory_size("512K").unwrap_err().contains("1M to 4G"));
+        assert!(parse_memory_size("99999999999G").is_err());
+        assert!(parse_memory_size("lots")
+            .unwrap_err()
+            .contains("not a size"));
     }
 
     #[test]

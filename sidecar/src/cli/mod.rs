@@ -237,6 +237,9 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
     options.tags = args.tags.clone();
     options.excludes = Excludes::new(&args.excludes)?;
     options.upload_limit_bytes_per_sec = args.limit_upload;
+    if let Some(bytes) = args.upload_memory {
+        options.upload_memory_bytes = bytes;
+    }
     options.parent = match (&args.parent, args.force) {
         (_, true) => ParentChoice::None,
         (Some(spec), false) => ParentChoice::Snapshot(repo.find_snapshot(spec).await?.0),
@@ -413,6 +416,9 @@ async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
         .await?;
     let mut options = RestoreOptions::new(target);
     options.includes = args.includes.clone();
+    if let Some(bytes) = args.fetch_memory {
+        options.memory_budget_bytes = bytes;
+    }
     let display = ProgressDisplay::start(options.progress.clone(), cli.quiet, true);
     let report = restore::restore(&repo, snapshot.tree, &options).await;
     display.finish();
