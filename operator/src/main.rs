@@ -77,7 +77,7 @@ async fn main() -> anyhow::Result<()> {
 
     let Some(leader_settings) = leader_settings else {
         metrics.leader.set(1);
-        controller::run(ctx, stop).await;
+        run_controllers(ctx, stop).await;
         tracing::info!("stopped");
         return Ok(());
     };
@@ -98,19 +98,51 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("leading: starting the controllers");
     // Losing the Lease stops everything at once: another replica may lead soon after.
     let lost = tokio::select! {
-        () = controller::run(ctx, stop) => None,
+        () = run_controllers(ctx, stop) => None,
         lost = elector.hold() => Some(lost),
     };
     metrics.leader.set(0);
     match lost {
         Some(lost) => Err(anyhow::Error::new(lost).context("lost the leader Lease; exiting")),
         None => {
-            if let Err(error) = elector.release().await {
-                tracing::warn!(%error, "cannot release the leader Lease; another replica takes over when it expires");
+            match tokio::time::timeout(RELEASE_TIMEOUT, elector.release()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::warn!(%error, "cannot release the leader Lease; another replica takes over when it expires"),
+                Err(_) => tracing::warn!("the API server did not answer the Lease release in time; another replica takes over when it expires"),
             }
             tracing::info!("stopped");
             Ok(())
         }
+    }
+}
+
+/// How long running reconciles may take to finish once the operator is asked to stop. Kubernetes
+/// kills a pod 30 s after SIGTERM by default; what a reconcile left undone is redone by the next
+/// leader, as every reconcile starts from what the API server holds.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long giving the Lease up may take before the operator exits without it.
+const RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs the controllers until `stop` resolves, then lets running reconciles finish for at most
+/// [`SHUTDOWN_GRACE`].
+async fn run_controllers(
+    ctx: Arc<Context>,
+    stop: futures::future::Shared<futures::future::BoxFuture<'static, ()>>,
+) {
+    let controllers = controller::run(ctx, stop.clone());
+    tokio::pin!(controllers);
+    tokio::select! {
+        () = &mut controllers => return,
+        () = stop => {}
+    }
+    if tokio::time::timeout(SHUTDOWN_GRACE, controllers)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_seconds = SHUTDOWN_GRACE.as_secs(),
+            "reconciles still running at the end of the shutdown grace; stopping without them"
+        );
     }
 }
 

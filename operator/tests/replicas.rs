@@ -195,7 +195,9 @@ async fn only_the_leader_runs_and_another_replica_takes_over_when_it_dies() {
         (holder(ns).as_deref() == Some("replica-c")).then_some(())
     })
     .await;
-    let status = third.terminate().expect("replica-c stops on SIGTERM");
+    let status = third
+        .terminate()
+        .unwrap_or_else(|| panic!("replica-c did not stop on SIGTERM:\n{}", third.logs()));
     assert!(status.success(), "{status:?}\n{}", third.logs());
     assert_eq!(holder(ns).as_deref(), Some(""));
 }
