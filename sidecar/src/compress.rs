@@ -147,13 +147,17 @@ impl Decoder {
             }
             other => return Err(CompressError::UnknownCodec(other)),
         };
-        if data.len() != expected_len {
-            return Err(CompressError::WrongLength {
-                expected: expected_len,
-                actual: data.len(),
-            });
-        }
+        check_length(data.len(), expected_len)?;
         Ok(data)
+    }
+}
+
+/// A decoded blob must have the length the index gives it.
+fn check_length(actual: usize, expected: usize) -> Result<(), CompressError> {
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(CompressError::WrongLength { expected, actual })
     }
 }
 
@@ -169,12 +173,7 @@ pub fn decode(encoded: Vec<u8>, expected_len: usize) -> Result<Vec<u8>, Compress
         CODEC_ZSTD => zstd::bulk::decompress(body, expected_len).map_err(CompressError::Zstd)?,
         other => return Err(CompressError::UnknownCodec(other)),
     };
-    if data.len() != expected_len {
-        return Err(CompressError::WrongLength {
-            expected: expected_len,
-            actual: data.len(),
-        });
-    }
+    check_length(data.len(), expected_len)?;
     Ok(data)
 }
 

@@ -83,16 +83,27 @@ async fn exit_on_stop_signal(
     );
     eprintln!("error: {message}");
     if let Some(path) = result_file {
-        let result = cli::run_result(
-            operation,
-            ExitStatus::Failed,
-            started,
-            &Default::default(),
-            Some(message),
-        );
-        let _ = std::fs::write(path, result.to_termination_message());
+        // Exiting at once matters more than saying that the result file could not be written.
+        let _ = write_failed_result(&path, operation, started, message);
     }
     std::process::exit(ExitStatus::Failed.code());
+}
+
+/// Writes the result of a run that failed before it did anything worth counting.
+fn write_failed_result(
+    path: &std::path::Path,
+    operation: Operation,
+    started: chrono::DateTime<chrono::Utc>,
+    message: String,
+) -> std::io::Result<()> {
+    let result = cli::run_result(
+        operation,
+        ExitStatus::Failed,
+        started,
+        &Default::default(),
+        Some(message),
+    );
+    std::fs::write(path, result.to_termination_message())
 }
 
 /// Waits for SIGTERM or SIGINT; returns the signal's name.
@@ -156,14 +167,7 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
             .trim_start_matches("error: ")
             .to_owned();
         let text = if detail.is_empty() { message } else { detail };
-        let result = cli::run_result(
-            operation,
-            ExitStatus::Failed,
-            started,
-            &Default::default(),
-            Some(text),
-        );
-        if let Err(write_error) = std::fs::write(&path, result.to_termination_message()) {
+        if let Err(write_error) = write_failed_result(path.as_ref(), operation, started, text) {
             eprintln!("error: cannot write the result file {path}: {write_error}");
         }
     }

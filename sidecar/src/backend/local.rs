@@ -177,23 +177,9 @@ impl Backend for LocalBackend {
         offset: u64,
         length: u64,
     ) -> BackendResult<Bytes> {
-        let path = self.object_path(kind, name);
-        let not_found = self.not_found(kind, name);
-        self.blocking(move || {
-            let mut file = match std::fs::File::open(&path) {
-                Ok(file) => file,
-                Err(e) if e.kind() == ErrorKind::NotFound => return Err(not_found),
-                Err(e) => return Err(BackendError::io(path.display().to_string(), e)),
-            };
-            let mut data = vec![0u8; length as usize];
-            file.seek(SeekFrom::Start(offset))
-                .and_then(|_| file.read_exact(&mut data))
-                .map_err(|e| {
-                    BackendError::io(format!("{} at offset {offset}", path.display()), e)
-                })?;
-            Ok(Bytes::from(data))
-        })
-        .await
+        self.read_range_into(kind, name, offset, length, Vec::new())
+            .await
+            .map(Bytes::from)
     }
 
     async fn read_range_into(

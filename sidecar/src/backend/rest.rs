@@ -703,42 +703,9 @@ impl Backend for RestBackend {
         offset: u64,
         length: u64,
     ) -> BackendResult<Bytes> {
-        if length == 0 {
-            return Ok(Bytes::new()); // `Range` cannot express an empty range
-        }
-        let what = format!(
-            "reading {} bytes {offset}..{}",
-            object_label(kind, name),
-            offset.saturating_add(length)
-        );
-        let last = offset
-            .checked_add(length - 1)
-            .ok_or_else(|| short_read(&what, "the range ends past 2^64"))?;
-        let answer = self
-            .with_retries(&what, |_| {
-                self.read_once(kind, name, Some((offset, last)), &what)
-            })
-            .await?;
-        let body = if answer.status == StatusCode::PARTIAL_CONTENT {
-            answer.body
-        } else {
-            // 200: the server ignored `Range` and sent the whole object; cut the range out.
-            let start = usize::try_from(offset)
-                .unwrap_or(usize::MAX)
-                .min(answer.body.len());
-            answer.body.slice(start..)
-        };
-        // A server ends a range that runs past the object at the object's end: check exactly.
-        match usize::try_from(length) {
-            Ok(length) if body.len() >= length => Ok(body.slice(..length)),
-            _ => Err(short_read(
-                &what,
-                &format!(
-                    "the server returned {} bytes instead of {length}",
-                    body.len()
-                ),
-            )),
-        }
+        self.read_range_into(kind, name, offset, length, Vec::new())
+            .await
+            .map(Bytes::from)
     }
 
     async fn read_range_into(

@@ -102,7 +102,7 @@ pub fn group_fetches(plan: &RestorePlan, max_bytes: u64) -> Vec<Fetch> {
         }
         fetches.extend(current);
     }
-    fetches.sort_by_key(Fetch::first_entry);
+    fetches.sort_by_cached_key(Fetch::first_entry);
     fetches
 }
 

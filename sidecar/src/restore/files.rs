@@ -126,24 +126,20 @@ pub fn prepare_entries(
     privileged: bool,
 ) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
-    for (number, entry) in entries.iter().enumerate() {
-        match entry.node.kind {
-            NodeKind::File { .. } => clear(&paths[number])?,
-            _ => create_one(entry, &paths[number], None, privileged, &mut warnings)?,
-        }
+    for (entry, path) in entries.iter().zip(paths) {
+        create_one(entry, path, privileged, &mut warnings)?;
     }
     Ok(warnings)
 }
 
-/// Creates the files that no write created (empty ones, or ones all of zeros), then hard links.
+/// Creates the files that no write created (empty ones, or ones all of zeros), then hard links,
+/// once what they link to exists.
 pub fn finish_entries(
     entries: &[PlannedEntry],
     hard_links: &HashMap<usize, usize>,
     paths: &[PathBuf],
     creation: &FileCreation,
-    privileged: bool,
-) -> Result<Vec<String>> {
-    let mut warnings = Vec::new();
+) -> Result<()> {
     for (number, entry) in entries.iter().enumerate() {
         let is_file = matches!(entry.node.kind, NodeKind::File { .. });
         if is_file && !hard_links.contains_key(&number) && !creation.is_created(number) {
@@ -153,22 +149,18 @@ pub fn finish_entries(
     let mut links: Vec<(usize, usize)> = hard_links.iter().map(|(&n, &f)| (n, f)).collect();
     links.sort_unstable();
     for (number, first) in links {
-        create_one(
-            &entries[number],
-            &paths[number],
-            Some(&paths[first]),
-            privileged,
-            &mut warnings,
-        )?;
+        let path = &paths[number];
+        clear(path)?;
+        fs::hard_link(&paths[first], path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
     }
-    Ok(warnings)
+    Ok(())
 }
 
-/// Creates one entry at `path` (a hard link to `link_to` when given).
+/// Creates one entry at `path`; for a regular file, only makes room for it.
 fn create_one(
     entry: &PlannedEntry,
     path: &Path,
-    link_to: Option<&Path>,
     privileged: bool,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
@@ -182,14 +174,7 @@ fn create_one(
                     && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) => {}
             Err(e) => return Err(io(e)),
         },
-        NodeKind::File { size, .. } => {
-            clear(path)?;
-            if let Some(first) = link_to {
-                fs::hard_link(first, path).map_err(io)?;
-                return Ok(());
-            }
-            create_file(path, *size)?;
-        }
+        NodeKind::File { .. } => clear(path)?,
         NodeKind::Symlink { target } => {
             clear(path)?;
             std::os::unix::fs::symlink(OsStr::from_bytes(target), path).map_err(io)?;

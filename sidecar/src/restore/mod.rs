@@ -131,22 +131,11 @@ async fn restore_unlocked(
         settings,
     )
     .await?;
-    warnings.extend(
-        blocking({
-            let (plan, paths) = (plan.clone(), paths.clone());
-            let restore_owner = options.restore_owner;
-            move || {
-                files::finish_entries(
-                    &plan.entries,
-                    &plan.hard_links,
-                    &paths,
-                    &creation,
-                    restore_owner,
-                )
-            }
-        })
-        .await?,
-    );
+    blocking({
+        let (plan, paths) = (plan.clone(), paths.clone());
+        move || files::finish_entries(&plan.entries, &plan.hard_links, &paths, &creation)
+    })
+    .await?;
     let restore_owner = options.restore_owner;
     let files = plan.files;
     let finished = tokio::task::spawn_blocking(move || {
