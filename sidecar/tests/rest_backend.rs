@@ -4,31 +4,35 @@
 mod support;
 
 use bytes::Bytes;
-use neverwiped::backend::rest::{RestBackend, RestConfig, RestOptions, RetryPolicy};
-use neverwiped::backend::{Backend, BackendError, ObjectInfo, ObjectKind};
+use neverwiped::backend::rest::{self, RestBackend, RestConfig, RestOptions};
+use neverwiped::backend::retry::RetryPolicy;
+use neverwiped::backend::{Backend, BackendError, ObjectInfo, ObjectKind, SharedBackend};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use support::{RcloneServer, RcloneServerOptions, RestServer, RestServerOptions, TestCertificate};
 
-/// The attempts of `fast_options()`: what "retried until the policy is spent" means below.
-const ATTEMPTS: u32 = 5;
+/// Pauses short enough for tests, within a budget of two seconds per call.
+fn fast_policy() -> RetryPolicy {
+    RetryPolicy {
+        budget: Duration::from_secs(2),
+        first_delay: Duration::from_millis(2),
+        max_delay: Duration::from_millis(10),
+    }
+}
 
-/// Default behaviour with pauses short enough for tests.
+/// Default timeouts, shortened for tests.
 fn fast_options() -> RestOptions {
     RestOptions {
-        retry: RetryPolicy {
-            attempts: ATTEMPTS,
-            first_delay: Duration::from_millis(2),
-            max_delay: Duration::from_millis(10),
-        },
         connect_timeout: Duration::from_secs(5),
         read_timeout: Duration::from_secs(10),
         ..RestOptions::default()
     }
 }
 
-fn backend(config: RestConfig) -> RestBackend {
-    RestBackend::with_options(config, fast_options()).expect("a valid test configuration")
+/// The gate as the engine opens it (the client with the retry and limit layers), with short
+/// pauses.
+fn backend(config: RestConfig) -> SharedBackend {
+    rest::open(config, fast_options(), fast_policy()).expect("a valid test configuration")
 }
 
 /// An object as the repository names it: by the SHA-256 of its bytes.
@@ -50,7 +54,7 @@ fn numbered_bytes(length: usize) -> Vec<u8> {
 
 /// Everything a repository does with its storage, on one server; `data_dir` is the server's
 /// storage folder, checked to hold the objects where restic's layout puts them.
-async fn exercise_every_object_kind(store: &RestBackend, data_dir: &std::path::Path) {
+async fn exercise_every_object_kind(store: &dyn Backend, data_dir: &std::path::Path) {
     store.create().await.expect("create");
     for kind in ObjectKind::LISTABLE {
         assert_eq!(
@@ -154,7 +158,7 @@ async fn rest_server_stores_reads_lists_and_deletes_every_object_kind() {
     let Some(server) = RestServer::start(test, options) else {
         return;
     };
-    exercise_every_object_kind(&backend(server.rest_config()), &server.data_dir()).await;
+    exercise_every_object_kind(&*backend(server.rest_config()), &server.data_dir()).await;
 }
 
 #[tokio::test]
@@ -167,11 +171,11 @@ async fn rclone_stores_reads_lists_and_deletes_every_object_kind() {
     let Some(server) = RcloneServer::start(test, options) else {
         return;
     };
-    exercise_every_object_kind(&backend(server.rest_config()), &server.data_dir()).await;
+    exercise_every_object_kind(&*backend(server.rest_config()), &server.data_dir()).await;
 }
 
 /// Reading a range that runs past the object's end is an error, not a silently short read.
-async fn check_range_past_the_end_is_refused(store: &RestBackend) {
+async fn check_range_past_the_end_is_refused(store: &dyn Backend) {
     store.create().await.unwrap();
     let (name, data) = object(&numbered_bytes(100));
     store.write(ObjectKind::Data, &name, data).await.unwrap();
@@ -195,7 +199,7 @@ async fn rest_server_range_past_the_end_is_an_error() {
     let Some(server) = RestServer::start(test, RestServerOptions::default()) else {
         return;
     };
-    check_range_past_the_end_is_refused(&backend(server.rest_config())).await;
+    check_range_past_the_end_is_refused(&*backend(server.rest_config())).await;
 }
 
 #[tokio::test]
@@ -204,10 +208,10 @@ async fn rclone_range_past_the_end_is_an_error() {
     let Some(server) = RcloneServer::start(test, RcloneServerOptions::default()) else {
         return;
     };
-    check_range_past_the_end_is_refused(&backend(server.rest_config())).await;
+    check_range_past_the_end_is_refused(&*backend(server.rest_config())).await;
 }
 
-async fn check_missing_repository_and_second_create(store: &RestBackend) {
+async fn check_missing_repository_and_second_create(store: &dyn Backend) {
     match store.read(ObjectKind::Config, "config").await {
         Err(BackendError::NoRepository { location }) => assert_eq!(location, store.location()),
         other => panic!("reading the config of no repository gave {other:?}"),
@@ -235,7 +239,7 @@ async fn rest_server_reports_no_repository_then_already_exists() {
         store.list(ObjectKind::Keys).await,
         Err(BackendError::NoRepository { .. })
     ));
-    check_missing_repository_and_second_create(&store).await;
+    check_missing_repository_and_second_create(&*store).await;
 }
 
 #[tokio::test]
@@ -244,7 +248,7 @@ async fn rclone_reports_no_repository_then_already_exists() {
     let Some(server) = RcloneServer::start(test, RcloneServerOptions::default()) else {
         return;
     };
-    check_missing_repository_and_second_create(&backend(server.rest_config())).await;
+    check_missing_repository_and_second_create(&*backend(server.rest_config())).await;
 }
 
 async fn check_wrong_password_is_unauthorized(mut config: RestConfig) {
@@ -295,7 +299,7 @@ async fn rclone_wrong_password_is_unauthorized_with_a_hint() {
 
 /// On an append-only server: data cannot be deleted, locks can, and writing an object that is
 /// already there (as a retried backup does) succeeds through the HEAD check.
-async fn check_append_only(store: &RestBackend) {
+async fn check_append_only(store: &dyn Backend) {
     store.create().await.unwrap();
     let (name, data) = object(b"pack bytes");
     store
@@ -340,7 +344,7 @@ async fn append_only_rest_server_refuses_deleting_data_but_accepts_rewriting_it(
     let Some(server) = RestServer::start(test, options) else {
         return;
     };
-    check_append_only(&backend(server.rest_config())).await;
+    check_append_only(&*backend(server.rest_config())).await;
 }
 
 #[tokio::test]
@@ -353,7 +357,7 @@ async fn append_only_rclone_refuses_deleting_data_but_accepts_rewriting_it() {
     let Some(server) = RcloneServer::start(test, options) else {
         return;
     };
-    check_append_only(&backend(server.rest_config())).await;
+    check_append_only(&*backend(server.rest_config())).await;
 }
 
 #[tokio::test]
@@ -466,16 +470,72 @@ async fn https_without_the_ca_fails_with_a_certificate_error() {
     };
     let mut config = server.rest_config();
     config.ca_certificate_pem = None;
+    let started = std::time::Instant::now();
     let error = backend(config.clone()).create().await.unwrap_err();
     let message = error.to_string();
-    assert!(matches!(error, BackendError::Transport { .. }), "{error:?}");
+    // Final at once: the retry layer does not send it again for its two-second budget.
+    assert!(
+        matches!(error, BackendError::Certificate { .. }),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(message.contains("certificate"), "{message}");
+    assert!(message.contains("--cacert"), "{message}");
     assert!(message.contains("CA"), "{message}");
 
     // A CA that did not sign the server's certificate is no better.
     config.ca_certificate_pem = Some(TestCertificate::for_loopback().ca_pem.into_bytes());
     let error = backend(config).create().await.unwrap_err();
     assert!(error.to_string().contains("certificate"), "{error}");
+}
+
+/// A certificate for the loopback addresses that signs itself, marked as a CA or not.
+fn self_signed_loopback_certificate(marked_as_ca: bool) -> TestCertificate {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let names = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+    let mut params = CertificateParams::new(names).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "127.0.0.1");
+    if marked_as_ca {
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    }
+    let key = KeyPair::generate().unwrap();
+    let certificate = params.self_signed(&key).unwrap();
+    TestCertificate {
+        ca_pem: certificate.pem(),
+        cert_pem: certificate.pem(),
+        key_pem: key.serialize_pem(),
+    }
+}
+
+#[tokio::test]
+async fn self_signed_server_certificate_given_with_cacert_is_accepted_unless_marked_as_ca() {
+    let test = "self_signed_server_certificate_given_with_cacert_is_accepted_unless_marked_as_ca";
+    for marked_as_ca in [false, true] {
+        let tls = Some(self_signed_loopback_certificate(marked_as_ca));
+        let options = RestServerOptions {
+            tls,
+            ..Default::default()
+        };
+        let Some(server) = RestServer::start(test, options) else {
+            return;
+        };
+        let result = backend(server.rest_config()).create().await;
+        match (marked_as_ca, result) {
+            (false, Ok(())) => {}
+            (true, Err(error @ BackendError::Certificate { .. })) => {
+                let message = error.to_string();
+                assert!(message.contains("CaUsedAsEndEntity"), "{message}");
+                assert!(message.contains("not marked as a CA"), "{message}");
+            }
+            (marked_as_ca, result) => panic!("marked as CA: {marked_as_ca}: {result:?}"),
+        }
+    }
 }
 
 #[tokio::test]
@@ -493,7 +553,11 @@ async fn unreachable_server_is_a_transport_error_that_names_the_location_but_not
     let store = backend(config);
     let error = store.stat(ObjectKind::Data, "00ff").await.unwrap_err();
     let message = error.to_string();
-    assert!(matches!(error, BackendError::Transport { .. }), "{error:?}");
+    assert!(
+        matches!(error.root(), BackendError::Transport { .. }),
+        "{error:?}"
+    );
+    assert!(message.contains("retry budget"), "{message}");
     assert!(
         message.contains(&format!("rest:http://127.0.0.1:{port}/repo/")),
         "{message}"
@@ -512,7 +576,7 @@ use scripted::{Reply, ScriptedServer};
 async fn scripted_rest_server(
     test: &str,
     script: impl Fn(&str, usize) -> Reply + Send + Sync + 'static,
-) -> Option<(RestServer, ScriptedServer, RestBackend)> {
+) -> Option<(RestServer, ScriptedServer, SharedBackend)> {
     let server = RestServer::start(test, RestServerOptions::default())?;
     let direct = backend(server.rest_config());
     direct.create().await.unwrap();
@@ -627,8 +691,15 @@ async fn insufficient_storage_is_reported_as_repository_full_and_not_retried() {
         .write(ObjectKind::Data, &name, data)
         .await
         .unwrap_err();
-    assert!(matches!(error, BackendError::RepositoryFull), "{error:?}");
+    assert!(
+        matches!(error, BackendError::RepositoryFull { .. }),
+        "{error:?}"
+    );
     assert!(error.to_string().contains("507"), "{error}");
+    assert!(
+        error.to_string().contains("quota"),
+        "the gate's message: {error}"
+    );
     assert_eq!(proxy.methods(), ["POST"]);
 }
 
@@ -663,12 +734,23 @@ async fn forbidden_write_of_an_object_that_is_not_there_stays_forbidden() {
 }
 
 #[tokio::test]
-async fn persistent_500_is_retried_until_the_policy_is_spent() {
+async fn persistent_500_is_retried_until_the_budget_is_spent() {
     let long_body = "x".repeat(1000);
     let proxy = ScriptedServer::start(None, move |_: &str, _| Reply::status(500, &long_body)).await;
-    let store = backend(RestConfig::new(proxy.url()));
+    let policy = RetryPolicy {
+        budget: Duration::from_millis(300),
+        ..fast_policy()
+    };
+    let store = rest::open(RestConfig::new(proxy.url()), fast_options(), policy).unwrap();
+    let started = std::time::Instant::now();
     let error = store.list(ObjectKind::Index).await.unwrap_err();
-    match &error {
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(error.to_string().contains("retry budget"), "{error}");
+    match error.root() {
         BackendError::Http {
             status: 500, body, ..
         } => {
@@ -676,7 +758,7 @@ async fn persistent_500_is_retried_until_the_policy_is_spent() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(proxy.methods().len(), ATTEMPTS as usize);
+    assert!(proxy.methods().len() > 3, "{:?}", proxy.methods());
 }
 
 #[tokio::test]
@@ -684,10 +766,17 @@ async fn silent_server_times_out_and_is_retried() {
     let proxy = ScriptedServer::start(None, |_: &str, _| Reply::Silence).await;
     let mut options = fast_options();
     options.read_timeout = Duration::from_millis(200);
-    options.retry.attempts = 2;
-    let store = RestBackend::with_options(RestConfig::new(proxy.url()), options).unwrap();
+    // The first try times out at 0.2 s, the second may start, a third would start past 0.3 s.
+    let policy = RetryPolicy {
+        budget: Duration::from_millis(300),
+        ..fast_policy()
+    };
+    let store = rest::open(RestConfig::new(proxy.url()), options, policy).unwrap();
     let error = store.stat(ObjectKind::Locks, "00").await.unwrap_err();
-    assert!(matches!(error, BackendError::Transport { .. }), "{error:?}");
+    assert!(
+        matches!(error.root(), BackendError::Transport { .. }),
+        "{error:?}"
+    );
     assert!(
         error.to_string().contains("did not answer within 0.2 s"),
         "{error}"
@@ -702,8 +791,8 @@ async fn write_may_outlast_the_read_timeout_in_proportion_to_its_size() {
     let proxy = ScriptedServer::start(None, script).await;
     let mut options = fast_options();
     options.read_timeout = Duration::from_millis(200);
-    options.retry.attempts = 1;
     options.min_upload_bytes_per_sec = 1024 * 1024;
+    // The bare client: one request per call, no retries.
     let store = RestBackend::with_options(RestConfig::new(proxy.url()), options).unwrap();
 
     // 2 MiB at 1 MiB/s may take 2 s on top of the read timeout.
@@ -740,13 +829,58 @@ async fn read_range_cuts_the_range_out_when_the_server_ignores_range() {
 }
 
 #[tokio::test]
+async fn answers_longer_than_asked_for_are_refused() {
+    // A range answered with more bytes than the range holds.
+    let proxy = ScriptedServer::start(None, |_: &str, _| Reply::status(206, "0123456789")).await;
+    let store = backend(RestConfig::new(proxy.url()));
+    let error = store
+        .read_range(ObjectKind::Data, "ab", 2, 3)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, BackendError::OversizedAnswer { limit_bytes: 3, .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        proxy.methods(),
+        ["GET"],
+        "a refused answer is not asked for again"
+    );
+
+    // A whole object above the ceiling.
+    let proxy =
+        ScriptedServer::start(None, |_: &str, _| Reply::status(200, &"x".repeat(5000))).await;
+    let options = RestOptions {
+        max_object_bytes: 4096,
+        ..fast_options()
+    };
+    let store = rest::open(RestConfig::new(proxy.url()), options, fast_policy()).unwrap();
+    let error = store.read(ObjectKind::Index, "ab").await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            BackendError::OversizedAnswer {
+                limit_bytes: 4096,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let error = store.list(ObjectKind::Index).await.unwrap_err();
+    assert!(
+        matches!(error, BackendError::OversizedAnswer { .. }),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
 async fn requests_in_flight_never_exceed_the_configured_connections() {
     let script =
         |_: &str, _| Reply::Slow(Duration::from_millis(100), Box::new(Reply::status(404, "")));
     let proxy = ScriptedServer::start(None, script).await;
     let mut config = RestConfig::new(proxy.url());
     config.connections = 2;
-    let store = std::sync::Arc::new(backend(config));
+    let store = backend(config);
     let lookups: Vec<_> = (0..6)
         .map(|index| {
             let store = store.clone();

@@ -22,8 +22,8 @@ pub enum BackendError {
     #[error("the server refused {what} as too large (413 Payload Too Large)")]
     TooLarge { what: String },
 
-    #[error("the repository is full (507 Insufficient Storage): free space or raise the quota, then run again")]
-    RepositoryFull,
+    #[error("the repository is full (507 Insufficient Storage; the server says: {message}): free space or raise the quota, then run again (what was uploaded is reused)")]
+    RepositoryFull { message: String },
 
     #[error("no space left on the device holding {path}")]
     DiskFull { path: String },
@@ -38,6 +38,26 @@ pub enum BackendError {
     #[error("cannot reach the repository at {location}: {message}")]
     Transport { location: String, message: String },
 
+    /// The server's TLS certificate is not trusted. Final: sending again cannot change it.
+    #[error("the certificate of the server at {location} is not accepted: {message}")]
+    Certificate { location: String, message: String },
+
+    /// An answer longer than what was asked for (or than the ceiling for whole objects); a
+    /// misbehaving server must not be able to fill memory.
+    #[error(
+        "the server's answer to {what} is longer than the {limit_bytes} bytes expected; refused"
+    )]
+    OversizedAnswer { what: String, limit_bytes: u64 },
+
+    /// The retry layer gave up: every try within the time budget failed in a way that may pass.
+    #[error("{last_error} (gave up after {tries} tries in {waited_secs:.0} s: the retry budget is spent)")]
+    RetryBudgetSpent {
+        #[source]
+        last_error: Box<BackendError>,
+        tries: u32,
+        waited_secs: f64,
+    },
+
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -51,11 +71,22 @@ pub enum BackendError {
 
 impl BackendError {
     /// Whether the same request may succeed if sent again: connection problems and 5xx answers.
+    ///
+    /// For a write, these are also the failures after which the write's outcome is unknown: the
+    /// request may have reached the server and been stored before the answer was lost.
     pub fn is_retryable(&self) -> bool {
         match self {
             BackendError::Transport { .. } => true,
             BackendError::Http { status, .. } => *status >= 500 && *status != 507,
             _ => false,
+        }
+    }
+
+    /// The error a retry layer's last try ended with, under any [`BackendError::RetryBudgetSpent`].
+    pub fn root(&self) -> &BackendError {
+        match self {
+            BackendError::RetryBudgetSpent { last_error, .. } => last_error.root(),
+            other => other,
         }
     }
 

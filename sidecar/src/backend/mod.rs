@@ -4,9 +4,11 @@
 //! repository can be copied between a local folder and any restic REST server unchanged.
 
 mod error;
+pub mod limit;
 pub mod local;
 pub mod memory;
 pub mod rest;
+pub mod retry;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -118,3 +120,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
 /// A shared handle to a backend.
 pub type SharedBackend = Arc<dyn Backend>;
+
+/// `backend` wearing the layers a remote one needs, outermost first: retries and idempotent
+/// writes ([`retry`]), then at most `connections` calls in flight ([`limit`]). A retry's pause
+/// holds no slot, so a failing call does not keep others waiting.
+pub fn layered(
+    backend: SharedBackend,
+    retry: retry::RetryPolicy,
+    connections: usize,
+) -> SharedBackend {
+    let limited: SharedBackend = Arc::new(limit::LimitedBackend::new(backend, connections));
+    Arc::new(retry::RetryingBackend::new(limited, retry))
+}

@@ -27,6 +27,21 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true)]
     pub retry_lock: Option<std::time::Duration>,
 
+    /// How long one request to the gate may keep being retried (pauses included) before the run
+    /// fails, e.g. 15m (the default), 1h, 90s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "NEVERWIPED_RETRY_BUDGET", global = true)]
+    pub retry_budget: Option<std::time::Duration>,
+
+    /// The first pause, in milliseconds, before retrying a failed request to the gate (default
+    /// 500); each further pause doubles, up to 30 s.
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "NEVERWIPED_RETRY_DELAY_MS",
+        global = true
+    )]
+    pub retry_delay_ms: Option<u64>,
+
     /// Write the run's JSON result here (the operator points it at /dev/termination-log).
     #[arg(long, global = true)]
     pub result_file: Option<PathBuf>,

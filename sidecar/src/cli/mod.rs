@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 use args::{BackupArgs, Cli, Command, LsArgs, RestoreArgs};
 use neverwiped::archive::{self, BackupOptions, Excludes, ParentChoice, Source, StreamSource};
 use neverwiped::backend::local::LocalBackend;
-use neverwiped::backend::rest::{parse_rest_address, RestBackend, RestConfig};
+use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
+use neverwiped::backend::retry::{self, RetryPolicy};
 use neverwiped::backend::SharedBackend;
 use neverwiped::crypto::KdfParams;
 use neverwiped::format::tree::NodeKind;
@@ -147,7 +148,12 @@ fn open_backend(cli: &Cli) -> Result<SharedBackend> {
             ca_certificate_pem,
             ..RestConfig::default()
         };
-        return Ok(Arc::new(RestBackend::new(config)?));
+        let mut retry =
+            RetryPolicy::with_budget(cli.retry_budget.unwrap_or(retry::DEFAULT_RETRY_BUDGET));
+        if let Some(first_delay_ms) = cli.retry_delay_ms {
+            retry.first_delay = std::time::Duration::from_millis(first_delay_ms);
+        }
+        return Ok(rest::open(config, RestOptions::default(), retry)?);
     }
     Ok(Arc::new(LocalBackend::new(address)))
 }
