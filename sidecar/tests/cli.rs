@@ -71,12 +71,34 @@ impl Run {
         self.expect_code(0)
     }
 
-    /// The lines the sidecar printed as `error: ...` (there should be exactly one on failure).
-    fn error_lines(&self) -> Vec<&str> {
-        self.stderr
-            .lines()
-            .filter(|line| line.starts_with("error: "))
-            .collect()
+    /// The lines the sidecar printed as `error: ...` (there should be exactly one on failure),
+    /// as text; under JSON logs (the default off a terminal) the JSON lines of level ERROR.
+    fn error_lines(&self) -> Vec<String> {
+        self.closing_lines("error", "ERROR")
+    }
+
+    /// The `warning: ...` lines, as [`Run::error_lines`] reads them.
+    fn warning_lines(&self) -> Vec<String> {
+        self.closing_lines("warning", "WARN")
+    }
+
+    fn closing_lines(&self, prefix: &str, level: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        for line in self.stderr.lines() {
+            if line.starts_with(&format!("{prefix}: ")) {
+                lines.push(line.to_owned());
+                continue;
+            }
+            let Ok(json) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            // The closing lines are the ones without a target: no module logged them.
+            if json["level"] == level && json.get("target").is_none() {
+                let message = json["fields"]["message"].as_str().unwrap_or_default();
+                lines.push(format!("{prefix}: {message}"));
+            }
+        }
+        lines
     }
 
     /// The single error line of a failed run.
@@ -89,7 +111,7 @@ impl Run {
             "expected one `error:` line; stderr:\n{}",
             self.stderr
         );
-        lines[0].to_owned()
+        lines[0].clone()
     }
 }
 
@@ -616,6 +638,174 @@ fn exit_code_1_and_no_snapshot_when_nothing_at_all_could_be_read() {
         Vec::<serde_json::Value>::new(),
         "no snapshot may be written"
     );
+}
+
+/// Runs a shell line with the sidecar's environment (`$SIDECAR` is its binary).
+fn run_shell(sidecar: &Sidecar, line: &str) -> Run {
+    let mut command = Command::new("bash");
+    command
+        .arg("-c")
+        .arg(line)
+        .env("SIDECAR", BIN)
+        .env("NEVERWIPED_REPOSITORY", &sidecar.repo)
+        .env("NEVERWIPED_PASSWORD_FILE", &sidecar.password_file)
+        .stdin(Stdio::null());
+    run(command)
+}
+
+#[test]
+fn an_empty_standard_input_fails_the_backup_unless_allow_empty_says_it_is_expected() {
+    let (work, _repo, sidecar) = initialised();
+    let result_file = work.path().join("result.json");
+    // The README's pipe without `pipefail`: a producer that fails gives an empty stream.
+    let run = run_shell(
+        &sidecar,
+        &format!(
+            "false | \"$SIDECAR\" backup --stdin --stdin-name databases/main/dump.sql --result-file {}",
+            text(&result_file)
+        ),
+    )
+    .expect_code(1);
+    let error = run.error_line();
+    assert!(
+        error.contains("standard input was empty") && error.contains("--allow-empty"),
+        "{error}"
+    );
+    let result = read_result(&result_file);
+    assert_eq!(result.status, ExitStatus::Failed);
+    assert!(result.snapshot_id.is_none(), "{result:?}");
+    assert!(sidecar.snapshots().is_empty(), "no snapshot may be written");
+
+    // With `set -o pipefail`, as the README writes it, the pipe fails even where the sidecar
+    // cannot tell (here the producer fails after writing something).
+    run_shell(
+        &sidecar,
+        "set -o pipefail; (echo partial; exit 2) | \"$SIDECAR\" backup --stdin",
+    )
+    .expect_code(2);
+
+    // Said to be expected, an empty stream is stored as an empty file.
+    run_shell(
+        &sidecar,
+        "\"$SIDECAR\" backup --stdin --allow-empty < /dev/null",
+    )
+    .expect_ok();
+    let snapshots = sidecar.snapshots();
+    assert_eq!(snapshots.len(), 2, "{snapshots:?}");
+    let listing = sidecar.run(&["ls", "latest"]).expect_ok().stdout;
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with('-') && l.ends_with(" 0  /stdin")),
+        "{listing}"
+    );
+}
+
+#[test]
+fn a_backup_of_folders_without_any_file_fails_unless_allow_empty_says_it_is_expected() {
+    let (work, _repo, sidecar) = initialised();
+    let empty = work.path().join("empty");
+    fs::create_dir_all(empty.join("only/folders")).unwrap();
+    let run = sidecar.run(&["backup", text(&empty)]).expect_code(1);
+    let error = run.error_line();
+    assert!(
+        error.contains("nothing was backed up") && error.contains("--allow-empty"),
+        "{error}"
+    );
+    assert!(sidecar.snapshots().is_empty(), "no snapshot may be written");
+    sidecar
+        .run(&["backup", text(&empty), "--allow-empty"])
+        .expect_ok();
+    let listing = sidecar.run(&["ls", "latest"]).expect_ok().stdout;
+    assert!(listing.contains("/empty/only/folders"), "{listing}");
+}
+
+/// The file entries `ls` shows for the latest snapshot.
+fn files_listed(sidecar: &Sidecar) -> u64 {
+    let listing = sidecar.run(&["ls", "latest"]).expect_ok().stdout;
+    listing.lines().filter(|l| l.starts_with('-')).count() as u64
+}
+
+#[test]
+fn counts_of_the_summary_the_result_and_snapshots_are_the_files_the_snapshot_holds() {
+    let (work, _repo, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    fs::hard_link(source.join("a.txt"), source.join("a-link.txt")).unwrap();
+    let result_file = work.path().join("result.json");
+    // `/proc/self/mem` opens but cannot be read: it is not in the snapshot, so not counted.
+    let run = sidecar
+        .run(&[
+            "backup",
+            text(&source),
+            "/proc/self/mem",
+            "--result-file",
+            text(&result_file),
+        ])
+        .expect_code(3);
+    let result = read_result(&result_file);
+    let held = files_listed(&sidecar);
+    assert_eq!(held, 4, "three files and a hard link");
+    assert_eq!(result.files, held, "{result:?}");
+    assert_eq!(sidecar.snapshots()[0]["summary"]["files"], held);
+    // A hard link on a first backup is not "unchanged": it names a file read above.
+    assert!(
+        run.stdout
+            .contains("4 files (3 read, 0 unchanged, 1 hard link(s) to files above)"),
+        "{}",
+        run.stdout
+    );
+
+    // The next backup of the same paths reads nothing again: every file is unchanged or a link.
+    let again = sidecar
+        .run(&["backup", text(&source), "/proc/self/mem"])
+        .expect_code(3);
+    assert!(
+        again
+            .stdout
+            .contains("4 files (0 read, 3 unchanged, 1 hard link(s) to files above)"),
+        "{}",
+        again.stdout
+    );
+}
+
+#[test]
+fn a_skipped_socket_is_a_warning_of_a_complete_backup_with_exit_0() {
+    let (work, _repo, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    let _socket = std::os::unix::net::UnixListener::bind(source.join("app.sock")).unwrap();
+    let result_file = work.path().join("result.json");
+    let run = sidecar
+        .run(&["backup", text(&source), "--result-file", text(&result_file)])
+        .expect_ok();
+    let result = read_result(&result_file);
+    assert_eq!(result.status, ExitStatus::Success);
+    assert_eq!(result.warnings_total, 1, "{result:?}");
+    assert!(result.warnings[0].contains("app.sock"), "{result:?}");
+    let warnings = run.warning_lines();
+    assert_eq!(warnings.len(), 1, "{}", run.stderr);
+    assert!(!warnings[0].contains("could not be read"), "{warnings:?}");
+    sidecar.restore_and_compare("latest", &{
+        // The restored tree is compared with the source without its socket.
+        fs::remove_file(source.join("app.sock")).unwrap();
+        source.clone()
+    });
+}
+
+#[test]
+fn a_url_without_rest_is_refused_and_no_folder_is_created() {
+    let work = tempfile::tempdir().unwrap();
+    for url in ["http://127.0.0.1:1/repo/", "https://127.0.0.1:1/repo/"] {
+        let mut command = Sidecar::new(url).command();
+        command.current_dir(work.path()).arg("init");
+        let run = run(command).expect_code(1);
+        let error = run.error_line();
+        assert!(error.contains(&format!("rest:{url}")), "{error}");
+        assert_eq!(
+            fs::read_dir(work.path()).unwrap().count(),
+            0,
+            "nothing may be created for {url}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1471,9 +1661,11 @@ fn retention_that_the_gate_refuses_is_a_warning_and_the_snapshot_stays() {
             "--result-file",
             text(&result_file),
         ])
-        .expect_code(3);
+        .expect_ok();
     let result = read_result(&result_file);
-    assert_eq!(result.status, ExitStatus::Partial);
+    // The backup is complete: a refused retention is a warning of it, not a partial run.
+    assert_eq!(result.status, ExitStatus::Success);
+    assert!(!run.stderr.contains("could not be read"), "{}", run.stderr);
     assert!(result.snapshot_id.is_some(), "{result:?}");
     assert!(
         result.warnings[0].starts_with("retention not applied:"),

@@ -17,6 +17,35 @@ pub struct StreamSource {
     pub reader: Box<dyn Read + Send>,
 }
 
+/// A reader that counts the bytes read through it, so a backup can tell an empty stream apart.
+pub struct CountedReader {
+    inner: Box<dyn Read + Send>,
+    bytes_read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CountedReader {
+    /// Wraps `inner`; the counter returned grows with every byte read.
+    pub fn new(
+        inner: Box<dyn Read + Send>,
+    ) -> (CountedReader, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        let bytes_read = std::sync::Arc::default();
+        let reader = CountedReader {
+            inner,
+            bytes_read: std::sync::Arc::clone(&bytes_read),
+        };
+        (reader, bytes_read)
+    }
+}
+
+impl Read for CountedReader {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let count = self.inner.read(buffer)?;
+        self.bytes_read
+            .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(count)
+    }
+}
+
 /// One thing to back up.
 pub enum Source {
     Path(PathBuf),

@@ -14,36 +14,42 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use zeroize::Zeroizing;
 
-/// The databases of this run and how each went, for the result file (whatever way the run ends).
-static RECORDED: Mutex<Vec<(String, Arc<DumpStatus>)>> = Mutex::new(Vec::new());
-
-fn record(name: &str, status: Arc<DumpStatus>) {
-    RECORDED
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push((name.to_owned(), status));
+/// The databases of one run and how each went, entered as the run reaches them.
+#[derive(Debug, Default)]
+pub struct DatabaseRecord {
+    entries: Mutex<Vec<(String, Arc<DumpStatus>)>>,
 }
 
-/// One entry per database of the run; when the run failed, a database it never reached says so.
-pub fn results(run_failed: bool) -> Vec<DatabaseResult> {
-    let recorded = RECORDED.lock().unwrap_or_else(|p| p.into_inner());
-    recorded
-        .iter()
-        .map(|(name, status)| {
-            let error = match status.state() {
-                DumpState::Failed(message) => Some(message),
-                DumpState::NotStarted | DumpState::Running if run_failed => {
-                    Some("not done: the run failed before it was complete".to_owned())
+impl DatabaseRecord {
+    fn enter(&self, name: &str, status: Arc<DumpStatus>) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((name.to_owned(), status));
+    }
+
+    /// One entry per database of the run; when the run failed, a database it never reached
+    /// says so.
+    pub fn results(&self, run_failed: bool) -> Vec<DatabaseResult> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .iter()
+            .map(|(name, status)| {
+                let error = match status.state() {
+                    DumpState::Failed(message) => Some(message),
+                    DumpState::NotStarted | DumpState::Running if run_failed => {
+                        Some("not done: the run failed before it was complete".to_owned())
+                    }
+                    _ => None,
+                };
+                DatabaseResult {
+                    name: name.clone(),
+                    dump_bytes: status.bytes(),
+                    error,
                 }
-                _ => None,
-            };
-            DatabaseResult {
-                name: name.clone(),
-                dump_bytes: status.bytes(),
-                error,
-            }
-        })
-        .collect()
+            })
+            .collect()
+    }
 }
 
 /// Splits `NAME=VALUE`.
@@ -113,25 +119,33 @@ pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<Da
 }
 
 /// The dump streams of `backup --database`; each dump starts when the backup reaches it.
-pub fn backup_sources(databases: &[String], password_files: &[String]) -> Result<Vec<Source>> {
+pub fn backup_sources(
+    databases: &[String],
+    password_files: &[String],
+    record: &DatabaseRecord,
+) -> Result<Vec<Source>> {
     let mut sources = Vec::new();
     for target in targets(databases, password_files)? {
         let (source, status) = dump::dump_source(&target)?;
         tracing::info!(database = %target.name, uri = %target.uri, path = %source.snapshot_path, "database to dump");
-        record(&target.label(), status);
+        record.enter(&target.label(), status);
         sources.push(Source::Stream(source));
     }
     Ok(sources)
 }
 
 /// `restore SNAPSHOT --database NAME=URI ...`: each database's dump into its server, in order.
-pub async fn restore(cli: &super::args::Cli, args: &RestoreArgs) -> Result<Outcome> {
+pub async fn restore(
+    cli: &super::args::Cli,
+    args: &RestoreArgs,
+    record: &DatabaseRecord,
+) -> Result<Outcome> {
     let targets = targets(&args.databases, &args.database_password_files)?;
     let statuses: Vec<Arc<DumpStatus>> = targets
         .iter()
         .map(|target| {
             let status = Arc::new(DumpStatus::default());
-            record(&target.label(), status.clone());
+            record.enter(&target.label(), status.clone());
             status
         })
         .collect();

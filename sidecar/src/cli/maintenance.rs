@@ -1,118 +1,16 @@
 //! The maintenance commands: check, forget, prune, key.
 
+use super::args::{CheckArgs, ForgetArgs, KeyCommand, PruneArgs};
 use super::output::bytes;
 use super::secrets::read_secret_file;
 use super::{FailedAfter, Outcome};
 use anyhow::Result;
-use clap::{Args, Subcommand};
 use neverwiped::maintenance::check::ReadData;
-use neverwiped::maintenance::forget::KeepPolicy;
 use neverwiped::maintenance::{
     check as checking, forget as forgetting, keys, prune as pruning, usage,
 };
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped_contract::{CheckStats, PruneStats, RepositoryStats};
-use std::path::PathBuf;
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Read back and authenticate every byte of every pack.
-    #[arg(long, conflicts_with = "read_data_subset")]
-    pub read_data: bool,
-    /// Read back this share of the packs, e.g. 10% (chosen at random each run).
-    #[arg(long, value_parser = parse_percent)]
-    pub read_data_subset: Option<f64>,
-    /// Before locking, remove every lock written on this host name (see backup).
-    #[arg(long, value_name = "HOSTNAME")]
-    pub remove_locks_of_host: Option<String>,
-}
-
-/// Retention rules: a snapshot is kept when any rule keeps it.
-#[derive(Debug, Args, Default)]
-pub struct KeepArgs {
-    /// Keep the newest N snapshots.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_last: u32,
-    /// Keep the newest snapshot of each of the last N hours that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_hourly: u32,
-    /// Keep the newest snapshot of each of the last N days that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_daily: u32,
-    /// Keep the newest snapshot of each of the last N weeks that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_weekly: u32,
-    /// Keep the newest snapshot of each of the last N months that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_monthly: u32,
-    /// Keep the newest snapshot of each of the last N years that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_yearly: u32,
-}
-
-impl KeepArgs {
-    pub fn policy(&self) -> KeepPolicy {
-        KeepPolicy {
-            last: self.keep_last,
-            hourly: self.keep_hourly,
-            daily: self.keep_daily,
-            weekly: self.keep_weekly,
-            monthly: self.keep_monthly,
-            yearly: self.keep_yearly,
-        }
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct ForgetArgs {
-    #[command(flatten)]
-    pub keep: KeepArgs,
-    /// Only snapshots of this host (the operator's NAMESPACE/PLAN).
-    #[arg(long)]
-    pub host: Option<String>,
-    /// Show what would be removed and why, remove nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct PruneArgs {
-    /// Show the plan, change nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Before locking, remove every lock written on this host name (see backup).
-    #[arg(long, value_name = "HOSTNAME")]
-    pub remove_locks_of_host: Option<String>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum KeyCommand {
-    /// List the key objects.
-    List,
-    /// Add a password (read from a file).
-    Add(NewPasswordArgs),
-    /// Remove a key object by id prefix (not the one in use).
-    Remove { id: String },
-    /// Change the password: add the new one, remove the one in use.
-    Passwd(NewPasswordArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct NewPasswordArgs {
-    /// File holding the new password.
-    #[arg(long, env = "NEVERWIPED_NEW_PASSWORD_FILE")]
-    pub new_password_file: PathBuf,
-}
-
-fn parse_percent(text: &str) -> Result<f64, String> {
-    let number = text.trim().trim_end_matches('%');
-    match number.parse::<f64>() {
-        Ok(value) if value > 0.0 && value <= 100.0 => Ok(value),
-        _ => Err(format!(
-            "{text:?} is not a percentage between 0 and 100, such as 10%"
-        )),
-    }
-}
 
 /// Removes the locks of `hostname`, when asked: the caller knows no process of it is alive.
 pub async fn remove_locks_of(repo: &Repository, hostname: Option<&str>) -> Result<()> {
