@@ -48,6 +48,9 @@ pub enum Error {
     #[error("nothing was backed up: {reason}")]
     NothingRead { reason: String },
 
+    #[error("the password of database {name} {problem}")]
+    DatabasePassword { name: String, problem: &'static str },
+
     #[error("{0}")]
     Usage(String),
 

@@ -808,6 +808,51 @@ fn a_url_without_rest_is_refused_and_no_folder_is_created() {
     }
 }
 
+#[test]
+fn the_sidecar_turns_off_core_dumps_before_it_reads_any_secret() {
+    let (_work, _repo, sidecar) = initialised();
+    let mut command = sidecar.command();
+    command
+        .args(["backup", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // Start it with core files allowed, so the limit seen below is the sidecar's own doing.
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of the forked child.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            let allowed = libc::rlimit {
+                rlim_cur: 1 << 20,
+                rlim_max: 1 << 20,
+            };
+            if libc::setrlimit(libc::RLIMIT_CORE, &allowed) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let limits = format!("/proc/{}/limits", child.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let core_line = loop {
+        let text = fs::read_to_string(&limits).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("Max core file size"))
+            .unwrap()
+            .to_owned();
+        // The sidecar waits on its standard input by now or soon: the limit is set first thing.
+        if line.split_whitespace().nth(4) == Some("0") || Instant::now() > deadline {
+            break line;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(child.stdin.take());
+    let _ = child.wait();
+    let fields: Vec<&str> = core_line.split_whitespace().collect();
+    assert_eq!(&fields[4..6], ["0", "0"], "{core_line}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_code_11_while_another_process_holds_an_exclusive_lock_naming_the_holder() {
     let (work, repo_dir, sidecar) = initialised();

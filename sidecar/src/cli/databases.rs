@@ -89,11 +89,11 @@ pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<Da
         }
         let password = match files.get(name) {
             Some(path) => {
-                let secret = Zeroizing::new(secrets::read_secret_file(path)?);
-                let text = String::from_utf8(secret.to_vec()).with_context(|| {
+                let secret = secrets::read_secret_file(path)?;
+                let text = std::str::from_utf8(&secret).with_context(|| {
                     format!("the password file of database {name} is not UTF-8")
                 })?;
-                Some(Zeroizing::new(text))
+                Some(Zeroizing::new(text.to_owned()))
             }
             None => match std::env::var_os(&variable) {
                 Some(value) => Some(Zeroizing::new(

@@ -24,3 +24,27 @@ pub fn disable_core_dumps() {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_disabling_core_dumps_the_process_is_not_dumpable_and_writes_no_core() {
+        disable_core_dumps();
+        let mut limit = libc::rlimit {
+            rlim_cur: 1,
+            rlim_max: 1,
+        };
+        // SAFETY: getrlimit writes into the struct passed; prctl(PR_GET_DUMPABLE) reads nothing.
+        let (status, dumpable) = unsafe {
+            (
+                libc::getrlimit(libc::RLIMIT_CORE, &mut limit),
+                libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0),
+            )
+        };
+        assert_eq!(status, 0);
+        assert_eq!((limit.rlim_cur, limit.rlim_max), (0, 0));
+        assert_eq!(dumpable, 0);
+    }
+}
