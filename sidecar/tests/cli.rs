@@ -348,6 +348,13 @@ fn init_backup_snapshots_ls_and_restore_give_back_every_kind_of_entry() {
         !below.contains("small.txt"),
         "ls of a path lists only what is below it:\n{below}"
     );
+    let nested = format!("{}/dir/nested", text(&source));
+    assert!(
+        below
+            .lines()
+            .all(|l| l.ends_with(&format!("  {nested}")) || l.contains(&format!("  {nested}/"))),
+        "ls of a path lists it and what is below it, not its parents:\n{below}"
+    );
 
     // A full restore into an empty folder.
     sidecar.restore_and_compare("latest", &source);
@@ -851,6 +858,205 @@ fn the_sidecar_turns_off_core_dumps_before_it_reads_any_secret() {
     let _ = child.wait();
     let fields: Vec<&str> = core_line.split_whitespace().collect();
     assert_eq!(&fields[4..6], ["0", "0"], "{core_line}");
+}
+
+/// Panics unless `text` is JSON: one value, or one value per line.
+#[track_caller]
+fn assert_json(what: &str, text: &str) {
+    assert!(!text.trim().is_empty(), "{what} --json printed nothing");
+    if serde_json::from_str::<serde_json::Value>(text).is_ok() {
+        return;
+    }
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| {
+            panic!("{what} --json printed a line that is not JSON ({e}): {line:?}\n{text}")
+        });
+    }
+}
+
+#[test]
+fn json_is_what_every_command_prints_with_json() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    let sidecar = Sidecar::local(&repo);
+    let source = small_tree(work.path(), "source");
+    let target = work.path().join("target");
+    let new_password = work.path().join("new-password");
+    fs::write(&new_password, "second password\n").unwrap();
+    let json_of = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let run = sidecar.run(&all).expect_ok();
+        assert_json(&args.join(" "), &run.stdout);
+        run.stdout
+    };
+    json_of(&["init"]);
+    json_of(&["backup", text(&source)]);
+    json_of(&["backup", text(&source), "--keep-last", "1"]);
+    json_of(&["snapshots"]);
+    json_of(&["ls", "latest"]);
+    json_of(&["restore", "latest", "--target", text(&target)]);
+    json_of(&["check", "--read-data"]);
+    json_of(&["forget", "--keep-last", "1", "--dry-run"]);
+    json_of(&["prune", "--dry-run"]);
+    json_of(&["prune"]);
+    json_of(&["unlock"]);
+    let added = json_of(&["key", "add", "--new-password-file", text(&new_password)]);
+    let added: serde_json::Value = serde_json::from_str(&added).unwrap();
+    let keys = json_of(&["key", "list"]);
+    let keys: Vec<serde_json::Value> = serde_json::from_str(&keys).unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    json_of(&["key", "remove", &added["added"].as_str().unwrap()[..8]]);
+    json_of(&["key", "passwd", "--new-password-file", text(&new_password)]);
+}
+
+#[test]
+fn under_json_logs_every_line_of_standard_error_is_json_and_text_logs_have_no_colours() {
+    let (work, _repo, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    let every_line_is_json = |run: &Run| {
+        assert!(!run.stderr.trim().is_empty(), "nothing on standard error");
+        for line in run.stderr.lines() {
+            serde_json::from_str::<serde_json::Value>(line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}\n{}", run.stderr));
+        }
+    };
+    // A partial backup (warnings, closing warning), a failure, and a command-line mistake.
+    let partial = sidecar
+        .run(&[
+            "backup",
+            text(&source),
+            "/proc/self/mem",
+            "--log-format",
+            "json",
+        ])
+        .expect_code(3);
+    every_line_is_json(&partial);
+    assert_eq!(partial.warning_lines().len(), 1, "{}", partial.stderr);
+    let failed = sidecar
+        .run(&[
+            "restore",
+            "ffffffff",
+            "--target",
+            "/nonexistent",
+            "--log-format",
+            "json",
+        ])
+        .expect_code(1);
+    every_line_is_json(&failed);
+    assert!(
+        failed.error_line().contains("no snapshot matches"),
+        "{}",
+        failed.stderr
+    );
+    let mistake = sidecar
+        .run(&["backup", "--no-such-option", "--log-format", "json"])
+        .expect_code(1);
+    every_line_is_json(&mistake);
+    assert!(
+        mistake.error_line().contains("--no-such-option"),
+        "{}",
+        mistake.stderr
+    );
+
+    // Text logs off a terminal: plain text, no ANSI escape sequences.
+    let text_logs = sidecar
+        .run(&[
+            "backup",
+            text(&source),
+            "/proc/self/mem",
+            "--log-format",
+            "text",
+        ])
+        .expect_code(3);
+    assert!(
+        text_logs.stderr.contains("/proc/self/mem"),
+        "{}",
+        text_logs.stderr
+    );
+    assert!(
+        !text_logs.stderr.contains('\u{1b}'),
+        "{:?}",
+        text_logs.stderr
+    );
+}
+
+#[test]
+fn ls_of_a_path_prints_that_path_and_below_and_snapshots_shows_tags_and_utc() {
+    let (work, _repo, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    sidecar
+        .run(&[
+            "backup",
+            text(&source),
+            "--tag",
+            "nightly",
+            "--tag",
+            "plan=db",
+        ])
+        .expect_ok();
+    let sub = source.join("sub");
+    let listing = sidecar
+        .run(&["ls", "latest", text(&sub)])
+        .expect_ok()
+        .stdout;
+    let paths: Vec<&str> = listing
+        .lines()
+        .map(|l| l.rsplit("  ").next().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [text(&sub).to_owned(), format!("{}/b.txt", text(&sub))],
+        "{listing}"
+    );
+    let table = sidecar.run(&["snapshots"]).expect_ok().stdout;
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.contains("time (UTC)") && header.contains("tags"),
+        "{table}"
+    );
+    assert!(
+        table.lines().nth(1).unwrap().contains("nightly,plan=db"),
+        "{table}"
+    );
+}
+
+#[test]
+fn restore_refuses_a_host_the_snapshot_is_not_of_and_finds_upper_case_ids() {
+    let (work, _repo, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    sidecar
+        .run(&["backup", text(&source), "--host", "shop/nightly"])
+        .expect_ok();
+    let id = sidecar.snapshots()[0]["id"].as_str().unwrap().to_owned();
+    let target = work.path().join("target");
+    let error = sidecar
+        .run(&[
+            "restore",
+            &id[..8],
+            "--host",
+            "other/plan",
+            "--target",
+            text(&target),
+        ])
+        .expect_code(1)
+        .error_line();
+    assert!(
+        error.contains("is of host shop/nightly, not of --host other/plan"),
+        "{error}"
+    );
+    assert!(!target.exists(), "nothing may be restored");
+    let upper = id[..8].to_ascii_uppercase();
+    sidecar.run(&["ls", &upper]).expect_ok();
+    sidecar.restore_and_compare(&upper, &source);
+    let zero = sidecar
+        .run(&["check", "--read-data-subset", "0%"])
+        .expect_code(1);
+    assert!(
+        zero.stderr.contains("would read no pack") && zero.stderr.contains("above 0%"),
+        "{}",
+        zero.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

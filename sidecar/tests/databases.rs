@@ -591,7 +591,7 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
 
     // Under another name: a copy beside the original, with the same contents.
     let copy = format!("shop-db={}", server.uri(Some("shop_copy")));
-    sidecar
+    let renamed = sidecar
         .run(&[
             "restore",
             "latest",
@@ -601,6 +601,13 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
             &password_file,
         ])
         .expect_ok();
+    assert!(
+        renamed
+            .stdout
+            .contains("(the dump of database shop, restored under the name shop_copy)"),
+        "the output says the dump went in under another name: {}",
+        renamed.stdout
+    );
     let after = postgres_state(&server);
     let copied: Vec<(String, String)> = after
         .iter()

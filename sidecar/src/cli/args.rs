@@ -279,8 +279,11 @@ fn parse_percent(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%');
     match number.parse::<f64>() {
         Ok(value) if value > 0.0 && value <= 100.0 => Ok(value),
+        Ok(0.0) => Err(format!(
+            "{text:?} would read no pack: give a share above 0% (e.g. 10%), or leave --read-data-subset out to check the structure only"
+        )),
         _ => Err(format!(
-            "{text:?} is not a percentage between 0 and 100, such as 10%"
+            "{text:?} is not a share of the packs above 0% and at most 100%, such as 10%"
         )),
     }
 }

@@ -150,9 +150,7 @@ pub async fn restore(
         })
         .collect();
     let repo = open_indexed(cli).await?;
-    let (snapshot_id, snapshot) = repo
-        .find_snapshot_where(&args.snapshot, &super::restore_filter(args))
-        .await?;
+    let (snapshot_id, snapshot) = super::select::for_restore(&repo, args).await?;
     let mut outcome = Outcome {
         snapshot_id: Some(snapshot_id.to_hex()),
         ..Outcome::default()
@@ -165,13 +163,24 @@ pub async fn restore(
                 .with_context(|| format!("database {}", target.label()))?;
         for report in reports {
             let into = target.uri.with_database(report.database.clone());
-            if !cli.quiet {
+            if cli.json {
                 println!(
-                    "restored {} of snapshot {} into {}: {}",
+                    "{}",
+                    serde_json::json!({
+                        "entry": report.entry,
+                        "snapshotId": snapshot_id.to_hex(),
+                        "database": report.database,
+                        "bytes": report.bytes,
+                    })
+                );
+            } else if !cli.quiet {
+                println!(
+                    "restored {} of snapshot {} into {}: {}{}",
                     report.entry,
                     snapshot_id.short(),
                     into,
-                    bytes(report.bytes)
+                    bytes(report.bytes),
+                    renamed_note(&report.entry, report.database.as_deref())
                 );
             }
             outcome.files += 1;
@@ -179,4 +188,18 @@ pub async fn restore(
         }
     }
     Ok(outcome)
+}
+
+/// Says so when the dump of one database went into a database of another name (a URI naming
+/// `/OTHER` for an entry holding the single dump `NAME.sql`).
+fn renamed_note(entry: &str, database: Option<&str>) -> String {
+    let dumped = std::path::Path::new(entry)
+        .file_stem()
+        .and_then(|stem| stem.to_str());
+    match (dumped, database) {
+        (Some(dumped), Some(database)) if dumped != database => {
+            format!(" (the dump of database {dumped}, restored under the name {database})")
+        }
+        _ => String::new(),
+    }
 }

@@ -3,20 +3,21 @@
 pub mod args;
 mod databases;
 pub mod hardening;
+mod listing;
 mod maintenance;
 pub mod output;
 mod secrets;
+mod select;
 
 use anyhow::{Context, Result};
-use args::{BackupArgs, Cli, Command, LsArgs, RestoreArgs};
+use args::{BackupArgs, Cli, Command, RestoreArgs};
 use neverwiped::archive::{self, BackupOptions, Excludes, ParentChoice, Source, StreamSource};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::{parse_rest_address, RestBackend, RestConfig};
 use neverwiped::backend::SharedBackend;
 use neverwiped::crypto::KdfParams;
-use neverwiped::format::tree::NodeKind;
 use neverwiped::progress::Progress;
-use neverwiped::repository::{IndexedRepository, Repository, SnapshotFilter};
+use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::restore::{self, RestoreOptions};
 use neverwiped_contract::{
     CheckStats, DatabaseResult, ExitStatus, Operation, PruneStats, RepositoryStats, RunResult,
@@ -209,22 +210,26 @@ pub async fn run(cli: &Cli, databases: &DatabaseRecord) -> Result<Outcome> {
     match &cli.command {
         Command::Init => init(cli).await,
         Command::Backup(args) => backup(cli, args, databases).await,
-        Command::Snapshots => snapshots(cli).await,
-        Command::Ls(args) => ls(cli, args).await,
+        Command::Snapshots => listing::snapshots(&open_repository(cli).await?, cli.json).await,
+        Command::Ls(args) => listing::ls(&open_indexed(cli).await?, args, cli.json).await,
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
-        Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args).await,
+        Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,
         Command::Forget(args) => {
             maintenance::forget(&open_indexed(cli).await?, args, cli.json).await
         }
-        Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args).await,
+        Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args, cli.json).await,
         Command::Key(command) => {
             let password = secrets::repository_password(cli.password_file.as_deref())?;
-            maintenance::key(&open_repository(cli).await?, &password, command).await
+            maintenance::key(&open_repository(cli).await?, &password, command, cli.json).await
         }
         Command::Unlock(args) => {
             let repo = open_repository(cli).await?;
             let removed = neverwiped::locking::remove_locks(&repo, args.remove_all).await?;
-            println!("removed {removed} lock(s)");
+            if cli.json {
+                println!("{}", serde_json::json!({ "locksRemoved": removed }));
+            } else {
+                println!("removed {removed} lock(s)");
+            }
             Ok(Outcome::default())
         }
     }
@@ -234,11 +239,18 @@ async fn init(cli: &Cli) -> Result<Outcome> {
     let backend = open_backend(cli)?;
     let password = secrets::repository_password(cli.password_file.as_deref())?;
     let repo = Repository::init(backend.clone(), &password, KdfParams::default()).await?;
-    println!(
-        "created neverwiped repository {} at {}",
-        &repo.params().id[..10],
-        backend.location()
-    );
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({"repositoryId": repo.params().id, "location": backend.location().to_string()})
+        );
+    } else {
+        println!(
+            "created neverwiped repository {} at {}",
+            &repo.params().id[..10],
+            backend.location()
+        );
+    }
     Ok(Outcome::default())
 }
 
@@ -285,7 +297,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, databases: &DatabaseRecord) -> Res
     options.allow_empty = args.allow_empty;
     options.parent = match (&args.parent, args.force) {
         (_, true) => ParentChoice::None,
-        (Some(spec), false) => ParentChoice::Snapshot(repo.find_snapshot(spec).await?.0),
+        (Some(spec), false) => ParentChoice::Snapshot(select::find(&repo, spec).await?.0),
         (None, false) => ParentChoice::Latest,
     };
     let progress = options.progress.clone();
@@ -312,15 +324,20 @@ async fn backup(cli: &Cli, args: &BackupArgs, databases: &DatabaseRecord) -> Res
         );
     }
     let mut warnings = report.notices;
-    let snapshots_forgotten = apply_retention(&repo, args, &report.snapshot.hostname, cli.quiet)
-        .await
-        .unwrap_or_else(|error| {
-            // The snapshot is written: a failed forget must not turn it into a failed backup.
-            let warning = format!("retention not applied: {}", describe_chain(&error));
-            tracing::warn!("{warning}");
-            warnings.push(warning);
-            None
-        });
+    let snapshots_forgotten = apply_retention(
+        &repo,
+        args,
+        &report.snapshot.hostname,
+        cli.quiet || cli.json,
+    )
+    .await
+    .unwrap_or_else(|error| {
+        // The snapshot is written: a failed forget must not turn it into a failed backup.
+        let warning = format!("retention not applied: {}", describe_chain(&error));
+        tracing::warn!("{warning}");
+        warnings.push(warning);
+        None
+    });
     Ok(Outcome {
         snapshot_id: Some(report.snapshot_id.to_hex()),
         files: summary.files,
@@ -376,78 +393,6 @@ pub fn describe_chain(error: &anyhow::Error) -> String {
     message
 }
 
-async fn snapshots(cli: &Cli) -> Result<Outcome> {
-    let repo = open_repository(cli).await?;
-    let snapshots = repo.snapshots().await?;
-    if cli.json {
-        let list: Vec<serde_json::Value> = snapshots
-            .iter()
-            .map(|(id, s)| {
-                let mut value = serde_json::to_value(s).unwrap_or_default();
-                value["id"] = serde_json::Value::String(id.to_hex());
-                value
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
-        return Ok(Outcome::default());
-    }
-    println!(
-        "{:<10} {:<25} {:<20} {:>10} {:>10}  paths",
-        "id", "time", "host", "files", "size"
-    );
-    for (id, snapshot) in &snapshots {
-        let time = chrono::DateTime::parse_from_rfc3339(&snapshot.time)
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-            .unwrap_or_else(|_| snapshot.time.clone());
-        let paths: Vec<String> = snapshot.paths.iter().map(|p| p.display()).collect();
-        println!(
-            "{:<10} {:<25} {:<20} {:>10} {:>10}  {}",
-            id.short(),
-            time,
-            snapshot.hostname,
-            snapshot.summary.files,
-            bytes(snapshot.summary.total_bytes),
-            paths.join(" ")
-        );
-    }
-    println!("{} snapshot(s)", snapshots.len());
-    Ok(Outcome::default())
-}
-
-async fn ls(cli: &Cli, args: &LsArgs) -> Result<Outcome> {
-    let repo = open_indexed(cli).await?;
-    let (_, snapshot) = repo.find_snapshot(&args.snapshot).await?;
-    let entries = restore::list(&repo, snapshot.tree, args.path.as_deref()).await?;
-    for entry in entries {
-        let path = restore::display_path(&entry.path);
-        if cli.json {
-            println!("{}", serde_json::json!({"path": path, "node": entry.node}));
-            continue;
-        }
-        let (kind, size) = match &entry.node.kind {
-            NodeKind::File { size, .. } => ('-', *size),
-            NodeKind::Dir { .. } => ('d', 0),
-            NodeKind::Symlink { .. } => ('l', 0),
-            NodeKind::Fifo => ('p', 0),
-            NodeKind::CharDevice { .. } => ('c', 0),
-            NodeKind::BlockDevice { .. } => ('b', 0),
-        };
-        println!(
-            "{kind}{:04o} {:>6} {:>6} {:>12}  {path}",
-            entry.node.meta.mode, entry.node.meta.uid, entry.node.meta.gid, size
-        );
-    }
-    Ok(Outcome::default())
-}
-
-/// Which snapshots `restore latest` may pick.
-fn restore_filter(args: &RestoreArgs) -> SnapshotFilter {
-    SnapshotFilter {
-        host: args.host.clone(),
-        before: args.before,
-    }
-}
-
 async fn restore_snapshot(
     cli: &Cli,
     args: &RestoreArgs,
@@ -457,9 +402,7 @@ async fn restore_snapshot(
         return databases::restore(cli, args, databases).await;
     };
     let repo = open_indexed(cli).await?;
-    let (snapshot_id, snapshot) = repo
-        .find_snapshot_where(&args.snapshot, &restore_filter(args))
-        .await?;
+    let (snapshot_id, snapshot) = select::for_restore(&repo, args).await?;
     let mut options = RestoreOptions::new(target);
     options.includes = args.includes.clone();
     if let Some(bytes) = args.fetch_memory {
@@ -472,7 +415,19 @@ async fn restore_snapshot(
     for warning in &report.warnings {
         tracing::warn!("{warning}");
     }
-    if !cli.quiet {
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "snapshotId": snapshot_id.to_hex(),
+                "target": target,
+                "files": report.files,
+                "bytesWritten": report.bytes_written,
+                "bytesFetched": report.bytes_fetched,
+                "warnings": report.warnings,
+            })
+        );
+    } else if !cli.quiet {
         println!(
             "restored snapshot {} to {}: {} files, {}",
             snapshot_id.short(),
