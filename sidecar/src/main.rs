@@ -160,24 +160,12 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
     // What could be read of the command line despite the mistake: the command, the result file
     // and the log format.
     let partial = cli::args::PartialCommandLine::read();
-    let closing = Closing::new(partial.log_format.unwrap_or(LogFormat::for_stderr()));
-    let detail = error
-        .to_string()
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("error: ")
-        .to_owned();
-    let message = if detail.is_empty() {
-        error.kind().to_string()
-    } else {
-        detail
-    };
+    let closing = Closing::new(partial.log_format.unwrap_or_else(LogFormat::for_stderr));
+    let text = cli::args::usage_error_text(&error, partial.command_name.as_deref());
+    let message = cli::args::one_line(&text);
     match closing.format() {
         LogFormat::Json => closing.error(&message),
-        LogFormat::Text => {
-            let _ = error.print();
-        }
+        LogFormat::Text => eprint!("{text}"),
     }
     if let Some(path) = partial.result_file {
         let operation = partial.operation.unwrap_or(Operation::Backup);

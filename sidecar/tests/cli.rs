@@ -1059,6 +1059,79 @@ fn restore_refuses_a_host_the_snapshot_is_not_of_and_finds_upper_case_ids() {
     );
 }
 
+#[test]
+fn help_describes_every_command_and_argument_with_its_own_options_first() {
+    let help_of = |args: &[&str]| {
+        let mut command = bare_command();
+        command.args(args).arg("--help");
+        run(command).expect_ok().stdout
+    };
+    let top = help_of(&[]);
+    for wanted in [
+        "NEVERWIPED_GATE_USERNAME",
+        "NEVERWIPED_GATE_PASSWORD_FILE",
+        "NEVERWIPED_DB_PASSWORD_<NAME>",
+        "Exit codes:",
+        "  3   partial",
+        "  12  wrong password",
+    ] {
+        assert!(top.contains(wanted), "--help lacks {wanted:?}:\n{top}");
+    }
+    let commands = [
+        "init",
+        "backup",
+        "snapshots",
+        "ls",
+        "restore",
+        "unlock",
+        "check",
+        "forget",
+        "prune",
+        "key list",
+        "key add",
+        "key remove",
+        "key passwd",
+    ];
+    for name in commands {
+        let args: Vec<&str> = name.split(' ').collect();
+        let help = help_of(&args);
+        let own = help
+            .find("\nOptions:")
+            .unwrap_or_else(|| panic!("{name}:\n{help}"));
+        let global = help
+            .find("\nGlobal options:")
+            .unwrap_or_else(|| panic!("{name} --help has no global options:\n{help}"));
+        assert!(own < global, "{name}: its own options come first:\n{help}");
+        // An argument or option line without a description: clap puts the description beside
+        // the name, or on the next line, indented deeper.
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            let indent = line.len() - trimmed.len();
+            let is_item = (2..=6).contains(&indent) && trimmed.starts_with(['<', '[', '-']);
+            if !is_item {
+                continue;
+            }
+            let beside = trimmed.trim_end().contains("  ");
+            let below = lines
+                .get(i + 1)
+                .is_some_and(|next| next.starts_with("          ") && !next.trim().is_empty());
+            assert!(
+                beside || below,
+                "{name} --help: {line:?} has no description:\n{help}"
+            );
+        }
+    }
+    // A usage error does not list --repo as if it were missing when the environment sets it.
+    let mut command = bare_command();
+    command
+        .env("NEVERWIPED_REPOSITORY", "/nonexistent/repo")
+        .args(["--log-format", "text", "restore"]);
+    let mistake = run(command).expect_code(1);
+    assert!(mistake.stderr.contains("<SNAPSHOT>"), "{}", mistake.stderr);
+    assert!(!mistake.stderr.contains("--repo"), "{}", mistake.stderr);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_code_11_while_another_process_holds_an_exclusive_lock_naming_the_holder() {
     let (work, repo_dir, sidecar) = initialised();

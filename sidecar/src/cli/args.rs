@@ -4,44 +4,70 @@ use clap::{Args, Parser, Subcommand};
 use neverwiped::maintenance::forget::KeepPolicy;
 use std::path::PathBuf;
 
+/// The heading of the options every command takes, listed after the command's own.
+const GLOBAL: &str = "Global options";
+
+/// The environment and exit codes, at the end of every help page.
+const ENVIRONMENT_AND_EXIT_CODES: &str = "\
+Environment (secrets are never taken from the command line):
+  NEVERWIPED_REPOSITORY          the repository, as --repo
+  NEVERWIPED_PASSWORD_FILE       file holding the repository password, as --password-file
+  NEVERWIPED_PASSWORD            the repository password itself
+  NEVERWIPED_GATE_USERNAME       the gate's basic-auth user name
+  NEVERWIPED_GATE_PASSWORD_FILE  file holding the gate's password (or NEVERWIPED_GATE_PASSWORD)
+  NEVERWIPED_GATE_CA_FILE        PEM file of a CA for the gate's certificate, as --cacert
+  NEVERWIPED_DB_PASSWORD_<NAME>  password of --database NAME (NAME upper-cased, '-' and '.' as '_')
+  NEVERWIPED_NEW_PASSWORD_FILE   the new password of key add / key passwd
+  NEVERWIPED_LOG_FORMAT          text or json, as --log-format
+  NEVERWIPED_LOG                 log filter, e.g. debug or neverwiped=debug
+
+Exit codes:
+  0   done (warnings that lose nothing, such as a skipped socket, are listed in the result)
+  1   failed: nothing the command claims was committed
+  3   partial: a backup could not read some input, or a restore could not give back some entry
+  10  no repository at --repo
+  11  the repository is locked by another process
+  12  wrong password";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "neverwiped-sidecar",
     version,
-    about = "Encrypted, deduplicated backups to a local folder or a restic REST server (the gate)."
+    about = "Encrypted, deduplicated backups to a local folder or a restic REST server (the gate).",
+    after_help = ENVIRONMENT_AND_EXIT_CODES,
 )]
 pub struct Cli {
     /// The repository: a folder, or rest:http(s)://host[:port]/path/ for the gate.
-    #[arg(long, short = 'r', env = "NEVERWIPED_REPOSITORY", global = true)]
+    #[arg(long, short = 'r', env = "NEVERWIPED_REPOSITORY", global = true, help_heading = GLOBAL)]
     pub repo: Option<String>,
 
     /// File holding the repository password (or set NEVERWIPED_PASSWORD).
-    #[arg(long, short = 'p', env = "NEVERWIPED_PASSWORD_FILE", global = true)]
+    #[arg(long, short = 'p', env = "NEVERWIPED_PASSWORD_FILE", global = true, help_heading = GLOBAL)]
     pub password_file: Option<PathBuf>,
 
     /// PEM file of a CA to trust for the gate's HTTPS certificate.
-    #[arg(long, env = "NEVERWIPED_GATE_CA_FILE", global = true)]
+    #[arg(long, env = "NEVERWIPED_GATE_CA_FILE", global = true, help_heading = GLOBAL)]
     pub cacert: Option<PathBuf>,
 
     /// When the repository is locked by another process, wait up to this long for it (e.g. 30m,
     /// 1h, 90s) instead of failing at once.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
 
     /// Write the run's JSON result here (the operator points it at /dev/termination-log).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub result_file: Option<PathBuf>,
 
     /// Print results as JSON on standard output.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// No progress bar, only warnings and errors.
-    #[arg(long, short = 'q', global = true)]
+    #[arg(long, short = 'q', global = true, help_heading = GLOBAL)]
     pub quiet: bool,
 
     /// Log format on standard error: text or json (default: text on a terminal, else json).
-    #[arg(long, env = "NEVERWIPED_LOG_FORMAT", global = true)]
+    #[arg(long, env = "NEVERWIPED_LOG_FORMAT", global = true, help_heading = GLOBAL)]
     pub log_format: Option<LogFormat>,
 
     #[command(subcommand)]
@@ -263,7 +289,10 @@ pub enum KeyCommand {
     /// Add a password (read from a file).
     Add(NewPasswordArgs),
     /// Remove a key object by id prefix (not the one in use).
-    Remove { id: String },
+    Remove {
+        /// Id prefix of the key object to remove, as `key list` shows it.
+        id: String,
+    },
     /// Change the password: add the new one, remove the one in use.
     Passwd(NewPasswordArgs),
 }
@@ -291,6 +320,7 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 /// What can be read of a command line that does not parse, for the result file of a usage
 /// error: clap reads it again, ignoring the mistakes.
 pub struct PartialCommandLine {
+    pub command_name: Option<String>,
     pub operation: Option<neverwiped_contract::Operation>,
     pub result_file: Option<PathBuf>,
     pub log_format: Option<LogFormat>,
@@ -302,6 +332,7 @@ impl PartialCommandLine {
         let matches = Cli::command().ignore_errors(true).try_get_matches();
         let Ok(matches) = matches else {
             return PartialCommandLine {
+                command_name: None,
                 operation: None,
                 result_file: None,
                 log_format: None,
@@ -329,11 +360,52 @@ impl PartialCommandLine {
                     .copied()
             });
         PartialCommandLine {
+            command_name: command.map(|(name, _)| name.to_owned()),
             operation: command.and_then(|(name, _)| operation_named(name)),
             result_file: find_path("result_file"),
             log_format,
         }
     }
+}
+
+/// A usage error as clap words it, but with the command's plain usage line: clap's own lists
+/// the options the environment set (`--repo` from `NEVERWIPED_REPOSITORY`), as if they were
+/// missing.
+pub fn usage_error_text(error: &clap::Error, command_name: Option<&str>) -> String {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let usage = match command_name.and_then(|name| command.find_subcommand_mut(name)) {
+        Some(sub) => {
+            let name = sub.get_name().to_owned();
+            let mut sub = sub.clone().bin_name(format!("neverwiped-sidecar {name}"));
+            sub.render_usage().to_string()
+        }
+        None => command.render_usage().to_string(),
+    };
+    let mut text = String::new();
+    for line in error.render().to_string().lines() {
+        if line.starts_with("Usage:") {
+            text.push_str(usage.trim_end());
+        } else {
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// A multi-line message on one line, without clap's prefix and hints.
+pub fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| {
+            !line.is_empty()
+                && !line.starts_with("Usage:")
+                && !line.starts_with("For more information")
+        })
+        .map(|line| line.trim_start_matches("error: "))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The operation of the subcommand called `name` on the command line.
