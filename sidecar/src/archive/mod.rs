@@ -41,8 +41,10 @@ impl Excludes {
         let mut by_name = GlobSetBuilder::new();
         let (mut any_path, mut any_name) = (false, false);
         for pattern in patterns {
-            let glob = Glob::new(pattern)
-                .map_err(|e| Error::Usage(format!("invalid exclude pattern {pattern:?}: {e}")))?;
+            let glob = Glob::new(pattern).map_err(|e| Error::InvalidExclude {
+                pattern: pattern.clone(),
+                reason: e.to_string(),
+            })?;
             if pattern.contains('/') {
                 by_path.add(glob);
                 any_path = true;
@@ -51,8 +53,12 @@ impl Excludes {
                 any_name = true;
             }
         }
-        let build =
-            |builder: GlobSetBuilder| builder.build().map_err(|e| Error::Usage(e.to_string()));
+        let build = |builder: GlobSetBuilder| {
+            builder.build().map_err(|e| Error::InvalidExclude {
+                pattern: patterns.join(" "),
+                reason: e.to_string(),
+            })
+        };
         Ok(Excludes {
             by_path: if any_path {
                 Some(build(by_path)?)

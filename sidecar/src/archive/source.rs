@@ -98,10 +98,9 @@ impl SourceTree {
                 Source::Stream(stream) => {
                     let path = PathBuf::from(&stream.snapshot_path);
                     if !path.is_absolute() {
-                        return Err(Error::Usage(format!(
-                            "stream path {:?} must be absolute",
-                            stream.snapshot_path
-                        )));
+                        return Err(Error::StreamPathNotAbsolute {
+                            path: stream.snapshot_path,
+                        });
                     }
                     (path, VirtualEntry::Stream(stream))
                 }
@@ -120,10 +119,7 @@ impl SourceTree {
 
     fn insert(&mut self, parts: &[Vec<u8>], entry: VirtualEntry) -> Result<()> {
         let Some((last, ancestors)) = parts.split_last() else {
-            return Err(Error::Usage(
-                "backing up the whole root file system `/` is not supported; name its folders"
-                    .into(),
-            ));
+            return Err(Error::WholeRootFileSystem);
         };
         let mut level = &mut self.children;
         let mut walked = PathBuf::from("/");
@@ -163,10 +159,9 @@ impl SourceTree {
 }
 
 fn conflict(path: &Path) -> Error {
-    Error::Usage(format!(
-        "two sources claim {} in the snapshot",
-        path.display()
-    ))
+    Error::SourceConflict {
+        path: path.display().to_string(),
+    }
 }
 
 #[cfg(test)]

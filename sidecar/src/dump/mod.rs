@@ -17,6 +17,7 @@ pub mod child;
 pub mod mariadb;
 pub mod postgres;
 pub mod restore;
+pub mod script;
 pub mod uri;
 
 use crate::archive::StreamSource;
@@ -119,9 +120,9 @@ pub fn check_name(name: &str) -> Result<()> {
     if valid {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
-            "{name:?} is not a database name for --database NAME=URI: use letters, digits, '.', '_' and '-' (at most 63)"
-        )))
+        Err(Error::InvalidDatabaseName {
+            name: name.to_owned(),
+        })
     }
 }
 
