@@ -70,6 +70,14 @@ pub enum Operation {
     Forget,
     Prune,
     Check,
+    /// `snapshots`: lists the snapshots.
+    Snapshots,
+    /// `ls`: lists the entries of a snapshot.
+    Ls,
+    /// `unlock`: removes locks.
+    Unlock,
+    /// `key list|add|remove|passwd`.
+    Key,
 }
 
 /// One database dump that was part of a backup.

@@ -245,9 +245,13 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) 
                         reasons::REPOSITORY_DAMAGED
                     }
                     Operation::Check => reasons::CHECK_FAILED,
-                    Operation::Init | Operation::Backup | Operation::Forget => {
-                        reasons::BACKUP_FAILED
-                    }
+                    Operation::Init
+                    | Operation::Backup
+                    | Operation::Forget
+                    | Operation::Snapshots
+                    | Operation::Ls
+                    | Operation::Unlock
+                    | Operation::Key => reasons::BACKUP_FAILED,
                 },
             };
             let message = result

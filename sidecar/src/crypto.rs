@@ -48,11 +48,16 @@ impl MasterKey {
 
     /// The working keys, each derived with its own BLAKE3 context so none reveals another.
     pub fn derive(&self) -> RepositoryKeys {
-        let encryption =
-            blake3::derive_key("neverwiped 2026-11 v1 AES-256-GCM sealing key", &self.0);
+        let encryption = zeroize::Zeroizing::new(blake3::derive_key(
+            "neverwiped 2026-11 v1 AES-256-GCM sealing key",
+            &self.0,
+        ));
         let blob_id = blake3::derive_key("neverwiped 2026-11 v1 blob id key", &self.0);
         let tree_id = blake3::derive_key("neverwiped 2026-11 v1 tree id key", &self.0);
-        let seed = blake3::derive_key("neverwiped 2026-11 v1 chunker seed", &self.0);
+        let seed = zeroize::Zeroizing::new(blake3::derive_key(
+            "neverwiped 2026-11 v1 chunker seed",
+            &self.0,
+        ));
         RepositoryKeys {
             sealer: Sealer::new(&encryption),
             blob_id_key: blob_id,
@@ -68,9 +73,11 @@ impl std::fmt::Debug for MasterKey {
     }
 }
 
-/// The keys an open repository works with.
-#[derive(Clone)]
+/// The keys an open repository works with; the id keys and seed are wiped on drop (the
+/// sealing key lives inside `ring`, which does not expose it).
+#[derive(Clone, ZeroizeOnDrop)]
 pub struct RepositoryKeys {
+    #[zeroize(skip)]
     pub sealer: Sealer,
     blob_id_key: [u8; 32],
     tree_id_key: [u8; 32],

@@ -48,6 +48,60 @@ pub enum Error {
     #[error("nothing was backed up: {reason}")]
     NothingRead { reason: String },
 
+    #[error("invalid exclude pattern {pattern:?}: {reason}")]
+    InvalidExclude { pattern: String, reason: String },
+
+    #[error("backing up the whole root file system `/` is not supported; name its folders")]
+    WholeRootFileSystem,
+
+    #[error("stream path {path:?} must be absolute")]
+    StreamPathNotAbsolute { path: String },
+
+    #[error("two sources claim {path} in the snapshot")]
+    SourceConflict { path: String },
+
+    #[error("no keep rule given: forget would remove every snapshot")]
+    NoKeepRule,
+
+    #[error("the new password is empty")]
+    EmptyNewPassword,
+
+    #[error("no key matches {prefix:?}")]
+    KeyNotFound { prefix: String },
+
+    #[error("{prefix:?} matches {count} keys: give more digits")]
+    AmbiguousKey { prefix: String, count: usize },
+
+    #[error("this is the key in use: open the repository with another password to remove it")]
+    KeyInUse,
+
+    #[error("{name:?} is not a database name for --database NAME=URI: use letters, digits, '.', '_' and '-' (at most 63)")]
+    InvalidDatabaseName { name: String },
+
+    #[error("{tools} not found on PATH: install {package} to use database {database}")]
+    DatabaseToolMissing {
+        tools: String,
+        package: &'static str,
+        database: String,
+    },
+
+    #[error("the target server {server} is not empty: it holds {occupied}; the dump of {entry} is not restored over it. Drop them first, or pass --overwrite-databases to drop them and restore")]
+    TargetServerNotEmpty {
+        server: String,
+        occupied: String,
+        entry: String,
+    },
+
+    #[error("{0}")]
+    DumpNotFound(String),
+
+    #[error("{entry} {problem}")]
+    DumpNotRestorable { entry: String, problem: String },
+
+    #[error("the password of database {name} {problem}")]
+    DatabasePassword { name: String, problem: &'static str },
+
+    /// A request that cannot be met, in words for the user (still used by the restore planner).
     #[error("{0}")]
     Usage(String),
 

@@ -5,18 +5,20 @@ mod cli;
 
 use clap::Parser;
 use cli::args::Cli;
-use neverwiped_contract::ExitStatus;
-use neverwiped_contract::Operation;
+use cli::args::LogFormat;
+use cli::output::Closing;
+use neverwiped_contract::{ExitStatus, Operation};
 use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let started = chrono::Utc::now();
+    cli::hardening::disable_core_dumps();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(error, started),
     };
-    cli::init_logging(cli.log_format, cli.quiet);
+    let closing = cli::init_logging(cli.log_format, cli.quiet);
     let operation = cli::operation_of(&cli.command);
     // As PID 1 of a Job's container the process has no default SIGTERM handler: without this,
     // a deleted or timed-out Job would wait out its whole grace period before being killed. The
@@ -25,45 +27,64 @@ async fn main() -> ExitCode {
         operation,
         started,
         cli.result_file.clone(),
+        closing,
     ));
-    let run = cli::run(&cli).await;
+    let databases = cli::DatabaseRecord::default();
+    let run = cli::run(&cli, &databases).await;
     let (status, result) = match run {
         Ok(outcome) => {
-            let status = if outcome.warnings.is_empty() {
+            let status = if outcome.incomplete.is_empty() {
                 ExitStatus::Success
             } else {
                 ExitStatus::Partial
             };
             (
                 status,
-                cli::run_result(operation, status, started, &outcome, None),
+                cli::run_result(
+                    operation,
+                    status,
+                    started,
+                    &outcome,
+                    databases.results(false),
+                    None,
+                ),
             )
         }
         Err(error) => {
             let status = cli::exit_status_of(&error);
             let message = cli::describe_chain(&error);
-            eprintln!("error: {message}");
+            closing.error(&message);
+            let outcome = cli::outcome_of_failure(&error).unwrap_or(&cli::NO_OUTCOME);
             (
                 status,
                 cli::run_result(
                     operation,
                     status,
                     started,
-                    cli::outcome_of_failure(&error).unwrap_or(&Default::default()),
+                    outcome,
+                    databases.results(true),
                     Some(message),
                 ),
             )
         }
     };
-    if status == ExitStatus::Partial {
-        eprintln!("warning: the run had {} warning(s); inputs that could not be read are not in the snapshot", result.warnings_total);
+    match status {
+        ExitStatus::Partial => closing.warning(&format!(
+            "the run had {} warning(s); what could not be read or restored is missing (the warnings say what)",
+            result.warnings_total
+        )),
+        ExitStatus::Success if result.warnings_total > 0 => closing.warning(&format!(
+            "the run succeeded with {} warning(s); nothing that could be read is missing",
+            result.warnings_total
+        )),
+        _ => {}
     }
     if let Some(path) = &cli.result_file {
         if let Err(error) = std::fs::write(path, result.to_termination_message()) {
-            eprintln!(
-                "error: cannot write the result file {}: {error}",
+            closing.error(&format!(
+                "cannot write the result file {}: {error}",
                 path.display()
-            );
+            ));
         }
     }
     ExitCode::from(status.code() as u8)
@@ -76,12 +97,13 @@ async fn exit_on_stop_signal(
     operation: Operation,
     started: chrono::DateTime<chrono::Utc>,
     result_file: Option<std::path::PathBuf>,
+    closing: Closing,
 ) {
     let signal = stop_signal().await;
     let message = format!(
         "stopped by {signal} before the run was complete; nothing after its last committed step was saved (the next run continues from there)"
     );
-    eprintln!("error: {message}");
+    closing.error(&message);
     if let Some(path) = result_file {
         // Exiting at once matters more than saying that the result file could not be written.
         let _ = write_failed_result(&path, operation, started, message);
@@ -100,7 +122,8 @@ fn write_failed_result(
         operation,
         ExitStatus::Failed,
         started,
-        &Default::default(),
+        &cli::NO_OUTCOME,
+        Vec::new(),
         Some(message),
     );
     std::fs::write(path, result.to_termination_message())
@@ -134,41 +157,23 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
         let _ = error.print();
         return ExitCode::SUCCESS;
     }
-    let _ = error.print();
-    let args: Vec<String> = std::env::args().collect();
-    let result_file =
-        args.iter()
-            .enumerate()
-            .find_map(|(i, arg)| match arg.strip_prefix("--result-file") {
-                Some("") => args.get(i + 1).cloned(),
-                Some(value) => value.strip_prefix('=').map(str::to_owned),
-                None => None,
-            });
-    if let Some(path) = result_file {
-        let operation = match args
-            .iter()
-            .skip(1)
-            .find(|arg| !arg.starts_with('-'))
-            .map(String::as_str)
-        {
-            Some("restore") => Operation::Restore,
-            Some("init") => Operation::Init,
-            Some("forget") => Operation::Forget,
-            Some("prune") => Operation::Prune,
-            Some("check") => Operation::Check,
-            _ => Operation::Backup,
-        };
-        let message = error.kind().to_string();
-        let detail = error
-            .to_string()
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("error: ")
-            .to_owned();
-        let text = if detail.is_empty() { message } else { detail };
-        if let Err(write_error) = write_failed_result(path.as_ref(), operation, started, text) {
-            eprintln!("error: cannot write the result file {path}: {write_error}");
+    // What could be read of the command line despite the mistake: the command, the result file
+    // and the log format.
+    let partial = cli::args::PartialCommandLine::read();
+    let closing = Closing::new(partial.log_format.unwrap_or_else(LogFormat::for_stderr));
+    let text = cli::args::usage_error_text(&error, partial.command_name.as_deref());
+    let message = cli::args::one_line(&text);
+    match closing.format() {
+        LogFormat::Json => closing.error(&message),
+        LogFormat::Text => eprint!("{text}"),
+    }
+    if let Some(path) = partial.result_file {
+        let operation = partial.operation.unwrap_or(Operation::Backup);
+        if let Err(write_error) = write_failed_result(&path, operation, started, message) {
+            closing.error(&format!(
+                "cannot write the result file {}: {write_error}",
+                path.display()
+            ));
         }
     }
     ExitCode::from(ExitStatus::Failed.code() as u8)

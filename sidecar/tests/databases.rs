@@ -591,7 +591,7 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
 
     // Under another name: a copy beside the original, with the same contents.
     let copy = format!("shop-db={}", server.uri(Some("shop_copy")));
-    sidecar
+    let renamed = sidecar
         .run(&[
             "restore",
             "latest",
@@ -601,6 +601,13 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
             &password_file,
         ])
         .expect_ok();
+    assert!(
+        renamed
+            .stdout
+            .contains("(the dump of database shop, restored under the name shop_copy)"),
+        "the output says the dump went in under another name: {}",
+        renamed.stdout
+    );
     let after = postgres_state(&server);
     let copied: Vec<(String, String)> = after
         .iter()
@@ -1210,6 +1217,96 @@ fn a_password_in_the_uri_or_a_stray_password_file_is_refused_before_anything_run
         "{error}"
     );
     assert_eq!(sidecar.snapshot_count(), 0);
+}
+
+/// Passwords that would add a line to a PGPASSFILE or an option to a MariaDB option file if
+/// their control characters reached it.
+fn injecting_passwords() -> Vec<String> {
+    vec![
+        format!("{ADMIN_PASSWORD}\n*:*:*:*:other"),
+        format!("{ADMIN_PASSWORD}\"\nport=1\n#"),
+        format!("{ADMIN_PASSWORD}\r\nhost=localhost"),
+        format!("{ADMIN_PASSWORD}\u{0b}ssl=0"),
+        format!("{ADMIN_PASSWORD}\tx"),
+    ]
+}
+
+/// Each injecting password, from the environment and from a file, is refused before any tool
+/// runs against the real server at `uri`, and is never echoed.
+fn assert_injecting_passwords_are_refused(sidecar: &Sidecar, uri: &str) {
+    let database = format!("main={uri}");
+    for password in injecting_passwords() {
+        let from_env = sidecar.run_with(
+            &["backup", "--database", &database],
+            &[("NEVERWIPED_DB_PASSWORD_MAIN", password.as_str())],
+        );
+        let file = sidecar.password_file("main", &password);
+        let from_file = sidecar.run(&[
+            "backup",
+            "--database",
+            &database,
+            "--database-password-file",
+            &file,
+        ]);
+        for run in [from_env, from_file] {
+            let error = run.error();
+            assert!(
+                error.contains("the password of database main holds a control character"),
+                "{password:?}: {error}"
+            );
+            assert!(
+                !run.stderr.contains(ADMIN_PASSWORD) && !error.contains(ADMIN_PASSWORD),
+                "the password is never repeated: {}",
+                run.stderr
+            );
+            assert_eq!(run.result().snapshot_id, None);
+        }
+    }
+    assert_eq!(sidecar.snapshot_count(), 0);
+}
+
+#[test]
+fn postgres_a_control_character_in_the_password_cannot_add_a_line_to_the_pgpass_file() {
+    let test = "postgres_a_control_character_in_the_password_cannot_add_a_line_to_the_pgpass_file";
+    let Some(server) = Postgres::start(test) else {
+        return;
+    };
+    let mut sidecar = Sidecar::init(None);
+    sidecar.path_prefix.push(server.bin_dir().to_path_buf());
+    assert_injecting_passwords_are_refused(&sidecar, &server.uri(None));
+    // The same server with the plain password: the dump works, so the refusal above was the
+    // password's doing.
+    sidecar
+        .run_with(
+            &[
+                "backup",
+                "--database",
+                &format!("main={}", server.uri(None)),
+            ],
+            &[("NEVERWIPED_DB_PASSWORD_MAIN", ADMIN_PASSWORD)],
+        )
+        .expect_ok();
+}
+
+#[test]
+fn mariadb_a_control_character_in_the_password_cannot_add_an_option_to_the_option_file() {
+    let test =
+        "mariadb_a_control_character_in_the_password_cannot_add_an_option_to_the_option_file";
+    let Some(server) = MariaDb::start(test) else {
+        return;
+    };
+    let sidecar = Sidecar::init(None);
+    assert_injecting_passwords_are_refused(&sidecar, &server.uri(None));
+    sidecar
+        .run_with(
+            &[
+                "backup",
+                "--database",
+                &format!("main={}", server.uri(None)),
+            ],
+            &[("NEVERWIPED_DB_PASSWORD_MAIN", ADMIN_PASSWORD)],
+        )
+        .expect_ok();
 }
 
 const HALF_A_DUMP: &str = "--\n-- PostgreSQL database cluster dump\n--\n\nCREATE ROLE admin;\n";

@@ -9,7 +9,7 @@ pub mod source;
 mod uploader;
 mod walker;
 
-pub use source::{Source, StreamSource};
+pub use source::{CountedReader, Source, StreamSource};
 pub use uploader::Throttle;
 
 use crate::backend::ObjectKind;
@@ -41,8 +41,10 @@ impl Excludes {
         let mut by_name = GlobSetBuilder::new();
         let (mut any_path, mut any_name) = (false, false);
         for pattern in patterns {
-            let glob = Glob::new(pattern)
-                .map_err(|e| Error::Usage(format!("invalid exclude pattern {pattern:?}: {e}")))?;
+            let glob = Glob::new(pattern).map_err(|e| Error::InvalidExclude {
+                pattern: pattern.clone(),
+                reason: e.to_string(),
+            })?;
             if pattern.contains('/') {
                 by_path.add(glob);
                 any_path = true;
@@ -51,8 +53,12 @@ impl Excludes {
                 any_name = true;
             }
         }
-        let build =
-            |builder: GlobSetBuilder| builder.build().map_err(|e| Error::Usage(e.to_string()));
+        let build = |builder: GlobSetBuilder| {
+            builder.build().map_err(|e| Error::InvalidExclude {
+                pattern: patterns.join(" "),
+                reason: e.to_string(),
+            })
+        };
         Ok(Excludes {
             by_path: if any_path {
                 Some(build(by_path)?)
@@ -133,6 +139,9 @@ pub struct BackupOptions {
     /// allowed). With the pack being filled, the blobs in the channels and the reader's buffer,
     /// this sets the memory of a backup; more lets uploads overlap on a slow link.
     pub upload_memory_bytes: u64,
+    /// Store a snapshot that holds no file, or a stream that gave no byte. Off by default: an
+    /// empty input is most often a producer that failed (`pg_dumpall … |` without `pipefail`).
+    pub allow_empty: bool,
     pub progress: Arc<Progress>,
 }
 
@@ -148,6 +157,7 @@ impl BackupOptions {
             workers: 0,
             upload_concurrency: 4,
             upload_memory_bytes: DEFAULT_UPLOAD_MEMORY_BYTES,
+            allow_empty: false,
             progress: Arc::new(Progress::default()),
         }
     }
@@ -160,6 +170,64 @@ pub struct BackupReport {
     pub snapshot: Snapshot,
     /// Inputs that could not be read; the snapshot lacks them.
     pub warnings: Vec<String>,
+    /// Warnings that lost no readable input (a socket skipped, a parent tree unreadable).
+    pub notices: Vec<String>,
+    /// Files stored as another name of a file read earlier in this backup.
+    pub hard_links: u64,
+}
+
+/// Counters of the streams of a backup, to refuse a snapshot of an empty one.
+struct StreamCounters(Vec<(String, Arc<std::sync::atomic::AtomicU64>)>);
+
+impl StreamCounters {
+    /// Wraps each stream's reader in a counter.
+    fn wrap(sources: &mut [Source]) -> StreamCounters {
+        let mut counters = Vec::new();
+        for source in sources {
+            if let Source::Stream(stream) = source {
+                let reader = std::mem::replace(&mut stream.reader, Box::new(std::io::empty()));
+                let (counted, bytes_read) = CountedReader::new(reader);
+                stream.reader = Box::new(counted);
+                counters.push((stream.label.clone(), bytes_read));
+            }
+        }
+        StreamCounters(counters)
+    }
+
+    /// The label of the first stream that gave no byte.
+    fn first_empty(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(_, bytes)| bytes.load(std::sync::atomic::Ordering::Relaxed) == 0)
+            .map(|(label, _)| label.as_str())
+    }
+}
+
+/// Refuses a backup that read nothing, unless the caller said an empty input is expected.
+fn refuse_empty(
+    walk: &walker::WalkStats,
+    streams: &StreamCounters,
+    allow_empty: bool,
+) -> Result<()> {
+    if allow_empty {
+        return Ok(());
+    }
+    if let Some(label) = streams.first_empty() {
+        return Err(Error::NothingRead {
+            reason: format!(
+                "{label} was empty (0 bytes), which usually means its producer failed; \
+                 give --allow-empty if an empty stream is expected"
+            ),
+        });
+    }
+    if walk.files == 0 {
+        return Err(Error::NothingRead {
+            reason: "the sources hold no file; give --allow-empty to store a snapshot of \
+                     folders without files"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 /// Backs up the sources into a new snapshot.
@@ -167,6 +235,7 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
     return_large_buffers_to_the_system();
     let started = Instant::now();
     let start_time = chrono::Utc::now();
+    let streams = StreamCounters::wrap(&mut options.sources);
     let tree = SourceTree::build(std::mem::take(&mut options.sources))?;
     let paths: Vec<SnapshotPath> = tree.paths.iter().cloned().map(SnapshotPath).collect();
     let lock = locking::acquire(repo, false, "backup").await?;
@@ -174,6 +243,7 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
         repo.refresh_index().await?;
         let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
         let outcome = run_pipeline(repo, tree, parent.map(|(_, tree)| tree), &options).await?;
+        refuse_empty(&outcome.walk, &streams, options.allow_empty)?;
         let summary = SnapshotSummary {
             files: outcome.walk.files,
             dirs: outcome.walk.dirs,
@@ -182,7 +252,7 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
             total_bytes: outcome.walk.total_bytes,
             bytes_added: outcome.upload.bytes,
             blobs_added: outcome.upload.blobs,
-            warnings: outcome.warnings.len() as u64,
+            warnings: (outcome.warnings.len() + outcome.notices.len()) as u64,
             duration_millis: started.elapsed().as_millis() as u64,
         };
         let snapshot = Snapshot {
@@ -202,6 +272,8 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
             snapshot_id,
             snapshot,
             warnings: outcome.warnings,
+            notices: outcome.notices,
+            hard_links: outcome.walk.hard_links,
         })
     }
     .await;
@@ -239,6 +311,78 @@ struct PipelineOutcome {
     walk: walker::WalkStats,
     upload: uploader::UploadStats,
     warnings: Vec<String>,
+    notices: Vec<String>,
+}
+
+/// The compress-and-seal workers and the packer, running on threads of their own.
+struct SealingThreads {
+    workers: Vec<std::thread::JoinHandle<()>>,
+    packer: std::thread::JoinHandle<bool>,
+}
+
+impl SealingThreads {
+    /// Starts `workers` sealers reading `jobs` and one packer handing closed packs to `packs`,
+    /// each pack holding its share of `upload_memory_bytes` until it is stored.
+    fn start(
+        repo: &IndexedRepository,
+        workers: usize,
+        upload_memory_bytes: u64,
+        jobs: crossbeam_channel::Receiver<BlobJob>,
+        blob_buffers: Recycler,
+        packs: tokio::sync::mpsc::Sender<pipeline::FinishedPack>,
+    ) -> Result<SealingThreads> {
+        let (sealed_tx, sealed_rx) = crossbeam_channel::bounded::<SealedBlob>(0);
+        // Closed packs hold a share of the budget (in KiB) from the moment they are closed until
+        // they are stored: the packer waits for it, and with it the whole pipeline.
+        let budget_kib = u32::try_from(upload_memory_bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
+        let budget = Arc::new(tokio::sync::Semaphore::new(budget_kib as usize));
+        let runtime = tokio::runtime::Handle::current();
+        let mut threads = Vec::new();
+        for number in 0..workers {
+            let (keys, jobs, sealed) = (repo.keys().clone(), jobs.clone(), sealed_tx.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("seal-{number}"))
+                    .spawn(move || run_worker(keys, jobs, sealed))
+                    .map_err(|e| Error::io("starting a worker thread", e))?,
+            );
+        }
+        drop((jobs, sealed_tx));
+        let keys = repo.keys().clone();
+        let pack_target = repo.params().pack_target_bytes as usize;
+        let packer = std::thread::Builder::new()
+            .name("packer".into())
+            .spawn(move || {
+                run_packer(keys, pack_target, sealed_rx, &blob_buffers, |mut pack| {
+                    let kib = u32::try_from(pack.bytes.len().div_ceil(1024))
+                        .unwrap_or(u32::MAX)
+                        .min(budget_kib);
+                    match runtime.block_on(budget.clone().acquire_many_owned(kib)) {
+                        Ok(permit) => pack.budget = Some(permit),
+                        Err(_) => return false,
+                    }
+                    packs.blocking_send(pack).is_ok()
+                })
+            })
+            .map_err(|e| Error::io("starting the packer thread", e))?;
+        Ok(SealingThreads {
+            workers: threads,
+            packer,
+        })
+    }
+
+    /// Waits for every thread to end (they do once the walker's job channel closes).
+    async fn join(self) {
+        let _ = tokio::task::spawn_blocking(move || {
+            for thread in self.workers {
+                let _ = thread.join();
+            }
+            self.packer.join().unwrap_or(false)
+        })
+        .await;
+    }
 }
 
 async fn run_pipeline(
@@ -257,47 +401,16 @@ async fn run_pipeline(
     // is in one of them, with the walker, a worker or the packer: that many are kept for reuse.
     // The packer only copies, so sealed blobs are handed over directly.
     let (job_tx, job_rx) = crossbeam_channel::bounded::<BlobJob>(1);
-    let (sealed_tx, sealed_rx) = crossbeam_channel::bounded::<SealedBlob>(0);
     let blob_buffers = Recycler::new(workers + 3);
     let (pack_tx, pack_rx) = tokio::sync::mpsc::channel(1);
-    // Closed packs hold a share of the budget (in KiB) from the moment they are closed until
-    // they are stored: the packer waits for it, and with it the whole pipeline.
-    let budget_kib = u32::try_from(options.upload_memory_bytes.div_ceil(1024))
-        .unwrap_or(u32::MAX)
-        .clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
-    let budget = Arc::new(tokio::sync::Semaphore::new(budget_kib as usize));
-    let runtime = tokio::runtime::Handle::current();
-
-    let mut threads = Vec::new();
-    for number in 0..workers {
-        let (keys, jobs, sealed) = (repo.keys().clone(), job_rx.clone(), sealed_tx.clone());
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("seal-{number}"))
-                .spawn(move || run_worker(keys, jobs, sealed))
-                .map_err(|e| Error::io("starting a worker thread", e))?,
-        );
-    }
-    drop((job_rx, sealed_tx));
-    let keys = repo.keys().clone();
-    let pack_target = repo.params().pack_target_bytes as usize;
-    let packer_blobs = blob_buffers.clone();
-    let packer = std::thread::Builder::new()
-        .name("packer".into())
-        .spawn(move || {
-            run_packer(keys, pack_target, sealed_rx, &packer_blobs, |mut pack| {
-                let kib = u32::try_from(pack.bytes.len().div_ceil(1024))
-                    .unwrap_or(u32::MAX)
-                    .min(budget_kib);
-                match runtime.block_on(budget.clone().acquire_many_owned(kib)) {
-                    Ok(permit) => pack.budget = Some(permit),
-                    Err(_) => return false,
-                }
-                pack_tx.blocking_send(pack).is_ok()
-            })
-        })
-        .map_err(|e| Error::io("starting the packer thread", e))?;
-
+    let sealing = SealingThreads::start(
+        repo,
+        workers,
+        options.upload_memory_bytes,
+        job_rx,
+        blob_buffers.clone(),
+        pack_tx,
+    )?;
     let uploads = tokio::spawn(uploader::run_uploader(
         repo.clone(),
         pack_rx,
@@ -318,24 +431,21 @@ async fn run_pipeline(
         let root = walker.archive_root(tree, parent_root);
         // Dropping the walker closes the job channel: the workers and packer drain and finish.
         let Walker {
-            stats, warnings, ..
+            stats,
+            warnings,
+            notices,
+            ..
         } = walker;
-        (root, stats, warnings)
+        (root, stats, warnings, notices)
     })
     .await
     .map_err(|e| Error::Interrupted(format!("the walker failed: {e}")))?;
-    let join_threads = tokio::task::spawn_blocking(move || {
-        for thread in threads {
-            let _ = thread.join();
-        }
-        packer.join().unwrap_or(false)
-    });
     let upload_result = uploads
         .await
         .map_err(|e| Error::Interrupted(format!("the uploader failed: {e}")))?;
-    let _ = join_threads.await;
+    sealing.join().await;
 
-    let (root, walk, warnings) = walked;
+    let (root, walk, warnings, notices) = walked;
     // An upload error explains a walker that stopped because the pipeline closed.
     let upload = upload_result?;
     let root = root?;
@@ -349,5 +459,6 @@ async fn run_pipeline(
         walk,
         upload,
         warnings,
+        notices,
     })
 }

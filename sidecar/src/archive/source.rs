@@ -17,6 +17,35 @@ pub struct StreamSource {
     pub reader: Box<dyn Read + Send>,
 }
 
+/// A reader that counts the bytes read through it, so a backup can tell an empty stream apart.
+pub struct CountedReader {
+    inner: Box<dyn Read + Send>,
+    bytes_read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CountedReader {
+    /// Wraps `inner`; the counter returned grows with every byte read.
+    pub fn new(
+        inner: Box<dyn Read + Send>,
+    ) -> (CountedReader, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        let bytes_read = std::sync::Arc::default();
+        let reader = CountedReader {
+            inner,
+            bytes_read: std::sync::Arc::clone(&bytes_read),
+        };
+        (reader, bytes_read)
+    }
+}
+
+impl Read for CountedReader {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let count = self.inner.read(buffer)?;
+        self.bytes_read
+            .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(count)
+    }
+}
+
 /// One thing to back up.
 pub enum Source {
     Path(PathBuf),
@@ -69,10 +98,9 @@ impl SourceTree {
                 Source::Stream(stream) => {
                     let path = PathBuf::from(&stream.snapshot_path);
                     if !path.is_absolute() {
-                        return Err(Error::Usage(format!(
-                            "stream path {:?} must be absolute",
-                            stream.snapshot_path
-                        )));
+                        return Err(Error::StreamPathNotAbsolute {
+                            path: stream.snapshot_path,
+                        });
                     }
                     (path, VirtualEntry::Stream(stream))
                 }
@@ -91,10 +119,7 @@ impl SourceTree {
 
     fn insert(&mut self, parts: &[Vec<u8>], entry: VirtualEntry) -> Result<()> {
         let Some((last, ancestors)) = parts.split_last() else {
-            return Err(Error::Usage(
-                "backing up the whole root file system `/` is not supported; name its folders"
-                    .into(),
-            ));
+            return Err(Error::WholeRootFileSystem);
         };
         let mut level = &mut self.children;
         let mut walked = PathBuf::from("/");
@@ -134,10 +159,9 @@ impl SourceTree {
 }
 
 fn conflict(path: &Path) -> Error {
-    Error::Usage(format!(
-        "two sources claim {} in the snapshot",
-        path.display()
-    ))
+    Error::SourceConflict {
+        path: path.display().to_string(),
+    }
 }
 
 #[cfg(test)]

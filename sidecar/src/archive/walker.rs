@@ -29,6 +29,9 @@ pub struct WalkStats {
     pub files_read: u64,
     pub bytes_read: u64,
     pub total_bytes: u64,
+    /// Files stored as another name of a file read earlier in this backup (a hard link): neither
+    /// read nor unchanged.
+    pub hard_links: u64,
     /// Sources that existed and were read (a backup of none of them is a failure).
     pub sources_read: u64,
 }
@@ -47,7 +50,10 @@ pub struct Walker {
     buffers: Recycler,
     pub excludes: Excludes,
     pub progress: Arc<Progress>,
+    /// Inputs that could not be read: the snapshot lacks them.
     pub warnings: Vec<String>,
+    /// Warnings that lose no readable input (a socket skipped, a parent tree unreadable).
+    pub notices: Vec<String>,
     pub stats: WalkStats,
     /// Content of multiply-linked files seen in this backup, by (device, inode).
     hard_links: HashMap<(u64, u64), (u64, Vec<BlobId>)>,
@@ -81,6 +87,7 @@ impl Walker {
             excludes,
             progress,
             warnings: Vec::new(),
+            notices: Vec::new(),
             stats: WalkStats::default(),
             hard_links: HashMap::new(),
         }
@@ -89,6 +96,12 @@ impl Walker {
     fn warn(&mut self, message: String) {
         tracing::warn!("{message}");
         self.warnings.push(message);
+    }
+
+    /// A warning that loses no input that could have been read.
+    fn notice(&mut self, message: String) {
+        tracing::warn!("{message}");
+        self.notices.push(message);
     }
 
     /// Sends a blob to the workers unless the repository has it; returns its id.
@@ -116,7 +129,7 @@ impl Walker {
         match self.runtime.block_on(repo.read_tree(id, "parent snapshot")) {
             Ok(tree) => Some(tree),
             Err(error) => {
-                self.warn(format!(
+                self.notice(format!(
                     "cannot read the parent snapshot's tree {id}, reading all files again: {error}"
                 ));
                 None
@@ -235,7 +248,7 @@ impl Walker {
                 rdev: fs_meta.rdev(),
             }
         } else {
-            self.warn(format!(
+            self.notice(format!(
                 "skipped {}: sockets cannot be backed up",
                 path.display()
             ));
@@ -281,10 +294,11 @@ impl Walker {
         fs_meta: &FsMetadata,
         parent: Option<&Node>,
     ) -> Result<Option<NodeKind>> {
-        self.stats.files += 1;
         let inode_key = (fs_meta.dev(), fs_meta.ino());
         if fs_meta.nlink() > 1 {
             if let Some((size, content)) = self.hard_links.get(&inode_key) {
+                self.stats.files += 1;
+                self.stats.hard_links += 1;
                 self.stats.total_bytes += size;
                 self.progress.add_files(1);
                 return Ok(Some(NodeKind::File {
@@ -296,6 +310,7 @@ impl Walker {
         let reusable = unchanged_content(parent, fs_meta)
             .filter(|content| content.iter().all(|id| self.known.contains(id)));
         if let Some(content) = reusable {
+            self.stats.files += 1;
             self.stats.total_bytes += fs_meta.len();
             self.progress.add_files(1);
             self.remember_hard_link(fs_meta, inode_key, fs_meta.len(), &content);
@@ -319,6 +334,7 @@ impl Walker {
             }
             Err(ChunkReadError::Pipeline(error)) => return Err(error),
         };
+        self.stats.files += 1;
         self.stats.files_read += 1;
         self.stats.total_bytes += size;
         self.progress.add_files(1);

@@ -1,30 +1,57 @@
 //! The command line, following restic's conventions where users already know them.
 
 use clap::{Args, Parser, Subcommand};
+use neverwiped::maintenance::forget::KeepPolicy;
 use std::path::PathBuf;
+
+/// The heading of the options every command takes, listed after the command's own.
+const GLOBAL: &str = "Global options";
+
+/// The environment and exit codes, at the end of every help page.
+const ENVIRONMENT_AND_EXIT_CODES: &str = "\
+Environment (secrets are never taken from the command line):
+  NEVERWIPED_REPOSITORY          the repository, as --repo
+  NEVERWIPED_PASSWORD_FILE       file holding the repository password, as --password-file
+  NEVERWIPED_PASSWORD            the repository password itself
+  NEVERWIPED_GATE_USERNAME       the gate's basic-auth user name
+  NEVERWIPED_GATE_PASSWORD_FILE  file holding the gate's password (or NEVERWIPED_GATE_PASSWORD)
+  NEVERWIPED_GATE_CA_FILE        PEM file of a CA for the gate's certificate, as --cacert
+  NEVERWIPED_DB_PASSWORD_<NAME>  password of --database NAME (NAME upper-cased, '-' and '.' as '_')
+  NEVERWIPED_NEW_PASSWORD_FILE   the new password of key add / key passwd
+  NEVERWIPED_LOG_FORMAT          text or json, as --log-format
+  NEVERWIPED_LOG                 log filter, e.g. debug or neverwiped=debug
+
+Exit codes:
+  0   done (warnings that lose nothing, such as a skipped socket, are listed in the result)
+  1   failed: nothing the command claims was committed
+  3   partial: a backup could not read some input, or a restore could not give back some entry
+  10  no repository at --repo
+  11  the repository is locked by another process
+  12  wrong password";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "neverwiped-sidecar",
     version,
-    about = "Encrypted, deduplicated backups to a local folder or a restic REST server (the gate)."
+    about = "Encrypted, deduplicated backups to a local folder or a restic REST server (the gate).",
+    after_help = ENVIRONMENT_AND_EXIT_CODES,
 )]
 pub struct Cli {
     /// The repository: a folder, or rest:http(s)://host[:port]/path/ for the gate.
-    #[arg(long, short = 'r', env = "NEVERWIPED_REPOSITORY", global = true)]
+    #[arg(long, short = 'r', env = "NEVERWIPED_REPOSITORY", global = true, help_heading = GLOBAL)]
     pub repo: Option<String>,
 
     /// File holding the repository password (or set NEVERWIPED_PASSWORD).
-    #[arg(long, short = 'p', env = "NEVERWIPED_PASSWORD_FILE", global = true)]
+    #[arg(long, short = 'p', env = "NEVERWIPED_PASSWORD_FILE", global = true, help_heading = GLOBAL)]
     pub password_file: Option<PathBuf>,
 
     /// PEM file of a CA to trust for the gate's HTTPS certificate.
-    #[arg(long, env = "NEVERWIPED_GATE_CA_FILE", global = true)]
+    #[arg(long, env = "NEVERWIPED_GATE_CA_FILE", global = true, help_heading = GLOBAL)]
     pub cacert: Option<PathBuf>,
 
     /// When the repository is locked by another process, wait up to this long for it (e.g. 30m,
     /// 1h, 90s) instead of failing at once.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
 
     /// How long one request to the gate may keep being retried (pauses included) before the run
@@ -43,19 +70,19 @@ pub struct Cli {
     pub retry_delay_ms: Option<u64>,
 
     /// Write the run's JSON result here (the operator points it at /dev/termination-log).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub result_file: Option<PathBuf>,
 
     /// Print results as JSON on standard output.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// No progress bar, only warnings and errors.
-    #[arg(long, short = 'q', global = true)]
+    #[arg(long, short = 'q', global = true, help_heading = GLOBAL)]
     pub quiet: bool,
 
     /// Log format on standard error: text or json (default: text on a terminal, else json).
-    #[arg(long, env = "NEVERWIPED_LOG_FORMAT", global = true)]
+    #[arg(long, env = "NEVERWIPED_LOG_FORMAT", global = true, help_heading = GLOBAL)]
     pub log_format: Option<LogFormat>,
 
     #[command(subcommand)]
@@ -83,14 +110,14 @@ pub enum Command {
     /// Remove stale locks (of processes that are gone).
     Unlock(UnlockArgs),
     /// Verify the repository: structure, and with --read-data every byte.
-    Check(super::maintenance::CheckArgs),
+    Check(CheckArgs),
     /// Remove snapshots that a keep policy does not keep (their data stays until prune).
-    Forget(super::maintenance::ForgetArgs),
+    Forget(ForgetArgs),
     /// Remove data no snapshot needs.
-    Prune(super::maintenance::PruneArgs),
+    Prune(PruneArgs),
     /// Manage the passwords (key objects) that open the repository.
     #[command(subcommand)]
-    Key(super::maintenance::KeyCommand),
+    Key(KeyCommand),
 }
 
 #[derive(Debug, Args)]
@@ -140,10 +167,14 @@ pub struct BackupArgs {
     /// Create the repository first when there is none at --repo (with the password given).
     #[arg(long)]
     pub init: bool,
+    /// Store the snapshot even when it holds no file or a stream gave no byte (without this, such
+    /// a backup fails: an empty input is most often a producer that failed).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// After the snapshot is written, forget the snapshots of its host that these rules do not
     /// keep (as `forget --host`); none given: keep every snapshot.
     #[command(flatten)]
-    pub keep: super::maintenance::KeepArgs,
+    pub keep: KeepArgs,
 }
 
 #[derive(Debug, Args)]
@@ -193,6 +224,240 @@ pub struct RestoreArgs {
     /// (at most 8 MiB); more keeps more fetches in flight from a distant gate [default: 32M].
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
     pub fetch_memory: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Read back and authenticate every byte of every pack.
+    #[arg(long, conflicts_with = "read_data_subset")]
+    pub read_data: bool,
+    /// Read back this share of the packs, e.g. 10% (chosen at random each run).
+    #[arg(long, value_parser = parse_percent)]
+    pub read_data_subset: Option<f64>,
+    /// Before locking, remove every lock written on this host name (see backup).
+    #[arg(long, value_name = "HOSTNAME")]
+    pub remove_locks_of_host: Option<String>,
+}
+
+/// Retention rules: a snapshot is kept when any rule keeps it.
+#[derive(Debug, Args, Default)]
+pub struct KeepArgs {
+    /// Keep the newest N snapshots.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_last: u32,
+    /// Keep the newest snapshot of each of the last N hours that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_hourly: u32,
+    /// Keep the newest snapshot of each of the last N days that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_daily: u32,
+    /// Keep the newest snapshot of each of the last N weeks that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_weekly: u32,
+    /// Keep the newest snapshot of each of the last N months that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_monthly: u32,
+    /// Keep the newest snapshot of each of the last N years that have one.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keep_yearly: u32,
+}
+
+impl KeepArgs {
+    pub fn policy(&self) -> KeepPolicy {
+        KeepPolicy {
+            last: self.keep_last,
+            hourly: self.keep_hourly,
+            daily: self.keep_daily,
+            weekly: self.keep_weekly,
+            monthly: self.keep_monthly,
+            yearly: self.keep_yearly,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    #[command(flatten)]
+    pub keep: KeepArgs,
+    /// Only snapshots of this host (the operator's NAMESPACE/PLAN).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Show what would be removed and why, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Show the plan, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Before locking, remove every lock written on this host name (see backup).
+    #[arg(long, value_name = "HOSTNAME")]
+    pub remove_locks_of_host: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// List the key objects.
+    List,
+    /// Add a password (read from a file).
+    Add(NewPasswordArgs),
+    /// Remove a key object by id prefix (not the one in use).
+    Remove {
+        /// Id prefix of the key object to remove, as `key list` shows it.
+        id: String,
+    },
+    /// Change the password: add the new one, remove the one in use.
+    Passwd(NewPasswordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NewPasswordArgs {
+    /// File holding the new password.
+    #[arg(long, env = "NEVERWIPED_NEW_PASSWORD_FILE")]
+    pub new_password_file: PathBuf,
+}
+
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%');
+    match number.parse::<f64>() {
+        Ok(value) if value > 0.0 && value <= 100.0 => Ok(value),
+        Ok(0.0) => Err(format!(
+            "{text:?} would read no pack: give a share above 0% (e.g. 10%), or leave --read-data-subset out to check the structure only"
+        )),
+        _ => Err(format!(
+            "{text:?} is not a share of the packs above 0% and at most 100%, such as 10%"
+        )),
+    }
+}
+
+/// What can be read of a command line that does not parse, for the result file of a usage
+/// error: clap reads it again, ignoring the mistakes.
+pub struct PartialCommandLine {
+    pub command_name: Option<String>,
+    pub operation: Option<neverwiped_contract::Operation>,
+    pub result_file: Option<PathBuf>,
+    pub log_format: Option<LogFormat>,
+}
+
+impl PartialCommandLine {
+    pub fn read() -> PartialCommandLine {
+        use clap::CommandFactory;
+        let matches = Cli::command().ignore_errors(true).try_get_matches();
+        let Ok(matches) = matches else {
+            return PartialCommandLine {
+                command_name: None,
+                operation: None,
+                result_file: None,
+                log_format: None,
+            };
+        };
+        // Global arguments may follow the command: clap keeps them on the command's matches.
+        let command = matches.subcommand();
+        let find_path = |name: &str| {
+            command
+                .and_then(|(_, sub)| sub.try_get_one::<PathBuf>(name).ok().flatten().cloned())
+                .or_else(|| matches.try_get_one::<PathBuf>(name).ok().flatten().cloned())
+        };
+        let log_format = command
+            .and_then(|(_, sub)| {
+                sub.try_get_one::<LogFormat>("log_format")
+                    .ok()
+                    .flatten()
+                    .copied()
+            })
+            .or_else(|| {
+                matches
+                    .try_get_one::<LogFormat>("log_format")
+                    .ok()
+                    .flatten()
+                    .copied()
+            });
+        PartialCommandLine {
+            command_name: command.map(|(name, _)| name.to_owned()),
+            operation: command.and_then(|(name, _)| operation_named(name)),
+            result_file: find_path("result_file"),
+            log_format,
+        }
+    }
+}
+
+/// A usage error as clap words it, but with the command's plain usage line: clap's own lists
+/// the options the environment set (`--repo` from `NEVERWIPED_REPOSITORY`), as if they were
+/// missing.
+pub fn usage_error_text(error: &clap::Error, command_name: Option<&str>) -> String {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let usage = match command_name.and_then(|name| command.find_subcommand_mut(name)) {
+        Some(sub) => {
+            let name = sub.get_name().to_owned();
+            let mut sub = sub.clone().bin_name(format!("neverwiped-sidecar {name}"));
+            sub.render_usage().to_string()
+        }
+        None => command.render_usage().to_string(),
+    };
+    let mut text = String::new();
+    for line in error.render().to_string().lines() {
+        if line.starts_with("Usage:") {
+            text.push_str(usage.trim_end());
+        } else {
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// A multi-line message on one line, without clap's prefix and hints.
+pub fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| {
+            !line.is_empty()
+                && !line.starts_with("Usage:")
+                && !line.starts_with("For more information")
+        })
+        .map(|line| line.trim_start_matches("error: "))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The operation of the subcommand called `name` on the command line.
+pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
+    use neverwiped_contract::Operation;
+    Some(match name {
+        "init" => Operation::Init,
+        "backup" => Operation::Backup,
+        "snapshots" => Operation::Snapshots,
+        "ls" => Operation::Ls,
+        "restore" => Operation::Restore,
+        "unlock" => Operation::Unlock,
+        "check" => Operation::Check,
+        "forget" => Operation::Forget,
+        "prune" => Operation::Prune,
+        "key" => Operation::Key,
+        _ => return None,
+    })
+}
+
+impl Command {
+    /// The operation this command performs, as the result file names it.
+    pub fn operation(&self) -> neverwiped_contract::Operation {
+        use neverwiped_contract::Operation;
+        match self {
+            Command::Init => Operation::Init,
+            Command::Backup(_) => Operation::Backup,
+            Command::Snapshots => Operation::Snapshots,
+            Command::Ls(_) => Operation::Ls,
+            Command::Restore(_) => Operation::Restore,
+            Command::Unlock(_) => Operation::Unlock,
+            Command::Check(_) => Operation::Check,
+            Command::Forget(_) => Operation::Forget,
+            Command::Prune(_) => Operation::Prune,
+            Command::Key(_) => Operation::Key,
+        }
+    }
 }
 
 fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
@@ -291,6 +556,40 @@ mod tests {
         assert!(parse_memory_size("lots")
             .unwrap_err()
             .contains("not a size"));
+    }
+
+    #[test]
+    fn every_command_names_its_own_operation() {
+        use clap::CommandFactory;
+        use neverwiped_contract::Operation;
+        let examples: [(&[&str], Operation); 10] = [
+            (&["init"], Operation::Init),
+            (&["backup", "/x"], Operation::Backup),
+            (&["snapshots"], Operation::Snapshots),
+            (&["ls", "latest"], Operation::Ls),
+            (&["restore", "latest", "--target", "/t"], Operation::Restore),
+            (&["unlock"], Operation::Unlock),
+            (&["check"], Operation::Check),
+            (&["forget", "--keep-last", "1"], Operation::Forget),
+            (&["prune"], Operation::Prune),
+            (&["key", "list"], Operation::Key),
+        ];
+        for (args, operation) in examples {
+            let cli = Cli::try_parse_from(
+                std::iter::once("neverwiped-sidecar").chain(args.iter().copied()),
+            )
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(cli.command.operation(), operation, "{args:?}");
+            assert_eq!(operation_named(args[0]), Some(operation), "{args:?}");
+        }
+        // Every subcommand has an operation: a new one without fails here.
+        for sub in Cli::command().get_subcommands() {
+            assert!(
+                operation_named(sub.get_name()).is_some(),
+                "{}",
+                sub.get_name()
+            );
+        }
     }
 
     #[test]

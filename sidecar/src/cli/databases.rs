@@ -14,36 +14,42 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use zeroize::Zeroizing;
 
-/// The databases of this run and how each went, for the result file (whatever way the run ends).
-static RECORDED: Mutex<Vec<(String, Arc<DumpStatus>)>> = Mutex::new(Vec::new());
-
-fn record(name: &str, status: Arc<DumpStatus>) {
-    RECORDED
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push((name.to_owned(), status));
+/// The databases of one run and how each went, entered as the run reaches them.
+#[derive(Debug, Default)]
+pub struct DatabaseRecord {
+    entries: Mutex<Vec<(String, Arc<DumpStatus>)>>,
 }
 
-/// One entry per database of the run; when the run failed, a database it never reached says so.
-pub fn results(run_failed: bool) -> Vec<DatabaseResult> {
-    let recorded = RECORDED.lock().unwrap_or_else(|p| p.into_inner());
-    recorded
-        .iter()
-        .map(|(name, status)| {
-            let error = match status.state() {
-                DumpState::Failed(message) => Some(message),
-                DumpState::NotStarted | DumpState::Running if run_failed => {
-                    Some("not done: the run failed before it was complete".to_owned())
+impl DatabaseRecord {
+    fn enter(&self, name: &str, status: Arc<DumpStatus>) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((name.to_owned(), status));
+    }
+
+    /// One entry per database of the run; when the run failed, a database it never reached
+    /// says so.
+    pub fn results(&self, run_failed: bool) -> Vec<DatabaseResult> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .iter()
+            .map(|(name, status)| {
+                let error = match status.state() {
+                    DumpState::Failed(message) => Some(message),
+                    DumpState::NotStarted | DumpState::Running if run_failed => {
+                        Some("not done: the run failed before it was complete".to_owned())
+                    }
+                    _ => None,
+                };
+                DatabaseResult {
+                    name: name.clone(),
+                    dump_bytes: status.bytes(),
+                    error,
                 }
-                _ => None,
-            };
-            DatabaseResult {
-                name: name.clone(),
-                dump_bytes: status.bytes(),
-                error,
-            }
-        })
-        .collect()
+            })
+            .collect()
+    }
 }
 
 /// Splits `NAME=VALUE`.
@@ -83,11 +89,11 @@ pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<Da
         }
         let password = match files.get(name) {
             Some(path) => {
-                let secret = Zeroizing::new(secrets::read_secret_file(path)?);
-                let text = String::from_utf8(secret.to_vec()).with_context(|| {
+                let secret = secrets::read_secret_file(path)?;
+                let text = std::str::from_utf8(&secret).with_context(|| {
                     format!("the password file of database {name} is not UTF-8")
                 })?;
-                Some(Zeroizing::new(text))
+                Some(Zeroizing::new(text.to_owned()))
             }
             None => match std::env::var_os(&variable) {
                 Some(value) => Some(Zeroizing::new(
@@ -113,32 +119,38 @@ pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<Da
 }
 
 /// The dump streams of `backup --database`; each dump starts when the backup reaches it.
-pub fn backup_sources(databases: &[String], password_files: &[String]) -> Result<Vec<Source>> {
+pub fn backup_sources(
+    databases: &[String],
+    password_files: &[String],
+    record: &DatabaseRecord,
+) -> Result<Vec<Source>> {
     let mut sources = Vec::new();
     for target in targets(databases, password_files)? {
         let (source, status) = dump::dump_source(&target)?;
         tracing::info!(database = %target.name, uri = %target.uri, path = %source.snapshot_path, "database to dump");
-        record(&target.label(), status);
+        record.enter(&target.label(), status);
         sources.push(Source::Stream(source));
     }
     Ok(sources)
 }
 
 /// `restore SNAPSHOT --database NAME=URI ...`: each database's dump into its server, in order.
-pub async fn restore(cli: &super::args::Cli, args: &RestoreArgs) -> Result<Outcome> {
+pub async fn restore(
+    cli: &super::args::Cli,
+    args: &RestoreArgs,
+    record: &DatabaseRecord,
+) -> Result<Outcome> {
     let targets = targets(&args.databases, &args.database_password_files)?;
     let statuses: Vec<Arc<DumpStatus>> = targets
         .iter()
         .map(|target| {
             let status = Arc::new(DumpStatus::default());
-            record(&target.label(), status.clone());
+            record.enter(&target.label(), status.clone());
             status
         })
         .collect();
     let repo = open_indexed(cli).await?;
-    let (snapshot_id, snapshot) = repo
-        .find_snapshot_where(&args.snapshot, &super::restore_filter(args))
-        .await?;
+    let (snapshot_id, snapshot) = super::select::for_restore(&repo, args).await?;
     let mut outcome = Outcome {
         snapshot_id: Some(snapshot_id.to_hex()),
         ..Outcome::default()
@@ -151,13 +163,24 @@ pub async fn restore(cli: &super::args::Cli, args: &RestoreArgs) -> Result<Outco
                 .with_context(|| format!("database {}", target.label()))?;
         for report in reports {
             let into = target.uri.with_database(report.database.clone());
-            if !cli.quiet {
+            if cli.json {
                 println!(
-                    "restored {} of snapshot {} into {}: {}",
+                    "{}",
+                    serde_json::json!({
+                        "entry": report.entry,
+                        "snapshotId": snapshot_id.to_hex(),
+                        "database": report.database,
+                        "bytes": report.bytes,
+                    })
+                );
+            } else if !cli.quiet {
+                println!(
+                    "restored {} of snapshot {} into {}: {}{}",
                     report.entry,
                     snapshot_id.short(),
                     into,
-                    bytes(report.bytes)
+                    bytes(report.bytes),
+                    renamed_note(&report.entry, report.database.as_deref())
                 );
             }
             outcome.files += 1;
@@ -165,4 +188,18 @@ pub async fn restore(cli: &super::args::Cli, args: &RestoreArgs) -> Result<Outco
         }
     }
     Ok(outcome)
+}
+
+/// Says so when the dump of one database went into a database of another name (a URI naming
+/// `/OTHER` for an entry holding the single dump `NAME.sql`).
+fn renamed_note(entry: &str, database: Option<&str>) -> String {
+    let dumped = std::path::Path::new(entry)
+        .file_stem()
+        .and_then(|stem| stem.to_str());
+    match (dumped, database) {
+        (Some(dumped), Some(database)) if dumped != database => {
+            format!(" (the dump of database {dumped}, restored under the name {database})")
+        }
+        _ => String::new(),
+    }
 }

@@ -1,118 +1,16 @@
 //! The maintenance commands: check, forget, prune, key.
 
+use super::args::{CheckArgs, ForgetArgs, KeyCommand, PruneArgs};
 use super::output::bytes;
 use super::secrets::read_secret_file;
 use super::{FailedAfter, Outcome};
 use anyhow::Result;
-use clap::{Args, Subcommand};
 use neverwiped::maintenance::check::ReadData;
-use neverwiped::maintenance::forget::KeepPolicy;
 use neverwiped::maintenance::{
     check as checking, forget as forgetting, keys, prune as pruning, usage,
 };
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped_contract::{CheckStats, PruneStats, RepositoryStats};
-use std::path::PathBuf;
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Read back and authenticate every byte of every pack.
-    #[arg(long, conflicts_with = "read_data_subset")]
-    pub read_data: bool,
-    /// Read back this share of the packs, e.g. 10% (chosen at random each run).
-    #[arg(long, value_parser = parse_percent)]
-    pub read_data_subset: Option<f64>,
-    /// Before locking, remove every lock written on this host name (see backup).
-    #[arg(long, value_name = "HOSTNAME")]
-    pub remove_locks_of_host: Option<String>,
-}
-
-/// Retention rules: a snapshot is kept when any rule keeps it.
-#[derive(Debug, Args, Default)]
-pub struct KeepArgs {
-    /// Keep the newest N snapshots.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_last: u32,
-    /// Keep the newest snapshot of each of the last N hours that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_hourly: u32,
-    /// Keep the newest snapshot of each of the last N days that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_daily: u32,
-    /// Keep the newest snapshot of each of the last N weeks that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_weekly: u32,
-    /// Keep the newest snapshot of each of the last N months that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_monthly: u32,
-    /// Keep the newest snapshot of each of the last N years that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_yearly: u32,
-}
-
-impl KeepArgs {
-    pub fn policy(&self) -> KeepPolicy {
-        KeepPolicy {
-            last: self.keep_last,
-            hourly: self.keep_hourly,
-            daily: self.keep_daily,
-            weekly: self.keep_weekly,
-            monthly: self.keep_monthly,
-            yearly: self.keep_yearly,
-        }
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct ForgetArgs {
-    #[command(flatten)]
-    pub keep: KeepArgs,
-    /// Only snapshots of this host (the operator's NAMESPACE/PLAN).
-    #[arg(long)]
-    pub host: Option<String>,
-    /// Show what would be removed and why, remove nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct PruneArgs {
-    /// Show the plan, change nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Before locking, remove every lock written on this host name (see backup).
-    #[arg(long, value_name = "HOSTNAME")]
-    pub remove_locks_of_host: Option<String>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum KeyCommand {
-    /// List the key objects.
-    List,
-    /// Add a password (read from a file).
-    Add(NewPasswordArgs),
-    /// Remove a key object by id prefix (not the one in use).
-    Remove { id: String },
-    /// Change the password: add the new one, remove the one in use.
-    Passwd(NewPasswordArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct NewPasswordArgs {
-    /// File holding the new password.
-    #[arg(long, env = "NEVERWIPED_NEW_PASSWORD_FILE")]
-    pub new_password_file: PathBuf,
-}
-
-fn parse_percent(text: &str) -> Result<f64, String> {
-    let number = text.trim().trim_end_matches('%');
-    match number.parse::<f64>() {
-        Ok(value) if value > 0.0 && value <= 100.0 => Ok(value),
-        _ => Err(format!(
-            "{text:?} is not a percentage between 0 and 100, such as 10%"
-        )),
-    }
-}
 
 /// Removes the locks of `hostname`, when asked: the caller knows no process of it is alive.
 pub async fn remove_locks_of(repo: &Repository, hostname: Option<&str>) -> Result<()> {
@@ -144,7 +42,7 @@ pub async fn repository_stats(repo: &Repository) -> Option<RepositoryStats> {
     }
 }
 
-pub async fn check(repo: &IndexedRepository, args: &CheckArgs) -> Result<Outcome> {
+pub async fn check(repo: &IndexedRepository, args: &CheckArgs, json: bool) -> Result<Outcome> {
     let read_data = match (args.read_data, args.read_data_subset) {
         (true, _) => ReadData::All,
         (false, Some(percent)) => ReadData::Subset(percent),
@@ -156,21 +54,20 @@ pub async fn check(repo: &IndexedRepository, args: &CheckArgs) -> Result<Outcome
     let report = checking::check(repo, read_data).await;
     lock.release().await?;
     let report = report?;
-    println!(
-        "checked {} snapshot(s) and {} pack(s); read {} pack(s), {}",
-        report.snapshots,
-        report.packs,
-        report.packs_read,
-        bytes(report.bytes_read)
-    );
-    if !report.unindexed_packs.is_empty() {
+    if json {
         println!(
-            "{} pack(s) are in no index (left by interrupted backups; prune removes them)",
-            report.unindexed_packs.len()
+            "{}",
+            serde_json::json!({
+                "snapshots": report.snapshots,
+                "packs": report.packs,
+                "packsRead": report.packs_read,
+                "bytesRead": report.bytes_read,
+                "unindexedPacks": report.unindexed_packs.len(),
+                "problems": report.problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            })
         );
-    }
-    for problem in &report.problems {
-        println!("error: {problem}");
+    } else {
+        print_check(&report);
     }
     let outcome = Outcome {
         repository: repository_stats(repo).await,
@@ -196,8 +93,29 @@ pub async fn check(repo: &IndexedRepository, args: &CheckArgs) -> Result<Outcome
         }
         .into());
     }
-    println!("no errors were found");
+    if !json {
+        println!("no errors were found");
+    }
     Ok(outcome)
+}
+
+fn print_check(report: &checking::CheckReport) {
+    println!(
+        "checked {} snapshot(s) and {} pack(s); read {} pack(s), {}",
+        report.snapshots,
+        report.packs,
+        report.packs_read,
+        bytes(report.bytes_read)
+    );
+    if !report.unindexed_packs.is_empty() {
+        println!(
+            "{} pack(s) are in no index (left by interrupted backups; prune removes them)",
+            report.unindexed_packs.len()
+        );
+    }
+    for problem in &report.problems {
+        println!("error: {problem}");
+    }
 }
 
 pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> Result<Outcome> {
@@ -247,30 +165,56 @@ pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> 
     })
 }
 
-pub async fn prune(repo: &IndexedRepository, args: &PruneArgs) -> Result<Outcome> {
+pub async fn prune(repo: &IndexedRepository, args: &PruneArgs, json: bool) -> Result<Outcome> {
     remove_locks_of(repo, args.remove_locks_of_host.as_deref()).await?;
     let lock = neverwiped::locking::acquire(repo, true, "prune").await?;
     let result: Result<Outcome> = async {
         let plan = pruning::plan_prune(repo).await?;
-        println!(
-            "{} pack(s) kept, {} to repack, {} to delete: {} freed, {} kept",
-            plan.keep.len(),
-            plan.repack.len(),
-            plan.delete.len(),
-            bytes(plan.bytes_freed),
-            bytes(plan.bytes_kept + plan.bytes_repacked)
-        );
+        let planned = serde_json::json!({
+            "packsKept": plan.keep.len(),
+            "packsToRepack": plan.repack.len(),
+            "packsToDelete": plan.delete.len(),
+            "bytesToFree": plan.bytes_freed,
+            "bytesToKeep": plan.bytes_kept + plan.bytes_repacked,
+        });
+        if !json {
+            println!(
+                "{} pack(s) kept, {} to repack, {} to delete: {} freed, {} kept",
+                plan.keep.len(),
+                plan.repack.len(),
+                plan.delete.len(),
+                bytes(plan.bytes_freed),
+                bytes(plan.bytes_kept + plan.bytes_repacked)
+            );
+        }
         if args.dry_run {
+            if json {
+                println!("{}", serde_json::json!({ "dryRun": true, "plan": planned }));
+            }
             return Ok(Outcome::default());
         }
         let report = pruning::execute_prune(repo, plan).await?;
-        println!(
-            "deleted {} pack(s), wrote {}: {} freed, {} kept",
-            report.packs_deleted,
-            report.packs_written,
-            bytes(report.bytes_freed),
-            bytes(report.bytes_kept)
-        );
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "dryRun": false,
+                    "plan": planned,
+                    "packsDeleted": report.packs_deleted,
+                    "packsWritten": report.packs_written,
+                    "bytesFreed": report.bytes_freed,
+                    "bytesKept": report.bytes_kept,
+                })
+            );
+        } else {
+            println!(
+                "deleted {} pack(s), wrote {}: {} freed, {} kept",
+                report.packs_deleted,
+                report.packs_written,
+                bytes(report.bytes_freed),
+                bytes(report.bytes_kept)
+            );
+        }
         Ok(Outcome {
             prune: Some(PruneStats {
                 bytes_freed: report.bytes_freed,
@@ -287,38 +231,79 @@ pub async fn prune(repo: &IndexedRepository, args: &PruneArgs) -> Result<Outcome
     Ok(outcome)
 }
 
-pub async fn key(repo: &Repository, password: &[u8], command: &KeyCommand) -> Result<Outcome> {
-    match command {
+pub async fn key(
+    repo: &Repository,
+    password: &[u8],
+    command: &KeyCommand,
+    json: bool,
+) -> Result<Outcome> {
+    // Each command prints one line of text, or one JSON value.
+    let (text, value) = match command {
         KeyCommand::List => {
-            for key in keys::list_keys(repo).await? {
-                let marker = if key.current { "*" } else { " " };
-                println!(
-                    "{marker} {} {} {}@{}",
-                    key.id.short(),
-                    key.created,
-                    key.username,
-                    key.hostname
-                );
+            let listed = keys::list_keys(repo).await?;
+            if json {
+                let list: Vec<serde_json::Value> = listed
+                    .iter()
+                    .map(|key| {
+                        serde_json::json!({
+                            "id": key.id.to_hex(),
+                            "current": key.current,
+                            "created": key.created,
+                            "username": key.username,
+                            "hostname": key.hostname,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::Array(list));
+                return Ok(Outcome::default());
             }
+            let lines: Vec<String> = listed
+                .iter()
+                .map(|key| {
+                    let marker = if key.current { "*" } else { " " };
+                    format!(
+                        "{marker} {} {} {}@{}",
+                        key.id.short(),
+                        key.created,
+                        key.username,
+                        key.hostname
+                    )
+                })
+                .collect();
+            (lines.join("\n"), serde_json::Value::Null)
         }
         KeyCommand::Add(args) => {
             let new_password = read_secret_file(&args.new_password_file)?;
             let id = keys::add_key(repo, password, &new_password).await?;
-            println!("added key {}", id.short());
+            (
+                format!("added key {}", id.short()),
+                serde_json::json!({ "added": id.to_hex() }),
+            )
         }
         KeyCommand::Remove { id } => {
             let removed = keys::remove_key(repo, id).await?;
-            println!("removed key {}", removed.short());
+            (
+                format!("removed key {}", removed.short()),
+                serde_json::json!({ "removed": removed.to_hex() }),
+            )
         }
         KeyCommand::Passwd(args) => {
             let new_password = read_secret_file(&args.new_password_file)?;
             let id = keys::change_password(repo, password, &new_password).await?;
-            println!(
-                "password changed: key {} replaces {}",
-                id.short(),
-                repo.key_id().short()
-            );
+            (
+                format!(
+                    "password changed: key {} replaces {}",
+                    id.short(),
+                    repo.key_id().short()
+                ),
+                serde_json::json!({ "added": id.to_hex(), "removed": repo.key_id().to_hex() }),
+            )
         }
+    };
+    if json {
+        println!("{value}");
+    } else if !text.is_empty() {
+        println!("{text}");
     }
     Ok(Outcome::default())
 }

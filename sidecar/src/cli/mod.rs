@@ -2,29 +2,32 @@
 
 pub mod args;
 mod databases;
+pub mod hardening;
+mod listing;
 mod maintenance;
-mod output;
+pub mod output;
 mod secrets;
+mod select;
 
 use anyhow::{Context, Result};
-use args::{BackupArgs, Cli, Command, LsArgs, RestoreArgs};
+use args::{BackupArgs, Cli, Command, RestoreArgs};
 use neverwiped::archive::{self, BackupOptions, Excludes, ParentChoice, Source, StreamSource};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
 use neverwiped::backend::retry::{self, RetryPolicy};
 use neverwiped::backend::SharedBackend;
 use neverwiped::crypto::KdfParams;
-use neverwiped::format::tree::NodeKind;
 use neverwiped::progress::Progress;
-use neverwiped::repository::{IndexedRepository, Repository, SnapshotFilter};
+use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::restore::{self, RestoreOptions};
 use neverwiped_contract::{
-    CheckStats, ExitStatus, Operation, PruneStats, RepositoryStats, RunResult,
+    CheckStats, DatabaseResult, ExitStatus, Operation, PruneStats, RepositoryStats, RunResult,
     RESULT_FORMAT_VERSION,
 };
 use output::{bytes, ProgressDisplay};
 use std::sync::Arc;
 
+pub use databases::DatabaseRecord;
 pub use output::init_logging;
 
 /// What a command achieved, for the exit code and the result file.
@@ -35,6 +38,10 @@ pub struct Outcome {
     pub bytes_read: u64,
     pub bytes_added: u64,
     pub bytes_transferred: u64,
+    /// What the run could not do: inputs a backup could not read, entries a restore could not
+    /// give back as stored. Any makes the run partial (exit 3).
+    pub incomplete: Vec<String>,
+    /// Warnings of a run that lost nothing it could read (exit 0).
     pub warnings: Vec<String>,
     pub repository: Option<RepositoryStats>,
     pub snapshots_forgotten: Option<u64>,
@@ -56,16 +63,25 @@ pub fn outcome_of_failure(error: &anyhow::Error) -> Option<&Outcome> {
     error.downcast_ref::<FailedAfter>().map(|f| &f.outcome)
 }
 
+/// The operation of a parsed command line, for the result file.
 pub fn operation_of(command: &Command) -> Operation {
-    match command {
-        Command::Init => Operation::Init,
-        Command::Backup(_) => Operation::Backup,
-        Command::Restore(_) | Command::Ls(_) | Command::Snapshots => Operation::Restore,
-        Command::Unlock(_) | Command::Check(_) | Command::Key(_) => Operation::Check,
-        Command::Forget(_) => Operation::Forget,
-        Command::Prune(_) => Operation::Prune,
-    }
+    command.operation()
 }
+
+/// What a run that did nothing reports.
+pub static NO_OUTCOME: Outcome = Outcome {
+    snapshot_id: None,
+    files: 0,
+    bytes_read: 0,
+    bytes_added: 0,
+    bytes_transferred: 0,
+    incomplete: Vec::new(),
+    warnings: Vec::new(),
+    repository: None,
+    snapshots_forgotten: None,
+    prune: None,
+    check: None,
+};
 
 /// Builds the JSON result of a run.
 pub fn run_result(
@@ -73,6 +89,7 @@ pub fn run_result(
     status: ExitStatus,
     started: chrono::DateTime<chrono::Utc>,
     outcome: &Outcome,
+    databases: Vec<DatabaseResult>,
     error: Option<String>,
 ) -> RunResult {
     let finished = chrono::Utc::now();
@@ -89,11 +106,12 @@ pub fn run_result(
         bytes_read: outcome.bytes_read,
         bytes_added: outcome.bytes_added,
         bytes_transferred: outcome.bytes_transferred,
-        databases: databases::results(error.is_some()),
-        warnings_total: outcome.warnings.len() as u64,
+        databases,
+        warnings_total: (outcome.incomplete.len() + outcome.warnings.len()) as u64,
         warnings: outcome
-            .warnings
+            .incomplete
             .iter()
+            .chain(&outcome.warnings)
             .take(MAX_WARNINGS_KEPT)
             .cloned()
             .collect(),
@@ -131,6 +149,7 @@ fn open_backend(cli: &Cli) -> Result<SharedBackend> {
         .repo
         .as_deref()
         .context("no repository given: use --repo or NEVERWIPED_REPOSITORY")?;
+    refuse_bare_url(address)?;
     if address.starts_with("rest:") {
         let url = parse_rest_address(address)?;
         let (username, password) = secrets::gate_credentials()?;
@@ -158,6 +177,28 @@ fn open_backend(cli: &Cli) -> Result<SharedBackend> {
     Ok(Arc::new(LocalBackend::new(address)))
 }
 
+/// A URL without `rest:` would otherwise name a local folder such as `./http:/host/...`.
+fn refuse_bare_url(address: &str) -> Result<()> {
+    let Some((scheme, _)) = address.split_once("://") else {
+        return Ok(());
+    };
+    if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") {
+        anyhow::bail!(
+            "the repository {address:?} is a URL: write rest:{address} for a REST server (the gate)"
+        );
+    }
+    if !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        anyhow::bail!(
+            "the repository {address:?} has the scheme {scheme}://, which is not supported: give a folder or rest:http(s)://host[:port]/path/"
+        );
+    }
+    Ok(())
+}
+
 async fn open_repository(cli: &Cli) -> Result<Repository> {
     let backend = open_backend(cli)?;
     let password = secrets::repository_password(cli.password_file.as_deref())?;
@@ -169,26 +210,32 @@ async fn open_indexed(cli: &Cli) -> Result<IndexedRepository> {
     Ok(open_repository(cli).await?.load_index().await?)
 }
 
-pub async fn run(cli: &Cli) -> Result<Outcome> {
+/// Runs the command; the databases it dumps or restores are entered in `databases` as they
+/// start, so the result shows how each went whichever way the run ends.
+pub async fn run(cli: &Cli, databases: &DatabaseRecord) -> Result<Outcome> {
     match &cli.command {
         Command::Init => init(cli).await,
-        Command::Backup(args) => backup(cli, args).await,
-        Command::Snapshots => snapshots(cli).await,
-        Command::Ls(args) => ls(cli, args).await,
-        Command::Restore(args) => restore_snapshot(cli, args).await,
-        Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args).await,
+        Command::Backup(args) => backup(cli, args, databases).await,
+        Command::Snapshots => listing::snapshots(&open_repository(cli).await?, cli.json).await,
+        Command::Ls(args) => listing::ls(&open_indexed(cli).await?, args, cli.json).await,
+        Command::Restore(args) => restore_snapshot(cli, args, databases).await,
+        Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,
         Command::Forget(args) => {
             maintenance::forget(&open_indexed(cli).await?, args, cli.json).await
         }
-        Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args).await,
+        Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args, cli.json).await,
         Command::Key(command) => {
             let password = secrets::repository_password(cli.password_file.as_deref())?;
-            maintenance::key(&open_repository(cli).await?, &password, command).await
+            maintenance::key(&open_repository(cli).await?, &password, command, cli.json).await
         }
         Command::Unlock(args) => {
             let repo = open_repository(cli).await?;
             let removed = neverwiped::locking::remove_locks(&repo, args.remove_all).await?;
-            println!("removed {removed} lock(s)");
+            if cli.json {
+                println!("{}", serde_json::json!({ "locksRemoved": removed }));
+            } else {
+                println!("removed {removed} lock(s)");
+            }
             Ok(Outcome::default())
         }
     }
@@ -198,20 +245,27 @@ async fn init(cli: &Cli) -> Result<Outcome> {
     let backend = open_backend(cli)?;
     let password = secrets::repository_password(cli.password_file.as_deref())?;
     let repo = Repository::init(backend.clone(), &password, KdfParams::default()).await?;
-    println!(
-        "created neverwiped repository {} at {}",
-        &repo.params().id[..10],
-        backend.location()
-    );
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({"repositoryId": repo.params().id, "location": backend.location().to_string()})
+        );
+    } else {
+        println!(
+            "created neverwiped repository {} at {}",
+            &repo.params().id[..10],
+            backend.location()
+        );
+    }
     Ok(Outcome::default())
 }
 
-async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
+async fn backup(cli: &Cli, args: &BackupArgs, databases: &DatabaseRecord) -> Result<Outcome> {
     if args.paths.is_empty() && !args.stdin && args.databases.is_empty() {
         anyhow::bail!("nothing to back up: give paths, --stdin or --database");
     }
     let database_sources =
-        databases::backup_sources(&args.databases, &args.database_password_files)?;
+        databases::backup_sources(&args.databases, &args.database_password_files, databases)?;
     let repo = match open_indexed(cli).await {
         Err(error) if args.init && exit_status_of(&error) == ExitStatus::NoRepository => {
             tracing::info!("no repository yet: creating it (--init)");
@@ -246,9 +300,10 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
     if let Some(bytes) = args.upload_memory {
         options.upload_memory_bytes = bytes;
     }
+    options.allow_empty = args.allow_empty;
     options.parent = match (&args.parent, args.force) {
         (_, true) => ParentChoice::None,
-        (Some(spec), false) => ParentChoice::Snapshot(repo.find_snapshot(spec).await?.0),
+        (Some(spec), false) => ParentChoice::Snapshot(select::find(&repo, spec).await?.0),
         (None, false) => ParentChoice::Latest,
     };
     let progress = options.progress.clone();
@@ -266,32 +321,36 @@ async fn backup(cli: &Cli, args: &BackupArgs) -> Result<Outcome> {
         );
     } else if !cli.quiet {
         println!(
-            "snapshot {} saved: {} files ({} read, {} unchanged), {} in, {} added in {:.1}s",
+            "snapshot {} saved: {}, {} in, {} added in {:.1}s",
             report.snapshot_id.short(),
-            summary.files,
-            summary.files_read,
-            summary.files - summary.files_read,
+            output::file_counts(summary, report.hard_links),
             bytes(summary.bytes_read),
             bytes(summary.bytes_added),
             summary.duration_millis as f64 / 1000.0
         );
     }
-    let mut warnings = report.warnings;
-    let snapshots_forgotten = apply_retention(&repo, args, &report.snapshot.hostname, cli.quiet)
-        .await
-        .unwrap_or_else(|error| {
-            // The snapshot is written: a failed forget must not turn it into a failed backup.
-            let warning = format!("retention not applied: {}", describe_chain(&error));
-            tracing::warn!("{warning}");
-            warnings.push(warning);
-            None
-        });
+    let mut warnings = report.notices;
+    let snapshots_forgotten = apply_retention(
+        &repo,
+        args,
+        &report.snapshot.hostname,
+        cli.quiet || cli.json,
+    )
+    .await
+    .unwrap_or_else(|error| {
+        // The snapshot is written: a failed forget must not turn it into a failed backup.
+        let warning = format!("retention not applied: {}", describe_chain(&error));
+        tracing::warn!("{warning}");
+        warnings.push(warning);
+        None
+    });
     Ok(Outcome {
         snapshot_id: Some(report.snapshot_id.to_hex()),
         files: summary.files,
         bytes_read: summary.bytes_read,
         bytes_added: summary.bytes_added,
         bytes_transferred: Progress::get(&progress.bytes_transferred),
+        incomplete: report.warnings,
         warnings,
         repository: maintenance::repository_stats(&repo).await,
         snapshots_forgotten,
@@ -340,86 +399,16 @@ pub fn describe_chain(error: &anyhow::Error) -> String {
     message
 }
 
-async fn snapshots(cli: &Cli) -> Result<Outcome> {
-    let repo = open_repository(cli).await?;
-    let snapshots = repo.snapshots().await?;
-    if cli.json {
-        let list: Vec<serde_json::Value> = snapshots
-            .iter()
-            .map(|(id, s)| {
-                let mut value = serde_json::to_value(s).unwrap_or_default();
-                value["id"] = serde_json::Value::String(id.to_hex());
-                value
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
-        return Ok(Outcome::default());
-    }
-    println!(
-        "{:<10} {:<25} {:<20} {:>10} {:>10}  paths",
-        "id", "time", "host", "files", "size"
-    );
-    for (id, snapshot) in &snapshots {
-        let time = chrono::DateTime::parse_from_rfc3339(&snapshot.time)
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-            .unwrap_or_else(|_| snapshot.time.clone());
-        let paths: Vec<String> = snapshot.paths.iter().map(|p| p.display()).collect();
-        println!(
-            "{:<10} {:<25} {:<20} {:>10} {:>10}  {}",
-            id.short(),
-            time,
-            snapshot.hostname,
-            snapshot.summary.files,
-            bytes(snapshot.summary.total_bytes),
-            paths.join(" ")
-        );
-    }
-    println!("{} snapshot(s)", snapshots.len());
-    Ok(Outcome::default())
-}
-
-async fn ls(cli: &Cli, args: &LsArgs) -> Result<Outcome> {
-    let repo = open_indexed(cli).await?;
-    let (_, snapshot) = repo.find_snapshot(&args.snapshot).await?;
-    let entries = restore::list(&repo, snapshot.tree, args.path.as_deref()).await?;
-    for entry in entries {
-        let path = restore::display_path(&entry.path);
-        if cli.json {
-            println!("{}", serde_json::json!({"path": path, "node": entry.node}));
-            continue;
-        }
-        let (kind, size) = match &entry.node.kind {
-            NodeKind::File { size, .. } => ('-', *size),
-            NodeKind::Dir { .. } => ('d', 0),
-            NodeKind::Symlink { .. } => ('l', 0),
-            NodeKind::Fifo => ('p', 0),
-            NodeKind::CharDevice { .. } => ('c', 0),
-            NodeKind::BlockDevice { .. } => ('b', 0),
-        };
-        println!(
-            "{kind}{:04o} {:>6} {:>6} {:>12}  {path}",
-            entry.node.meta.mode, entry.node.meta.uid, entry.node.meta.gid, size
-        );
-    }
-    Ok(Outcome::default())
-}
-
-/// Which snapshots `restore latest` may pick.
-fn restore_filter(args: &RestoreArgs) -> SnapshotFilter {
-    SnapshotFilter {
-        host: args.host.clone(),
-        before: args.before,
-    }
-}
-
-async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
+async fn restore_snapshot(
+    cli: &Cli,
+    args: &RestoreArgs,
+    databases: &DatabaseRecord,
+) -> Result<Outcome> {
     let Some(target) = &args.target else {
-        return databases::restore(cli, args).await;
+        return databases::restore(cli, args, databases).await;
     };
     let repo = open_indexed(cli).await?;
-    let (snapshot_id, snapshot) = repo
-        .find_snapshot_where(&args.snapshot, &restore_filter(args))
-        .await?;
+    let (snapshot_id, snapshot) = select::for_restore(&repo, args).await?;
     let mut options = RestoreOptions::new(target);
     options.includes = args.includes.clone();
     if let Some(bytes) = args.fetch_memory {
@@ -432,7 +421,19 @@ async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
     for warning in &report.warnings {
         tracing::warn!("{warning}");
     }
-    if !cli.quiet {
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "snapshotId": snapshot_id.to_hex(),
+                "target": target,
+                "files": report.files,
+                "bytesWritten": report.bytes_written,
+                "bytesFetched": report.bytes_fetched,
+                "warnings": report.warnings,
+            })
+        );
+    } else if !cli.quiet {
         println!(
             "restored snapshot {} to {}: {} files, {}",
             snapshot_id.short(),
@@ -447,7 +448,7 @@ async fn restore_snapshot(cli: &Cli, args: &RestoreArgs) -> Result<Outcome> {
         bytes_read: report.bytes_written,
         bytes_added: 0,
         bytes_transferred: report.bytes_fetched,
-        warnings: report.warnings,
+        incomplete: report.warnings,
         ..Outcome::default()
     })
 }

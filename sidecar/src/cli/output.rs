@@ -7,22 +7,71 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Logs on standard error: readable text on a terminal, JSON lines otherwise (for Kubernetes).
-pub fn init_logging(format: Option<LogFormat>, quiet: bool) {
+impl LogFormat {
+    /// The default: readable text on a terminal, JSON lines otherwise (for Kubernetes).
+    pub fn for_stderr() -> LogFormat {
+        if std::io::stderr().is_terminal() {
+            LogFormat::Text
+        } else {
+            LogFormat::Json
+        }
+    }
+}
+
+/// Logs on standard error in `format` (default [`LogFormat::for_stderr`]); colours only on a
+/// terminal. Returns what writes the run's closing lines in the same format.
+pub fn init_logging(format: Option<LogFormat>, quiet: bool) -> Closing {
     let default_level = if quiet { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("NEVERWIPED_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let format = format.unwrap_or(if std::io::stderr().is_terminal() {
-        LogFormat::Text
-    } else {
-        LogFormat::Json
-    });
+    let format = format.unwrap_or_else(LogFormat::for_stderr);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().with_current_span(false).init(),
         LogFormat::Text => builder.without_time().with_target(false).init(),
+    }
+    Closing::new(format)
+}
+
+/// The lines that end a run on standard error (`error: ...`, `warning: ...`): text, or JSON
+/// lines shaped like the log's, so a log collector reads every line of standard error as JSON.
+#[derive(Debug, Clone, Copy)]
+pub struct Closing {
+    format: LogFormat,
+}
+
+impl Closing {
+    pub fn new(format: LogFormat) -> Closing {
+        Closing { format }
+    }
+
+    pub fn format(&self) -> LogFormat {
+        self.format
+    }
+
+    pub fn error(&self, message: &str) {
+        self.say("ERROR", "error", message);
+    }
+
+    pub fn warning(&self, message: &str) {
+        self.say("WARN", "warning", message);
+    }
+
+    fn say(&self, level: &str, prefix: &str, message: &str) {
+        match self.format {
+            LogFormat::Text => eprintln!("{prefix}: {message}"),
+            LogFormat::Json => eprintln!(
+                "{}",
+                serde_json::json!({
+                    "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                    "level": level,
+                    "fields": {"message": message},
+                })
+            ),
+        }
     }
 }
 
@@ -101,4 +150,24 @@ pub fn bytes(count: u64) -> String {
     } else {
         format!("{value:.1} {}", UNITS[unit])
     }
+}
+
+/// The files of a backup, told apart by where their content came from; the parts add up to
+/// `summary.files`, the files the snapshot holds.
+pub fn file_counts(
+    summary: &neverwiped::format::snapshot::SnapshotSummary,
+    hard_links: u64,
+) -> String {
+    let unchanged = summary
+        .files
+        .saturating_sub(summary.files_read)
+        .saturating_sub(hard_links);
+    let mut parts = vec![
+        format!("{} read", summary.files_read),
+        format!("{unchanged} unchanged"),
+    ];
+    if hard_links > 0 {
+        parts.push(format!("{hard_links} hard link(s) to files above"));
+    }
+    format!("{} files ({})", summary.files, parts.join(", "))
 }

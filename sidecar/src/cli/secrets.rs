@@ -2,11 +2,15 @@
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
+use zeroize::Zeroizing;
 
-/// Reads a secret file, dropping one trailing newline (as `echo pw > file` writes it).
-pub fn read_secret_file(path: &Path) -> Result<Vec<u8>> {
-    let mut bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read the secret file {}", path.display()))?;
+/// Reads a secret file, dropping one trailing newline (as `echo pw > file` writes it). The bytes
+/// are wiped from memory when dropped.
+pub fn read_secret_file(path: &Path) -> Result<Zeroizing<Vec<u8>>> {
+    let mut bytes = Zeroizing::new(
+        std::fs::read(path)
+            .with_context(|| format!("cannot read the secret file {}", path.display()))?,
+    );
     if bytes.ends_with(b"\n") {
         bytes.pop();
         if bytes.ends_with(b"\r") {
@@ -17,11 +21,11 @@ pub fn read_secret_file(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// The repository password: `--password-file`/`NEVERWIPED_PASSWORD_FILE`, else `NEVERWIPED_PASSWORD`.
-pub fn repository_password(password_file: Option<&Path>) -> Result<Vec<u8>> {
+pub fn repository_password(password_file: Option<&Path>) -> Result<Zeroizing<Vec<u8>>> {
     let password = match password_file {
         Some(path) => read_secret_file(path)?,
         None => match std::env::var_os("NEVERWIPED_PASSWORD") {
-            Some(value) => std::os::unix::ffi::OsStrExt::as_bytes(value.as_os_str()).to_vec(),
+            Some(value) => Zeroizing::new(std::os::unix::ffi::OsStringExt::into_vec(value)),
             None => bail!("no repository password: use --password-file, NEVERWIPED_PASSWORD_FILE or NEVERWIPED_PASSWORD"),
         },
     };
@@ -39,7 +43,7 @@ pub fn gate_credentials() -> Result<(Option<String>, Option<String>)> {
         .filter(|u| !u.is_empty());
     let password = match std::env::var_os("NEVERWIPED_GATE_PASSWORD_FILE") {
         Some(path) => Some(
-            String::from_utf8(read_secret_file(Path::new(&path))?)
+            String::from_utf8(read_secret_file(Path::new(&path))?.to_vec())
                 .context("the gate password file is not UTF-8")?,
         ),
         None => std::env::var("NEVERWIPED_GATE_PASSWORD").ok(),
@@ -48,4 +52,25 @@ pub fn gate_credentials() -> Result<(Option<String>, Option<String>)> {
         bail!("a gate password is set but NEVERWIPED_GATE_USERNAME is not");
     }
     Ok((username, password))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compiles only while the type wipes its bytes when dropped.
+    fn wiped_on_drop<T: zeroize::ZeroizeOnDrop>(value: T) -> T {
+        value
+    }
+
+    #[test]
+    fn secret_files_lose_one_trailing_newline_and_are_wiped_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, b"pass word\r\n").unwrap();
+        let secret = wiped_on_drop(read_secret_file(&path).unwrap());
+        assert_eq!(secret.as_slice(), b"pass word");
+        let keys = wiped_on_drop(neverwiped::crypto::MasterKey::generate().derive());
+        drop(keys);
+    }
 }

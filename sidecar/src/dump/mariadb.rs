@@ -27,7 +27,7 @@
 //! (with `--flush-privileges`), restored as such.
 
 use super::child::{find_program, SecretFile, ToolCommand, Trailer};
-use super::restore::{PassThrough, PreparedRestore, ScriptFilter};
+use super::script::{PassThrough, PreparedRestore, ScriptFilter};
 use super::uri::Engine;
 use super::DatabaseTarget;
 use crate::error::{Error, Result};
@@ -76,12 +76,10 @@ fn find_first(names: &[&'static str]) -> Option<(&'static str, std::path::PathBu
 }
 
 fn tool(names: &[&'static str], target: &DatabaseTarget) -> Result<ToolCommand> {
-    let (name, program) = find_first(names).ok_or_else(|| {
-        Error::Usage(format!(
-            "none of {} is on PATH: install the MariaDB client tools (Debian: mariadb-client) to use database {}",
-            names.join(", "),
-            target.name
-        ))
+    let (name, program) = find_first(names).ok_or_else(|| Error::DatabaseToolMissing {
+        tools: names.join(" or "),
+        package: "the MariaDB client tools (Debian: mariadb-client)",
+        database: target.name.clone(),
     })?;
     let uri = &target.uri;
     let mut command = ToolCommand::new(name, program);
@@ -193,13 +191,11 @@ fn schemas(target: &DatabaseTarget) -> Result<Vec<(String, u64)>> {
 }
 
 fn refuse(target: &DatabaseTarget, occupied: &[String]) -> Error {
-    Error::Usage(format!(
-        "the target server {} is not empty: it holds {}; the dump of {} is not restored over it. \
-         Drop them first, or pass --overwrite-databases to drop them and restore",
-        target.uri.with_database(None),
-        occupied.join(", "),
-        target.name
-    ))
+    Error::TargetServerNotEmpty {
+        server: target.uri.with_database(None).to_string(),
+        occupied: occupied.join(", "),
+        entry: target.name.clone(),
+    }
 }
 
 /// The account the client is logged in as, `user@host` split.

@@ -17,6 +17,7 @@ pub mod child;
 pub mod mariadb;
 pub mod postgres;
 pub mod restore;
+pub mod script;
 pub mod uri;
 
 use crate::archive::StreamSource;
@@ -69,16 +70,7 @@ impl DatabaseTarget {
     ) -> Result<DatabaseTarget> {
         check_name(name)?;
         if let Some(password) = &password {
-            if password.is_empty() {
-                return Err(Error::Usage(format!(
-                    "the password of database {name} is empty"
-                )));
-            }
-            if password.contains(['\n', '\r', '\0']) {
-                return Err(Error::Usage(format!(
-                    "the password of database {name} holds a line break or a NUL byte"
-                )));
-            }
+            check_password(name, password)?;
         }
         Ok(DatabaseTarget {
             name: name.to_owned(),
@@ -97,6 +89,23 @@ impl DatabaseTarget {
     }
 }
 
+/// A password goes into a line of a PGPASSFILE or a MariaDB option file: a line break would end
+/// that line and let the rest add an entry or a connection option of its own, and the other
+/// control characters have meanings of their own to some parser. None of them is accepted.
+fn check_password(name: &str, password: &str) -> Result<()> {
+    let problem = if password.is_empty() {
+        "is empty"
+    } else if password.chars().any(char::is_control) {
+        "holds a control character (a line break, a tab, a NUL byte, ...), which the tools' password files cannot carry"
+    } else {
+        return Ok(());
+    };
+    Err(Error::DatabasePassword {
+        name: name.to_owned(),
+        problem,
+    })
+}
+
 /// A database's name in the plan becomes a folder of the snapshot and part of a variable name:
 /// letters, digits, `.`, `_` and `-`, starting with a letter or a digit.
 pub fn check_name(name: &str) -> Result<()> {
@@ -111,9 +120,9 @@ pub fn check_name(name: &str) -> Result<()> {
     if valid {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
-            "{name:?} is not a database name for --database NAME=URI: use letters, digits, '.', '_' and '-' (at most 63)"
-        )))
+        Err(Error::InvalidDatabaseName {
+            name: name.to_owned(),
+        })
     }
 }
 

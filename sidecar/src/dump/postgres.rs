@@ -28,7 +28,7 @@
 //! dump of every database carries them, and the databases' owners, settings and privileges.
 
 use super::child::{find_program, SecretFile, ToolCommand, Trailer};
-use super::restore::{PreparedRestore, ScriptFilter};
+use super::script::{PassThrough, PreparedRestore, ScriptFilter};
 use super::uri::DatabaseUri;
 use super::DatabaseTarget;
 use crate::error::{Error, Result};
@@ -95,11 +95,10 @@ pub fn quote_literal(text: &str) -> String {
 }
 
 fn tool(name: &str, target: &DatabaseTarget) -> Result<ToolCommand> {
-    let program = find_program(name).ok_or_else(|| {
-        Error::Usage(format!(
-            "{name} is not on PATH: install the PostgreSQL client tools (Debian: postgresql-client) to use database {}",
-            target.name
-        ))
+    let program = find_program(name).ok_or_else(|| Error::DatabaseToolMissing {
+        tools: name.to_owned(),
+        package: "the PostgreSQL client tools (Debian: postgresql-client)",
+        database: target.name.clone(),
     })?;
     let uri = &target.uri;
     let mut command = ToolCommand::new(name, program);
@@ -214,13 +213,11 @@ fn drop_database(target: &DatabaseTarget, database: &str, from: &str) -> Result<
 }
 
 fn refuse(target: &DatabaseTarget, occupied: &[String]) -> Error {
-    Error::Usage(format!(
-        "the target server {} is not empty: it holds {}; the dump of {} is not restored over it. \
-         Drop them first, or pass --overwrite-databases to drop them and restore",
-        target.uri,
-        occupied.join(", "),
-        target.name
-    ))
+    Error::TargetServerNotEmpty {
+        server: target.uri.to_string(),
+        occupied: occupied.join(", "),
+        entry: target.name.clone(),
+    }
 }
 
 /// Prepares the restore of a `pg_dumpall` dump: checks that the server holds no databases (or
@@ -313,7 +310,7 @@ pub fn prepare_database_restore(
     command.arg("--single-transaction");
     Ok(PreparedRestore {
         command,
-        filter: Box::new(super::restore::PassThrough),
+        filter: Box::new(PassThrough),
         database: Some(database.to_owned()),
         dropped,
     })

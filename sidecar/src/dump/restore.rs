@@ -2,7 +2,8 @@
 //! a little read-ahead, into `psql` or `mariadb` against a target server. The dump is never held
 //! whole in memory nor written to disk.
 
-use super::child::{failure_message, spawn_error, DumpState, DumpStatus, StderrTail, ToolCommand};
+use super::child::{failure_message, spawn_error, DumpState, DumpStatus, StderrTail};
+use super::script::PreparedRestore;
 use super::uri::Engine;
 use super::{mariadb, postgres, DatabaseTarget, SNAPSHOT_DIR};
 use crate::error::{Error, Result};
@@ -90,7 +91,8 @@ pub async fn find_dumps(
     let plan = crate::restore::plan_restore(repo, root, std::slice::from_ref(&dir))
         .await
         .map_err(|error| match error {
-            Error::Usage(_) => Error::Usage(format!(
+            // The planner's word for a path the snapshot lacks.
+            Error::Usage(_) => Error::DumpNotFound(format!(
                 "the snapshot holds no dump of database {name}: {dir} is not in it"
             )),
             error => error,
@@ -117,7 +119,7 @@ pub async fn find_dumps(
         })
         .collect();
     if dumps.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(Error::DumpNotFound(format!(
             "{dir} of the snapshot holds no .sql dump"
         )));
     }
@@ -138,39 +140,13 @@ fn dumps_for(target: &DatabaseTarget, mut dumps: Vec<DumpEntry>) -> Result<Vec<D
         Some(index) => Ok(vec![dumps.swap_remove(index)]),
         None => {
             let names: Vec<&str> = dumps.iter().map(|d| d.stem.as_str()).collect();
-            Err(Error::Usage(format!(
+            Err(Error::DumpNotFound(format!(
                 "database entry {} holds dumps of {}, not of {database}",
                 target.name,
                 names.join(", ")
             )))
         }
     }
-}
-
-/// Rewrites a dump on its way to the client (line by line where it needs to).
-pub trait ScriptFilter: Send {
-    fn push(&mut self, data: &[u8], out: &mut Vec<u8>);
-    fn finish(&mut self, out: &mut Vec<u8>);
-}
-
-/// Passes the dump unchanged.
-pub struct PassThrough;
-
-impl ScriptFilter for PassThrough {
-    fn push(&mut self, data: &[u8], out: &mut Vec<u8>) {
-        out.extend_from_slice(data);
-    }
-    fn finish(&mut self, _out: &mut Vec<u8>) {}
-}
-
-/// A restore ready to run: the client, the filter, and what was done to the target so far.
-pub struct PreparedRestore {
-    pub command: ToolCommand,
-    pub filter: Box<dyn ScriptFilter>,
-    /// The database restored into, for a dump of one database.
-    pub database: Option<String>,
-    /// Databases dropped first (with `overwrite`).
-    pub dropped: Vec<String>,
 }
 
 /// A finished database restore.
@@ -218,34 +194,37 @@ async fn run_restore(
     status: &Arc<DumpStatus>,
 ) -> Result<DatabaseRestoreReport> {
     let Some(first_id) = entry.content.first() else {
-        return Err(Error::Usage(format!(
-            "{} is empty: there is nothing to restore",
-            entry.path
-        )));
+        return Err(Error::DumpNotRestorable {
+            entry: entry.path,
+            problem: "is empty: there is nothing to restore".into(),
+        });
     };
     let first = repo
         .read_blob(first_id, &format!("content of {}", entry.path))
         .await?;
-    let kind = DumpKind::sniff(&first).ok_or_else(|| {
-        Error::Usage(format!(
-            "{} is not a dump of pg_dumpall, pg_dump or mariadb-dump",
-            entry.path
-        ))
+    let kind = DumpKind::sniff(&first).ok_or_else(|| Error::DumpNotRestorable {
+        entry: entry.path.clone(),
+        problem: "is not a dump of pg_dumpall, pg_dump or mariadb-dump".into(),
     })?;
     let postgres_dump = matches!(kind, DumpKind::PostgresCluster | DumpKind::PostgresDatabase);
     if postgres_dump != (target.uri.engine == Engine::Postgres) {
-        return Err(Error::Usage(format!(
-            "{} is a {} dump: it cannot be restored into {}",
-            entry.path,
-            kind.engine_name(),
-            target.uri
-        )));
+        return Err(Error::DumpNotRestorable {
+            entry: entry.path,
+            problem: format!(
+                "is a {} dump: it cannot be restored into {}",
+                kind.engine_name(),
+                target.uri
+            ),
+        });
     }
     if kind.is_whole_server() && target.uri.database.is_some() {
-        return Err(Error::Usage(format!(
-            "{} holds every database of its server: restore it to a URI without a database name, not {}",
-            entry.path, target.uri
-        )));
+        return Err(Error::DumpNotRestorable {
+            entry: entry.path,
+            problem: format!(
+                "holds every database of its server: restore it to a URI without a database name, not {}",
+                target.uri
+            ),
+        });
     }
     let database = target
         .uri

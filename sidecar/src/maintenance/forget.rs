@@ -118,9 +118,7 @@ pub async fn forget(
     dry_run: bool,
 ) -> Result<Vec<ForgetGroup>> {
     if policy.is_empty() {
-        return Err(Error::Usage(
-            "no keep rule given: forget would remove every snapshot".into(),
-        ));
+        return Err(Error::NoKeepRule);
     }
     let mut groups: BTreeMap<GroupKey, Vec<(SnapshotId, Snapshot)>> = BTreeMap::new();
     for (id, snapshot) in repo.snapshots().await? {

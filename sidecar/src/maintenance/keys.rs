@@ -43,7 +43,7 @@ pub async fn add_key(
     new_password: &[u8],
 ) -> Result<ObjectId> {
     if new_password.is_empty() {
-        return Err(Error::Usage("the new password is empty".into()));
+        return Err(Error::EmptyNewPassword);
     }
     // Unwrap our own key again: the master key is not kept in memory beyond the derived keys.
     let stored = repo
@@ -76,18 +76,20 @@ pub async fn remove_key(repo: &Repository, id_prefix: &str) -> Result<ObjectId> 
         .collect();
     let key = match matches.as_slice() {
         [key] => *key,
-        [] => return Err(Error::Usage(format!("no key matches {id_prefix:?}"))),
+        [] => {
+            return Err(Error::KeyNotFound {
+                prefix: id_prefix.to_owned(),
+            })
+        }
         _ => {
-            return Err(Error::Usage(format!(
-                "{id_prefix:?} matches {} keys: give more digits",
-                matches.len()
-            )))
+            return Err(Error::AmbiguousKey {
+                prefix: id_prefix.to_owned(),
+                count: matches.len(),
+            })
         }
     };
     if key.current {
-        return Err(Error::Usage(
-            "this is the key in use: open the repository with another password to remove it".into(),
-        ));
+        return Err(Error::KeyInUse);
     }
     repo.backend()
         .delete(ObjectKind::Keys, &key.id.to_hex())
