@@ -1,6 +1,11 @@
 //! The walker: reads the sources in order, cuts file content into chunks, names each chunk by its
 //! keyed hash and sends only chunks the repository lacks to the workers. It builds one tree per
 //! directory, bottom-up, and returns the root tree's id.
+//!
+//! Entries are read through their directory's descriptor (see [`by_descriptor`]): a workload
+//! that swaps files while it is backed up cannot make the walk follow a symlink or block.
+
+mod by_descriptor;
 
 use super::pipeline::{BlobJob, Recycler, JOB_FRONT_BYTES};
 use super::source::{SourceTree, StreamSource, VirtualEntry};
@@ -12,12 +17,12 @@ use crate::format::tree::{Metadata, Node, NodeKind, Timestamp, Tree};
 use crate::ids::{BlobId, BlobKind};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
+use by_descriptor::{EntryType, OpenDir, OpenError};
 use crossbeam_channel::Sender;
+use nix::sys::stat::FileStat;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::fs::{File, Metadata as FsMetadata};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -57,6 +62,8 @@ pub struct Walker {
     pub stats: WalkStats,
     /// Content of multiply-linked files seen in this backup, by (device, inode).
     hard_links: HashMap<(u64, u64), (u64, Vec<BlobId>)>,
+    /// Whether files are still opened with `O_NOATIME` (dropped once the kernel refuses it).
+    no_atime: bool,
 }
 
 /// The walk stopped because the rest of the pipeline did.
@@ -90,6 +97,7 @@ impl Walker {
             notices: Vec::new(),
             stats: WalkStats::default(),
             hard_links: HashMap::new(),
+            no_atime: true,
         }
     }
 
@@ -166,8 +174,8 @@ impl Walker {
                     };
                     let subtree = self.archive_virtual_dir(children, parent_sub)?;
                     let meta = meta_from
-                        .and_then(|path| std::fs::symlink_metadata(path).ok())
-                        .map(|m| metadata_of(&m))
+                        .and_then(|path| by_descriptor::lstat(&path))
+                        .map(|stat| metadata_of(&stat))
                         .unwrap_or_else(synthetic_dir_metadata);
                     Some(Node {
                         name,
@@ -175,17 +183,11 @@ impl Walker {
                         meta,
                     })
                 }
-                VirtualEntry::Path(path) => match std::fs::symlink_metadata(&path) {
-                    Ok(meta) => {
-                        let node = self.archive_entry(&path, name, &meta, parent_node.as_ref())?;
-                        self.stats.sources_read += u64::from(node.is_some());
-                        node
-                    }
-                    Err(error) => {
-                        self.warn(format!("cannot read {}: {error}", path.display()));
-                        None
-                    }
-                },
+                VirtualEntry::Path(path) => {
+                    let node = self.archive_source(&path, parent_node.as_ref())?;
+                    self.stats.sources_read += u64::from(node.is_some());
+                    node
+                }
                 VirtualEntry::Stream(stream) => {
                     self.stats.sources_read += 1;
                     Some(self.archive_stream(name, stream)?)
@@ -197,131 +199,163 @@ impl Walker {
         self.store_tree(nodes)
     }
 
-    /// One entry of a real directory; `None` when it is skipped (excluded, unreadable, a socket).
+    /// A source path: looked up in the directory that holds it, like any entry below it.
+    fn archive_source(&mut self, path: &Path, parent: Option<&Node>) -> Result<Option<Node>> {
+        let Some((holder, name)) = by_descriptor::split_source(path) else {
+            self.warn(format!(
+                "cannot read {}: not a file or folder",
+                path.display()
+            ));
+            return Ok(None);
+        };
+        let read = OpenDir::of_source(&holder).and_then(|dir| {
+            let stat = dir.stat(&name)?;
+            Ok((dir, stat))
+        });
+        match read {
+            Ok((dir, stat)) => self.archive_entry(&dir, path, name, &stat, parent),
+            Err(error) => {
+                self.warn(format!("cannot read {}: {error}", path.display()));
+                Ok(None)
+            }
+        }
+    }
+
+    /// One entry `name` of the open directory `dir`, seen by the listing as `stat`; `None` when
+    /// it is skipped (excluded, unreadable, changed during the backup, a socket).
     fn archive_entry(
         &mut self,
+        dir: &OpenDir,
         path: &Path,
         name: Vec<u8>,
-        fs_meta: &FsMetadata,
+        stat: &FileStat,
         parent: Option<&Node>,
     ) -> Result<Option<Node>> {
         if self.excludes.is_excluded(path) {
             return Ok(None);
         }
-        let meta = metadata_of(fs_meta);
-        let file_type = fs_meta.file_type();
-        let kind = if file_type.is_file() {
-            match self.archive_file(path, fs_meta, parent)? {
-                Some(kind) => kind,
+        let mut meta = metadata_of(stat);
+        let kind = match EntryType::of(stat) {
+            EntryType::File => match self.archive_file(dir, path, &name, stat, parent)? {
+                Some((kind, opened)) => {
+                    meta = metadata_of(&opened);
+                    kind
+                }
                 None => return Ok(None),
-            }
-        } else if file_type.is_dir() {
-            let parent_tree = match parent.map(|n| &n.kind) {
-                Some(NodeKind::Dir { subtree }) => self.parent_tree(&subtree.clone()),
-                _ => None,
-            };
-            match self.archive_dir(path, parent_tree)? {
-                Some(subtree) => NodeKind::Dir { subtree },
-                None => return Ok(None),
-            }
-        } else if file_type.is_symlink() {
-            match std::fs::read_link(path) {
-                Ok(target) => NodeKind::Symlink {
-                    target: target.into_os_string().into_vec(),
-                },
-                Err(error) => {
-                    self.warn(format!(
-                        "cannot read the symlink {}: {error}",
-                        path.display()
-                    ));
-                    return Ok(None);
+            },
+            EntryType::Dir => {
+                let parent_tree = match parent.map(|n| &n.kind) {
+                    Some(NodeKind::Dir { subtree }) => self.parent_tree(&subtree.clone()),
+                    _ => None,
+                };
+                let opened = match dir.open_dir(&name, stat) {
+                    Ok(opened) => opened,
+                    Err(error) => {
+                        return self.skip(format!("cannot list {}: {error}", path.display()))
+                    }
+                };
+                meta = metadata_of(&opened.stat);
+                NodeKind::Dir {
+                    subtree: self.archive_dir(opened, path, parent_tree)?,
                 }
             }
-        } else if file_type.is_fifo() {
-            NodeKind::Fifo
-        } else if file_type.is_char_device() {
-            NodeKind::CharDevice {
-                rdev: fs_meta.rdev(),
+            EntryType::Symlink => match dir.read_link(&name) {
+                Ok(target) => NodeKind::Symlink { target },
+                Err(error) => {
+                    return self.skip(format!(
+                        "cannot read the symlink {}: {error}",
+                        path.display()
+                    ))
+                }
+            },
+            // Never opened: a FIFO would block, a device could be read without end.
+            EntryType::Fifo => NodeKind::Fifo,
+            EntryType::CharDevice => NodeKind::CharDevice { rdev: stat.st_rdev },
+            EntryType::BlockDevice => NodeKind::BlockDevice { rdev: stat.st_rdev },
+            EntryType::Socket => {
+                self.notice(format!(
+                    "skipped {}: sockets cannot be backed up",
+                    path.display()
+                ));
+                return Ok(None);
             }
-        } else if file_type.is_block_device() {
-            NodeKind::BlockDevice {
-                rdev: fs_meta.rdev(),
-            }
-        } else {
-            self.notice(format!(
-                "skipped {}: sockets cannot be backed up",
-                path.display()
-            ));
-            return Ok(None);
         };
         Ok(Some(Node { name, kind, meta }))
     }
 
-    fn archive_dir(&mut self, path: &Path, parent: Option<Tree>) -> Result<Option<BlobId>> {
-        let listing = match std::fs::read_dir(path) {
-            Ok(listing) => listing,
+    /// Warns and skips an entry.
+    fn skip(&mut self, message: String) -> Result<Option<Node>> {
+        self.warn(message);
+        Ok(None)
+    }
+
+    /// The tree of an open directory: its entries, listed and read through its descriptor.
+    fn archive_dir(
+        &mut self,
+        mut dir: OpenDir,
+        path: &Path,
+        parent: Option<Tree>,
+    ) -> Result<BlobId> {
+        let names = match dir.names() {
+            Ok(names) => names,
             Err(error) => {
                 self.warn(format!("cannot list {}: {error}", path.display()));
-                return Ok(None);
+                Vec::new()
             }
         };
-        let mut names: Vec<Vec<u8>> = Vec::new();
-        for entry in listing {
-            match entry {
-                Ok(entry) => names.push(entry.file_name().into_vec()),
-                Err(error) => self.warn(format!("cannot list {}: {error}", path.display())),
-            }
-        }
-        names.sort();
         let mut nodes = Vec::with_capacity(names.len());
         for name in names {
             let child = path.join(OsStr::from_bytes(&name));
             let parent_node = parent.as_ref().and_then(|tree| tree.find(&name));
-            match std::fs::symlink_metadata(&child) {
-                Ok(meta) => nodes.extend(self.archive_entry(&child, name, &meta, parent_node)?),
+            match dir.stat(&name) {
+                Ok(stat) => {
+                    nodes.extend(self.archive_entry(&dir, &child, name, &stat, parent_node)?)
+                }
                 Err(error) => self.warn(format!("cannot read {}: {error}", child.display())),
             }
         }
         self.stats.dirs += 1;
-        Ok(Some(self.store_tree(nodes)?))
+        self.store_tree(nodes)
     }
 
     /// A regular file's content: reused from the parent snapshot or an earlier hard link when
-    /// unchanged, else read and chunked. `None` when it cannot be read (a warning).
+    /// unchanged, else read and chunked. Returns it with the file's status as it was read (the
+    /// listing's when nothing was opened). `None` when it cannot be read (a warning).
     fn archive_file(
         &mut self,
+        dir: &OpenDir,
         path: &Path,
-        fs_meta: &FsMetadata,
+        name: &[u8],
+        seen: &FileStat,
         parent: Option<&Node>,
-    ) -> Result<Option<NodeKind>> {
-        let inode_key = (fs_meta.dev(), fs_meta.ino());
-        if fs_meta.nlink() > 1 {
+    ) -> Result<Option<(NodeKind, FileStat)>> {
+        let inode_key = (seen.st_dev, seen.st_ino);
+        if seen.st_nlink > 1 {
             if let Some((size, content)) = self.hard_links.get(&inode_key) {
                 self.stats.files += 1;
                 self.stats.hard_links += 1;
                 self.stats.total_bytes += size;
                 self.progress.add_files(1);
-                return Ok(Some(NodeKind::File {
+                let kind = NodeKind::File {
                     size: *size,
                     content: content.clone(),
-                }));
+                };
+                return Ok(Some((kind, *seen)));
             }
         }
-        let reusable = unchanged_content(parent, fs_meta)
+        let reusable = unchanged_content(parent, seen)
             .filter(|content| content.iter().all(|id| self.known.contains(id)));
         if let Some(content) = reusable {
+            let size = seen.st_size as u64;
             self.stats.files += 1;
-            self.stats.total_bytes += fs_meta.len();
+            self.stats.total_bytes += size;
             self.progress.add_files(1);
-            self.remember_hard_link(fs_meta, inode_key, fs_meta.len(), &content);
-            return Ok(Some(NodeKind::File {
-                size: fs_meta.len(),
-                content,
-            }));
+            self.remember_hard_link(seen, size, &content);
+            return Ok(Some((NodeKind::File { size, content }, *seen)));
         }
-        let file = match File::open(path) {
-            Ok(file) => file,
-            Err(error) => {
+        let (file, opened) = match dir.open_file(name, seen, &mut self.no_atime) {
+            Ok(open) => open,
+            Err(error @ OpenError::Changed(_)) | Err(error @ OpenError::Io(_)) => {
                 self.warn(format!("cannot read {}: {error}", path.display()));
                 return Ok(None);
             }
@@ -338,18 +372,13 @@ impl Walker {
         self.stats.files_read += 1;
         self.stats.total_bytes += size;
         self.progress.add_files(1);
-        self.remember_hard_link(fs_meta, inode_key, size, &content);
-        Ok(Some(NodeKind::File { size, content }))
+        self.remember_hard_link(&opened, size, &content);
+        Ok(Some((NodeKind::File { size, content }, opened)))
     }
 
-    fn remember_hard_link(
-        &mut self,
-        fs_meta: &FsMetadata,
-        key: (u64, u64),
-        size: u64,
-        content: &[BlobId],
-    ) {
-        if fs_meta.nlink() > 1 {
+    fn remember_hard_link(&mut self, stat: &FileStat, size: u64, content: &[BlobId]) {
+        if stat.st_nlink > 1 {
+            let key = (stat.st_dev, stat.st_ino);
             self.hard_links.insert(key, (size, content.to_vec()));
         }
     }
@@ -426,35 +455,36 @@ impl From<std::io::Error> for ChunkReadError {
 
 /// The parent's content when the file looks untouched: same size, modification and change time,
 /// and inode. The change time catches edits that restore the modification time.
-fn unchanged_content(parent: Option<&Node>, fs_meta: &FsMetadata) -> Option<Vec<BlobId>> {
+fn unchanged_content(parent: Option<&Node>, stat: &FileStat) -> Option<Vec<BlobId>> {
     let parent = parent?;
     let NodeKind::File { size, content } = &parent.kind else {
         return None;
     };
-    let meta = metadata_of(fs_meta);
-    let same = *size == fs_meta.len()
+    let meta = metadata_of(stat);
+    let same = *size == stat.st_size as u64
         && parent.meta.mtime == meta.mtime
         && parent.meta.ctime == meta.ctime
         && parent.meta.inode == meta.inode;
     same.then(|| content.clone())
 }
 
-pub fn metadata_of(meta: &FsMetadata) -> Metadata {
+/// An entry's metadata as the snapshot records it, from its status.
+pub fn metadata_of(stat: &FileStat) -> Metadata {
     Metadata {
-        mode: meta.mode() & 0o7777,
-        uid: meta.uid(),
-        gid: meta.gid(),
+        mode: stat.st_mode & 0o7777,
+        uid: stat.st_uid,
+        gid: stat.st_gid,
         mtime: Timestamp {
-            secs: meta.mtime(),
-            nanos: meta.mtime_nsec() as u32,
+            secs: stat.st_mtime,
+            nanos: stat.st_mtime_nsec as u32,
         },
         ctime: Timestamp {
-            secs: meta.ctime(),
-            nanos: meta.ctime_nsec() as u32,
+            secs: stat.st_ctime,
+            nanos: stat.st_ctime_nsec as u32,
         },
-        inode: meta.ino(),
-        device: meta.dev(),
-        links: meta.nlink().max(1),
+        inode: stat.st_ino,
+        device: stat.st_dev,
+        links: stat.st_nlink.max(1),
     }
 }
 
