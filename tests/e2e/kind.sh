@@ -8,8 +8,8 @@
 # Steps:
 #   1. A cluster: a new kind cluster "neverwiped-e2e" (default), a new k3d cluster, or the current
 #      kubectl context (E2E_CLUSTER=existing).
-#   2. Images: builds the operator and sidecar images from this checkout (tests/e2e/Dockerfile)
-#      and loads them into kind/k3d -- or uses E2E_OPERATOR_IMAGE / E2E_SIDECAR_IMAGE as given
+#   2. Images: builds the operator and sidecar images from this checkout with
+#      scripts/build-images.sh (the images CI tests) and loads them into kind/k3d -- or uses E2E_OPERATOR_IMAGE / E2E_SIDECAR_IMAGE as given
 #      (E2E_BUILD=0; with E2E_CLUSTER=existing they must be pullable by the cluster).
 #   3. Install: `helm install` of charts/neverwiped when that chart exists; otherwise
 #      `kubectl apply -f crds/` and tests/e2e/operator.yaml (RBAC + a 2-replica Deployment).
@@ -24,16 +24,16 @@
 #   9. Deletes the cluster it created (E2E_KEEP=1 keeps it; E2E_CLUSTER=existing is kept and
 #      only the namespaces the script created are deleted).
 #
-# Requirements: bash, kubectl, docker (to build, and
-# for kind/k3d), kind or k3d, helm (only when charts/neverwiped exists). Network access to pull
-# the base images (rust, debian, restic/rest-server).
+# Requirements: bash, kubectl, docker with buildx (to build, and for kind/k3d), kind or k3d, helm
+# (only when charts/neverwiped exists); to build, what scripts/build-images.sh needs (mmdebstrap,
+# cargo, Debian's mirrors). Network access to pull restic/rest-server for the cluster.
 #
 # Environment (all optional):
 #   E2E_CLUSTER          kind (default) | k3d | existing
 #   E2E_CLUSTER_NAME     neverwiped-e2e
 #   E2E_BUILD            1 (default): build the images; 0: use the two below as they are
-#   E2E_OPERATOR_IMAGE   neverwiped/operator:e2e
-#   E2E_SIDECAR_IMAGE    neverwiped/sidecar:e2e
+#   E2E_OPERATOR_IMAGE   neverwiped/operator:dev
+#   E2E_SIDECAR_IMAGE    neverwiped/sidecar:dev
 #   E2E_COPY_METHOD      Auto (default) | Direct | Snapshot (needs a CSI driver with snapshots)
 #   E2E_STORAGE_CLASS    the PVCs' StorageClass (default: the cluster's default class)
 #   E2E_REST_SERVER_IMAGE restic/rest-server:0.13.0
@@ -50,8 +50,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER=${E2E_CLUSTER:-kind}
 CLUSTER_NAME=${E2E_CLUSTER_NAME:-neverwiped-e2e}
 BUILD=${E2E_BUILD:-1}
-OPERATOR_IMAGE=${E2E_OPERATOR_IMAGE:-neverwiped/operator:e2e}
-SIDECAR_IMAGE=${E2E_SIDECAR_IMAGE:-neverwiped/sidecar:e2e}
+OPERATOR_IMAGE=${E2E_OPERATOR_IMAGE:-neverwiped/operator:dev}
+SIDECAR_IMAGE=${E2E_SIDECAR_IMAGE:-neverwiped/sidecar:dev}
 COPY_METHOD=${E2E_COPY_METHOD:-Auto}
 STORAGE_CLASS=${E2E_STORAGE_CLASS:-}
 REST_SERVER_IMAGE=${E2E_REST_SERVER_IMAGE:-restic/rest-server:0.13.0}
@@ -153,9 +153,10 @@ kubectl version
 if [ "$BUILD" = 1 ]; then
   step "images: build $OPERATOR_IMAGE and $SIDECAR_IMAGE"
   need docker
-  export DOCKER_BUILDKIT=1
-  docker build -f "$ROOT/tests/e2e/Dockerfile" --target operator -t "$OPERATOR_IMAGE" "$ROOT"
-  docker build -f "$ROOT/tests/e2e/Dockerfile" --target sidecar -t "$SIDECAR_IMAGE" "$ROOT"
+  # The images CI tests: scripts/build-images.sh, then tagged as asked.
+  "$ROOT/scripts/build-images.sh" --tag dev
+  [ "$OPERATOR_IMAGE" = neverwiped/operator:dev ] || docker tag neverwiped/operator:dev "$OPERATOR_IMAGE"
+  [ "$SIDECAR_IMAGE" = neverwiped/sidecar:dev ] || docker tag neverwiped/sidecar:dev "$SIDECAR_IMAGE"
   case "$CLUSTER" in
     kind) kind load docker-image --name "$CLUSTER_NAME" "$OPERATOR_IMAGE" "$SIDECAR_IMAGE" ;;
     k3d) k3d image import --cluster "$CLUSTER_NAME" "$OPERATOR_IMAGE" "$SIDECAR_IMAGE" ;;

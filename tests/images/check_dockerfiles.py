@@ -3,23 +3,27 @@
 
     python3 tests/images/check_dockerfiles.py
 
-operator/Dockerfile and sidecar/Dockerfile are parsed with dockerfile-parse (PyPI) and checked
-against the workspace they build:
+The root Dockerfile (targets `operator` and `sidecar`) is parsed with dockerfile-parse (PyPI)
+and checked against the workspace it builds and scripts/build-images.sh:
 
-- multi-stage: a `build` stage compiles, the final stage (named `operator` / `sidecar`) only
-  copies the binary out of it;
+- multi-stage, without a `# syntax=` line (it would make BuildKit pull a frontend image);
 - every base image is pinned by a tag that is not `latest` (a digest may follow);
 - nothing is fetched outside a package manager that checks signatures or checksums: no ADD of a
   URL, no curl or wget, `cargo build --locked`, every extra apt source `Signed-By` a keyring;
-- the build is the static one docs/images.md describes (`+crt-static`, `--release --target`),
-  with the same RUSTFLAGS as tests/images/static-build.sh, for the package and binary names of the
-  Cargo manifests, and copies every workspace member into the build;
-- the final stage copies exactly the workspace's binary to /usr/local/bin, runs it in exec form,
+- BINARIES picks `build-compile` or `build-prebuilt` as the stage `build`, PG_APT_SOURCE picks
+  `pg-apt-pgdg` or `pg-apt-debian-unstable`; every choice has its stage;
+- build-compile is the static build docs/images.md describes (`+crt-static`, `--release
+  --target`), with the same RUSTFLAGS as tests/images/static-build.sh and scripts/build-images.sh
+  (which builds the prebuilt binaries), for the package and binary names of the Cargo manifests,
+  and copies every workspace member; build-prebuilt takes both binaries from .image-binaries/;
+- each target copies exactly the workspace's binary to /usr/local/bin, runs it in exec form,
   and sets a numeric, non-root USER; the sidecar's binary is the name the operator's Jobs run
   (contract/src/cli.rs, SIDECAR_BINARY) and is on the image's PATH;
-- the sidecar stage installs the database client packages, and docs/images.md names every
+- the sidecar target installs the database client packages, and docs/images.md names every
   package it installs and the PostgreSQL client's major version;
-- .dockerignore starts from "exclude everything" and lets in everything the Dockerfiles COPY,
+- scripts/build-images.sh makes the Debian and runtime bases under the names the Dockerfile's
+  DEBIAN_IMAGE and RUNTIME_IMAGE default to;
+- .dockerignore starts from "exclude everything" and lets in everything the Dockerfile COPYs,
   and no Cargo manifest declares test, bench or example targets (tests/ stays out);
 - the images' version label defaults to the workspace version, and the Rust image is at least
   the newest `rust-version` of the workspace.
@@ -145,28 +149,41 @@ def apt_installs(run):
     return packages
 
 
-def check_dockerfile(checks, relative, package, final_stage_name, workspace):
-    path = ROOT / relative
-    where = relative
+def stage_named(stages, name):
+    return next((stage for stage in stages if stage.name == name), None)
+
+
+def check_choice(checks, global_args, stage_names, argument, prefix, choices):
+    """A build argument that picks a stage: `FROM <prefix>${ARGUMENT}`, a stage per choice."""
+    checks.check(
+        global_args.get(argument) in choices,
+        f"Dockerfile: {argument} defaults to {global_args.get(argument)!r}, not one of {choices}",
+    )
+    for choice in choices:
+        checks.check(
+            f"{prefix}{choice}" in stage_names,
+            f"Dockerfile: {argument}={choice} has no stage {prefix}{choice}",
+        )
+
+
+def check_recipe(checks, workspace):
+    """The stages every image shares: bases, downloads, the two ways to the binaries."""
+    where = "Dockerfile"
+    path = ROOT / where
     if not checks.check(path.is_file(), f"{where} does not exist"):
-        return None
+        return None, {}
     parser, global_args, stages = parse(path)
     stage_names = {stage.name for stage in stages if stage.name}
-
-    # Multi-stage, with a build stage and the final stage named after the image.
-    checks.check(parser.is_multistage and len(stages) >= 2, f"{where}: not a multi-stage build")
-    build = next((stage for stage in stages if stage.name == "build"), None)
-    checks.check(build is not None, f"{where}: no stage named `build`")
-    final = stages[-1]
+    checks.check(parser.is_multistage and len(stages) >= 4, f"{where}: not a multi-stage build")
     checks.check(
-        final.name == final_stage_name,
-        f"{where}: the final stage is {final.name!r}, expected {final_stage_name!r}",
+        not re.search(r"^#\s*syntax=", path.read_text(), re.MULTILINE),
+        f"{where}: a `# syntax=` line makes BuildKit pull a frontend image",
     )
 
     # Base images pinned by tag (not latest); stage names may be used as bases.
     for stage in stages:
         image = stage.image
-        if image in stage_names:
+        if image in stage_names or image == "scratch":
             continue
         reference = image.split("@", 1)[0]
         last = reference.rsplit("/", 1)[-1]
@@ -196,54 +213,98 @@ def check_dockerfile(checks, relative, package, final_stage_name, workspace):
                         f"{where}: an apt source of stage {stage.name!r} is not Signed-By a keyring",
                     )
 
-    # The build: static, release, locked, for the right package and binary.
-    bin_name = workspace["bins"][package]
-    cargo_runs = [v for v in (build.values("RUN") if build else []) if "cargo build" in v]
-    if checks.check(len(cargo_runs) == 1, f"{where}: the build stage has no single `cargo build`"):
+    # The binaries: compiled in the Rust image, or taken prebuilt; `build` is the chosen one.
+    check_choice(checks, global_args, stage_names, "BINARIES", "build-", ["compile", "prebuilt"])
+    check_choice(checks, global_args, stage_names, "PG_APT_SOURCE", "pg-apt-", ["pgdg", "debian-unstable"])
+    build = stage_named(stages, "build")
+    checks.check(
+        build is not None and build.image == f"build-{global_args.get('BINARIES')}",
+        f"{where}: the stage `build` is not `FROM build-${{BINARIES}}`",
+    )
+    compile_stage = stage_named(stages, "build-compile")
+    cargo_runs = [v for v in (compile_stage.values("RUN") if compile_stage else []) if "cargo build" in v]
+    if checks.check(len(cargo_runs) == 1, f"{where}: build-compile has no single `cargo build`"):
         run = cargo_runs[0]
-        for needed in ("--release", "--locked", "--target", f"-p {package}", f"--bin {bin_name}"):
-            checks.check(needed in run, f"{where}: `cargo build` lacks `{needed}`")
+        needed = ["--release", "--locked", "--target"]
+        for package, binary in workspace["bins"].items():
+            needed += [f"-p {package}", f"--bin {binary}"]
+        for flag in needed:
+            checks.check(flag in run, f"{where}: `cargo build` lacks `{flag}`")
         flags = re.search(r'RUSTFLAGS="([^"]*)"', run)
         if checks.check(flags is not None, f"{where}: the build sets no RUSTFLAGS"):
             checks.check(
                 "target-feature=+crt-static" in flags.group(1),
                 f"{where}: RUSTFLAGS {flags.group(1)!r} do not link statically (+crt-static)",
             )
-            checks.check(
-                flags.group(1) == workspace["script_rustflags"],
-                f"{where}: RUSTFLAGS {flags.group(1)!r} differ from tests/images/static-build.sh's"
-                f" {workspace['script_rustflags']!r}",
-            )
+            for script, script_flags in workspace["script_rustflags"].items():
+                checks.check(
+                    flags.group(1) == script_flags,
+                    f"{where}: RUSTFLAGS {flags.group(1)!r} differ from {script}'s {script_flags!r}",
+                )
         checks.check(
             re.search(r"readelf .*INTERP", run) and re.search(r"readelf .*NEEDED", run),
-            f"{where}: the build does not verify that the binary is static",
+            f"{where}: the build does not verify that the binaries are static",
         )
     copied = set()
-    for instruction, value in build.instructions if build else []:
+    for instruction, value in compile_stage.instructions if compile_stage else []:
         if instruction == "COPY":
             flags, sources, _ = copy_parts(value)
             if not any(f.startswith("--from") for f in flags):
                 copied.update(s.rstrip("/") for s in sources)
     for member in workspace["members"] + ["Cargo.toml", "Cargo.lock"]:
-        checks.check(member in copied, f"{where}: the build stage does not COPY {member}")
+        checks.check(member in copied, f"{where}: build-compile does not COPY {member}")
+    prebuilt = stage_named(stages, "build-prebuilt")
+    prebuilt_sources = [s for v in (prebuilt.values("COPY") if prebuilt else []) for s in copy_parts(v)[1]]
+    for binary in workspace["bins"].values():
+        checks.check(
+            any(s.startswith(".image-binaries/") and s.endswith(f"/{binary}") for s in prebuilt_sources),
+            f"{where}: build-prebuilt does not take {binary} from .image-binaries/",
+        )
+    copied.update(s.rstrip("/") for s in prebuilt_sources)
     workspace["copied"].update(copied)
 
-    # The final stage: the binary from the build stage, exec-form entrypoint, numeric non-root user.
-    target = f"/usr/local/bin/{bin_name}"
+    # The Rust image can build the workspace.
+    rust_image = global_args.get("RUST_IMAGE", "")
+    rust = re.search(r"rust:(\d+\.\d+)", rust_image)
+    if checks.check(rust is not None, f"{where}: RUST_IMAGE {rust_image!r} names no Rust version"):
+        checks.check(
+            version_tuple(rust.group(1)) >= workspace["rust_version"],
+            f"{where}: Rust {rust.group(1)} is older than the workspace's rust-version "
+            f"{'.'.join(map(str, workspace['rust_version']))}",
+        )
+
+    # The build script makes the bases under the names the Dockerfile expects.
+    script = (ROOT / "scripts/build-images.sh").read_text()
+    for argument in ("DEBIAN_IMAGE", "RUNTIME_IMAGE"):
+        checks.check(
+            f"{argument}={global_args.get(argument)}" in script,
+            f"scripts/build-images.sh does not make {argument} {global_args.get(argument)!r}",
+        )
+    return stages, global_args
+
+
+def check_image(checks, stages, package, target, workspace):
+    """The stage `target`: exactly the workspace's binary, exec form, numeric non-root user."""
+    where = f"Dockerfile, target {target}"
+    final = stage_named(stages, target)
+    if not checks.check(final is not None, f"Dockerfile has no target {target}"):
+        return None
+    bin_name = workspace["bins"][package]
+    destination = f"/usr/local/bin/{bin_name}"
     final_copies = [copy_parts(v) for v in final.values("COPY")]
     from_build = [c for c in final_copies if "--from=build" in c[0]]
     checks.check(
-        len(from_build) == 1 and from_build[0][2] == target and from_build[0][1][0].endswith(f"/{bin_name}"),
-        f"{where}: the final stage does not copy {bin_name} from the build stage to {target}",
+        len(from_build) == 1 and from_build[0][2] == destination and from_build[0][1][0].endswith(f"/{bin_name}"),
+        f"{where}: does not copy {bin_name} from the build stage to {destination}",
     )
     checks.check(
         not any(not c[0] for c in final_copies),
-        f"{where}: the final stage copies files from the build context",
+        f"{where}: copies files from the build context",
     )
     entrypoints = final.values("ENTRYPOINT")
     checks.check(
-        len(entrypoints) == 1 and entrypoints[0].strip() == f'["{target}"]',
-        f"{where}: ENTRYPOINT is {entrypoints!r}, expected exec form [\"{target}\"]",
+        len(entrypoints) == 1 and entrypoints[0].strip() == f'["{destination}"]',
+        f"{where}: ENTRYPOINT is {entrypoints!r}, expected exec form [\"{destination}\"]",
     )
     users = final.values("USER")
     user = users[-1].strip() if users else ""
@@ -257,16 +318,6 @@ def check_dockerfile(checks, relative, package, final_stage_name, workspace):
         f'org.opencontainers.image.version="{workspace["version"]}"' in labels,
         f"{where}: the version label does not default to the workspace version {workspace['version']}",
     )
-
-    # The Rust image can build the workspace.
-    rust_image = global_args.get("RUST_IMAGE", "")
-    rust = re.search(r"rust:(\d+\.\d+)", rust_image)
-    if checks.check(rust is not None, f"{where}: RUST_IMAGE {rust_image!r} names no Rust version"):
-        checks.check(
-            version_tuple(rust.group(1)) >= workspace["rust_version"],
-            f"{where}: Rust {rust.group(1)} is older than the workspace's rust-version "
-            f"{'.'.join(map(str, workspace['rust_version']))}",
-        )
     return final
 
 
@@ -291,17 +342,19 @@ def main():
         for section in ("test", "bench", "example"):
             for target in manifest.get(section, []):
                 declared.append(f"{member}/Cargo.toml declares a [[{section}]] target ({target.get('name')})")
-    script = (ROOT / "tests/images/static-build.sh").read_text()
-    script_flags = re.search(r'RUSTFLAGS="([^"]*)"', script)
+    script_flags = {}
+    for script in ("tests/images/static-build.sh", "scripts/build-images.sh"):
+        found = re.search(r'RUSTFLAGS="([^"]*)"', (ROOT / script).read_text())
+        checks.check(found is not None, f"{script} sets no RUSTFLAGS")
+        script_flags[script] = found.group(1) if found else None
     workspace = {
         "members": members,
         "bins": bins,
         "version": cargo["workspace"]["package"]["version"],
         "rust_version": max(rust_versions),
-        "script_rustflags": script_flags.group(1) if script_flags else None,
+        "script_rustflags": script_flags,
         "copied": set(),
     }
-    checks.check(script_flags is not None, "tests/images/static-build.sh sets no RUSTFLAGS")
     for target in declared:
         checks.check(False, f"{target}; check that .dockerignore lets its file into the build context")
     checks.check(
@@ -309,8 +362,11 @@ def main():
         f"the workspace's binaries are not neverwiped-operator and neverwiped-sidecar: {bins}",
     )
 
-    check_dockerfile(checks, "operator/Dockerfile", "neverwiped-operator", "operator", workspace)
-    sidecar = check_dockerfile(checks, "sidecar/Dockerfile", "neverwiped-sidecar", "sidecar", workspace)
+    stages, _ = check_recipe(checks, workspace)
+    sidecar = None
+    if stages:
+        check_image(checks, stages, "neverwiped-operator", "operator", workspace)
+        sidecar = check_image(checks, stages, "neverwiped-sidecar", "sidecar", workspace)
 
     if sidecar is not None:
         # The binary the operator's Jobs run by name is the one the image puts on its PATH.
@@ -325,18 +381,18 @@ def main():
         path = paths[-1][len("PATH=") :].split(":") if paths else []
         checks.check(
             "/usr/local/bin" in path,
-            "sidecar/Dockerfile: the image's PATH does not hold /usr/local/bin, where the binary is",
+            "Dockerfile, target sidecar: the image's PATH does not hold /usr/local/bin, where the binary is",
         )
         # The database clients, and the docs that name them.
         packages = [p for run in sidecar.values("RUN") for p in apt_installs(run)]
         postgres = [p for p in packages if re.fullmatch(r"postgresql-client-\d+", p)]
-        checks.check(len(postgres) == 1, f"sidecar/Dockerfile installs no single postgresql-client-N: {packages}")
-        checks.check("mariadb-client" in packages, f"sidecar/Dockerfile does not install mariadb-client: {packages}")
+        checks.check(len(postgres) == 1, f"the sidecar target installs no single postgresql-client-N: {packages}")
+        checks.check("mariadb-client" in packages, f"the sidecar target does not install mariadb-client: {packages}")
         if postgres:
             major = postgres[0].rsplit("-", 1)[1]
             checks.check(
                 any(p.startswith(f"/usr/lib/postgresql/{major}/bin") for p in path),
-                f"sidecar/Dockerfile: PATH does not start the search at PostgreSQL {major}'s binaries",
+                f"the sidecar target: PATH does not start the search at PostgreSQL {major}'s binaries",
             )
         images_doc = ROOT / "docs/images.md"
         if checks.check(images_doc.is_file(), "docs/images.md does not exist"):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# tests/images/static-build.sh -- the images' binaries, built here as the Dockerfiles build them.
+# tests/images/static-build.sh -- the images' binaries, built here as the Dockerfile builds them.
 #
 # No container engine is needed: this builds neverwiped-operator and neverwiped-sidecar with the
-# same cargo command and RUSTFLAGS as operator/Dockerfile and sidecar/Dockerfile (for this
+# same cargo command and RUSTFLAGS as the Dockerfile and scripts/build-images.sh (for this
 # machine's architecture; tests/images/check_dockerfiles.py checks that the flags agree), then:
 #
 #   1. checks that both binaries are statically linked (no ELF interpreter, no needed shared
@@ -35,9 +35,9 @@ if [ -n "${NEVERWIPED_STATIC_BUILD_JOBS:-}" ]; then
   JOBS=(-j "$NEVERWIPED_STATIC_BUILD_JOBS")
 fi
 
-step "cargo build --release --locked --target $TRIPLE (static, as in the Dockerfiles)"
+step "cargo build --release --locked --target $TRIPLE (static, as in the Dockerfile)"
 started=$(date +%s)
-# Exactly the Dockerfiles' RUSTFLAGS (checked by check_dockerfiles.py).
+# Exactly the Dockerfile's RUSTFLAGS (checked by check_dockerfiles.py).
 RUSTFLAGS="-C target-feature=+crt-static" \
   cargo build "${JOBS[@]}" --release --locked --target "$TRIPLE" \
   -p neverwiped-operator --bin neverwiped-operator \

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod kubelet;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
