@@ -130,7 +130,7 @@ pub fn set_condition(
     let message = message.into();
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(existing) => {
-            if existing.status != status.as_str() {
+            if ConditionStatus::of(existing) != status {
                 existing.last_transition_time = Time(now);
             }
             existing.status = status.as_str().to_owned();
@@ -169,6 +169,15 @@ impl ConditionStatus {
             ConditionStatus::True => "True",
             ConditionStatus::False => "False",
             ConditionStatus::Unknown => "Unknown",
+        }
+    }
+
+    /// The status of `condition`; a value Kubernetes does not define reads as `Unknown`.
+    pub fn of(condition: &Condition) -> ConditionStatus {
+        match condition.status.as_str() {
+            "True" => ConditionStatus::True,
+            "False" => ConditionStatus::False,
+            _ => ConditionStatus::Unknown,
         }
     }
 

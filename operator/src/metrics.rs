@@ -13,6 +13,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::api::RunOutcome;
+
 /// Labels of a plan's metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PlanLabels {
@@ -55,6 +57,15 @@ pub struct ErrorLabels {
     pub kind: String,
     /// The error's label, from [`crate::controller::Error::metric_label`].
     pub error: String,
+}
+
+/// The `result` label of a finished run: the outcome's name in the API.
+pub fn outcome_label(outcome: RunOutcome) -> &'static str {
+    match outcome {
+        RunOutcome::Succeeded => "Succeeded",
+        RunOutcome::SucceededWithWarnings => "SucceededWithWarnings",
+        RunOutcome::Failed => "Failed",
+    }
 }
 
 type HistogramConstructor = fn() -> Histogram;

@@ -71,6 +71,40 @@ pub fn pod_blocked(pod: &Pod) -> Option<(&'static str, String)> {
     }
 }
 
+/// Where the Job of a run is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobState {
+    /// Still going.
+    Running,
+    /// Finished, for good or bad.
+    Ended(JobEnd),
+    /// Its pod will not start by itself (see [`pod_blocked`]): the run fails now with the real
+    /// reason instead of at its deadline, and the caller ends the Job.
+    Blocked(JobEnd),
+}
+
+/// Where `job` is, from the Job and its pod, at `now`.
+pub fn job_state(job: &Job, pod: Option<&Pod>, now: Timestamp) -> JobState {
+    if let Some(end) = job_end(job, pod) {
+        return JobState::Ended(end);
+    }
+    match pod.and_then(pod_blocked) {
+        Some((reason, message)) => JobState::Blocked(JobEnd {
+            outcome: RunOutcome::Failed,
+            reason: reason.into(),
+            message: Some(message),
+            result: None,
+            start_time: job
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+            completion_time: Some(now),
+        }),
+        None => JobState::Running,
+    }
+}
+
 /// How `job` ended, from the Job and its pod; `None` while it runs.
 pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
     let complete = job_finished(job)?;

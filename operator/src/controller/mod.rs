@@ -2,7 +2,7 @@
 //! apply the result (Jobs, status by server-side apply, Events).
 
 pub mod backup_plan;
-pub mod maintenance;
+pub mod effects;
 pub mod restore;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -13,7 +13,7 @@ use futures::StreamExt;
 use jiff::SignedDuration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -21,8 +21,9 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
 use crate::api::{BackupPlan, Restore};
+use crate::conditions::ConditionStatus;
 use crate::job::JobSettings;
-use crate::metrics::{ErrorLabels, Metrics};
+use crate::metrics::{ErrorLabels, Metrics, ReconcileLabels};
 use crate::plan::{secrets_used, SecretKeys, SecretUse};
 use crate::recorder::{EventType, Recorder};
 
@@ -134,6 +135,14 @@ impl Context {
         }
     }
 
+    /// Counts one reconciliation of an object of `kind`.
+    fn count_reconcile(&self, kind: &str) {
+        self.metrics
+            .reconciliations
+            .get_or_create(&ReconcileLabels { kind: kind.into() })
+            .inc();
+    }
+
     fn reset_failures(&self, key: &str) {
         if let Ok(mut failures) = self.failures.lock() {
             failures.remove(key);
@@ -235,7 +244,7 @@ fn plan_waits_for_claims(plan: &BackupPlan, namespace: Option<&str>) -> bool {
         .and_then(|s| {
             crate::conditions::find_condition(&s.conditions, crate::conditions::types::READY)
         })
-        .is_some_and(|c| c.status == "True");
+        .is_some_and(|c| ConditionStatus::of(c) == ConditionStatus::True);
     plan.namespace().as_deref() == namespace && !plan.spec.volumes.is_empty() && !ready
 }
 
@@ -393,42 +402,6 @@ fn pod_of<'a>(job: &Job, pods: &'a [Pod]) -> Option<&'a Pod> {
         .max_by_key(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
-/// Creates a Job; one that already exists (the same run, created before) is fine.
-async fn create_job(client: &Client, namespace: &str, job: &Job) -> Result<(), Error> {
-    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    match api.create(&PostParams::default(), job).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// Deletes a Job and its pods; one already gone is fine.
-async fn delete_job(client: &Client, namespace: &str, name: &str) -> Result<(), Error> {
-    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    let params = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// Creates an object; one that already exists (created by an earlier reconcile) is fine.
-async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<(), Error>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(error) => Err(error.into()),
-    }
-}
-
 /// Lists objects of a kind the cluster may not serve (the CSI snapshot API is optional): `None`
 /// when it does not.
 async fn list_if_served<K>(api: &Api<K>, params: &ListParams) -> Result<Option<Vec<K>>, Error>
@@ -439,24 +412,5 @@ where
         Ok(list) => Ok(Some(list.items)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(error) => Err(error.into()),
-    }
-}
-
-/// Deletes a claim the operator cloned for a run; one already gone is fine.
-async fn delete_claim(client: &Client, namespace: &str, name: &str) -> Result<(), Error> {
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
-    ignore_not_found(api.delete(name, &DeleteParams::default()).await.map(|_| ()))
-}
-
-/// Deletes a VolumeSnapshot the operator took for a run; one already gone is fine.
-async fn delete_snapshot(client: &Client, namespace: &str, name: &str) -> Result<(), Error> {
-    let api: Api<crate::csi::VolumeSnapshot> = Api::namespaced(client.clone(), namespace);
-    ignore_not_found(api.delete(name, &DeleteParams::default()).await.map(|_| ()))
-}
-
-fn ignore_not_found(result: Result<(), kube::Error>) -> Result<(), Error> {
-    match result {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        other => other.map_err(Error::from),
     }
 }

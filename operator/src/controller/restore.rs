@@ -10,23 +10,20 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
-use super::backup_plan::PlannedEvent;
-use super::{
-    create_job, delete_job, events, fetch_secret_keys, pod_of, Context, Error, Settings,
-    FIELD_MANAGER,
-};
-use crate::api::{BackupPlan, Restore, RestorePhase, RestoreStatus, RunOutcome};
+use super::effects::{execute, Create, Delete, Effects, PlannedEvent};
+use super::{events, fetch_secret_keys, pod_of, Context, Error, Settings};
+use crate::api::{BackupPlan, Restore, RestorePhase, RestoreStatus};
 use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
 use crate::plan::{
     check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys,
 };
 use crate::schedule::parse_duration;
-use crate::status::{finish_restore, job_end, pod_blocked, JobEnd};
+use crate::status::{finish_restore, job_state, JobState};
 use crate::volumes::{created_by_restore, restore_target_claim};
 
 /// While the Job runs, its changes wake the reconciler; this only covers a missed watch event.
@@ -58,6 +55,31 @@ pub struct RestoreDecision {
     pub requeue_after: Option<Duration>,
 }
 
+impl RestoreDecision {
+    /// What the reconciler writes: the target claims and the Job, the status, the Events, and the
+    /// Job of a run that cannot start.
+    pub fn effects(&self) -> Effects<RestoreStatus> {
+        let create = (self
+            .create_claims
+            .iter()
+            .cloned()
+            .map(|c| Create::Claim(Box::new(c))))
+        .chain(
+            self.create_job
+                .iter()
+                .cloned()
+                .map(|job| Create::Job(Box::new(job))),
+        )
+        .collect();
+        Effects {
+            create,
+            status: self.status.clone(),
+            events: self.events.clone(),
+            delete: self.delete_job.iter().cloned().map(Delete::Job).collect(),
+        }
+    }
+}
+
 /// Decides everything about `restore` at `now`, from what was fetched. No I/O.
 pub fn decide(
     restore: &Restore,
@@ -83,20 +105,14 @@ pub fn decide(
 
     // The Job exists: follow it to its end.
     if let Some(job) = &observed.job {
-        let pod = pod_of(job, &observed.pods);
-        let end = job_end(job, pod).or_else(|| {
-            pod.and_then(pod_blocked).map(|(reason, message)| {
+        let end = match job_state(job, pod_of(job, &observed.pods), now) {
+            JobState::Running => None,
+            JobState::Ended(end) => Some(end),
+            JobState::Blocked(end) => {
                 decision.delete_job = job.metadata.name.clone();
-                JobEnd {
-                    outcome: RunOutcome::Failed,
-                    reason: reason.into(),
-                    message: Some(message),
-                    result: None,
-                    start_time: None,
-                    completion_time: Some(now),
-                }
-            })
-        });
+                Some(end)
+            }
+        };
         match end {
             Some(end) => {
                 finish_restore(&mut status, &end, generation, now);
@@ -272,12 +288,7 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         field: "namespace",
     })?;
     let name = restore.name_any();
-    ctx.metrics
-        .reconciliations
-        .get_or_create(&crate::metrics::ReconcileLabels {
-            kind: "Restore".into(),
-        })
-        .inc();
+    ctx.count_reconcile("Restore");
     if restore
         .status
         .as_ref()
@@ -325,42 +336,7 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
     };
     let decision = decide(&restore, &observed, Timestamp::now(), &ctx.settings);
 
-    for claim in &decision.create_claims {
-        match claims_api.create(&PostParams::default(), claim).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-    if let Some(job) = &decision.create_job {
-        create_job(client, &namespace, job).await?;
-    }
-    let patch = serde_json::json!({
-        "apiVersion": "neverwiped.io/v1alpha1",
-        "kind": "Restore",
-        "status": decision.status,
-    });
-    Api::<Restore>::namespaced(client.clone(), &namespace)
-        .patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-    for event in &decision.events {
-        ctx.publish(
-            restore.as_ref(),
-            event.type_,
-            &event.reason,
-            event.note.clone(),
-            "Reconcile",
-        )
-        .await;
-    }
-    if let Some(job) = &decision.delete_job {
-        delete_job(client, &namespace, job).await?;
-    }
-    ctx.reset_failures(&super::object_key(restore.as_ref()));
+    execute(&ctx, restore.as_ref(), &decision.effects()).await?;
     Ok(decision
         .requeue_after
         .map(Action::requeue)

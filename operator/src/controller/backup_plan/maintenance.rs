@@ -1,6 +1,6 @@
 //! Prune and check of a plan's repository, decided beside its backups: which of the plan's Jobs
 //! are prunes and checks, what their results mean for the status, and when the next one starts.
-//! Pure, like [`super::backup_plan::decide`], which calls it.
+//! Pure, like [`super::decide`], which calls it.
 //!
 //! A plan runs one Job at a time, whatever it does: a prune (which locks the repository
 //! exclusively) never overlaps the plan's backups, and a backup due while a prune runs starts when
@@ -13,16 +13,15 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use super::backup_plan::PlannedEvent;
-use super::{events, pod_of};
-use crate::api::{
-    ActiveRun, BackupPlan, BackupPlanStatus, MaintenanceRecord, MaintenanceStatus, RunOutcome,
-};
+use super::decision::PlanDecision;
+use crate::api::{ActiveRun, BackupPlan, BackupPlanStatus, MaintenanceRecord, MaintenanceStatus};
+use crate::controller::effects::PlannedEvent;
+use crate::controller::{events, pod_of};
 use crate::job::{maintenance_job, JobSettings, MaintenanceKind, MaintenanceRun, LABEL_OPERATION};
 use crate::plan::ResolvedPlan;
 use crate::recorder::EventType;
 use crate::schedule::{self, Schedule, ScheduleState};
-use crate::status::{job_end, maintenance_record, pod_blocked, record_repository, JobEnd};
+use crate::status::{job_state, maintenance_record, record_repository, JobState};
 
 /// The maintenance kind of a plan's Job, from its `neverwiped.io/operation` label; `None` for a
 /// backup.
@@ -40,27 +39,16 @@ fn status_of(status: &mut BackupPlanStatus, kind: MaintenanceKind) -> &mut Maint
     }
 }
 
-/// What the plan's prune and check Jobs say.
-#[derive(Debug, Default)]
-pub struct ObservedMaintenance {
-    /// The prune or check running now.
-    pub active: Option<ActiveRun>,
-    /// Jobs to delete: finished ones older than the newest of their kind, and stuck ones.
-    pub delete: Vec<String>,
-    pub events: Vec<PlannedEvent>,
-    /// Runs that finished in this reconcile (for metrics).
-    pub finished: Vec<(MaintenanceKind, MaintenanceRecord)>,
-}
-
-/// Records the finished prune and check Jobs of the plan on `status` (each kind's `lastRun`, and
-/// the repository's size they measured), and finds the running one. `jobs` are the plan's own.
+/// Records the finished prune and check Jobs of the plan on the status (each kind's `lastRun`,
+/// and the repository's size they measured), with an Event each; deletes finished ones older than
+/// the newest of their kind; returns the one that runs now. `jobs` are the plan's own.
 pub fn observe(
     jobs: &[&Job],
     pods: &[Pod],
-    status: &mut BackupPlanStatus,
+    decision: &mut PlanDecision,
     now: Timestamp,
-) -> ObservedMaintenance {
-    let mut observed = ObservedMaintenance::default();
+) -> Option<ActiveRun> {
+    let mut active = None;
     for kind in MaintenanceKind::ALL {
         let mut of_kind: Vec<&Job> = jobs
             .iter()
@@ -71,6 +59,7 @@ pub fn observe(
         let mut finished_names = Vec::new();
         for job in of_kind {
             let name = job.name_any();
+            let status = &mut decision.status;
             let recorded = status_of(status, kind)
                 .last_run
                 .as_ref()
@@ -79,24 +68,11 @@ pub fn observe(
                 finished_names.push(name);
                 continue;
             }
-            let pod = pod_of(job, pods);
-            let end = match (job_end(job, pod), pod.and_then(pod_blocked)) {
-                (Some(end), _) => end,
-                // It would only wait for its deadline: fail it now, with the real reason.
-                (None, Some((reason, message))) => JobEnd {
-                    outcome: RunOutcome::Failed,
-                    reason: reason.into(),
-                    message: Some(message),
-                    result: None,
-                    start_time: job
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.start_time.as_ref())
-                        .map(|t| t.0),
-                    completion_time: Some(now),
-                },
-                (None, None) => {
-                    observed.active = Some(ActiveRun {
+            // A blocked Job stays until a newer one of its kind finishes, for its pod's events.
+            let end = match job_state(job, pod_of(job, pods), now) {
+                JobState::Ended(end) | JobState::Blocked(end) => end,
+                JobState::Running => {
+                    active = Some(ActiveRun {
                         job_name: name,
                         kind: kind.run_kind(),
                         trigger: crate::job::run_trigger_of(job),
@@ -108,16 +84,16 @@ pub fn observe(
             };
             let record = maintenance_record(job, &end);
             record_repository(status, &end, now);
-            observed.events.push(finished_event(kind, &record));
-            observed.finished.push((kind, record.clone()));
+            decision.events.push(finished_event(kind, &record));
+            decision.finished_maintenance.push((kind, record.clone()));
             status_of(status, kind).last_run = Some(record);
             finished_names.push(name);
         }
         // The newest finished Job of each kind stays, for its logs.
         finished_names.pop();
-        observed.delete.extend(finished_names);
+        decision.delete.extend(finished_names);
     }
-    observed
+    active
 }
 
 fn finished_event(kind: MaintenanceKind, record: &MaintenanceRecord) -> PlannedEvent {

@@ -1,0 +1,143 @@
+//! What the pure part decides for a plan, and how that becomes the effects the reconciler writes.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
+use crate::api::{BackupPlanStatus, MaintenanceRecord, RunOutcome, RunRecord};
+use crate::controller::effects::{Create, Delete, Effects, PlannedEvent};
+use crate::controller::events;
+use crate::csi::VolumeSnapshot;
+use crate::job::MaintenanceKind;
+use crate::recorder::EventType;
+use crate::status::record_backup_run;
+
+/// What to do for a plan.
+#[derive(Debug, Clone)]
+pub struct PlanDecision {
+    /// The status to apply.
+    pub status: BackupPlanStatus,
+    /// A backup, prune or check Job to create.
+    pub create: Option<Job>,
+    /// VolumeSnapshots to take for a run that starts (its Job follows once they are ready).
+    pub create_snapshots: Vec<VolumeSnapshot>,
+    /// Claims to clone from a run's ready VolumeSnapshots, for its Job to mount.
+    pub create_claims: Vec<PersistentVolumeClaim>,
+    /// VolumeSnapshots of runs that are over.
+    pub delete_snapshots: Vec<String>,
+    /// Cloned claims of runs that are over.
+    pub delete_claims: Vec<String>,
+    /// Jobs to delete: stuck ones already recorded as failed, and finished ones beyond the kept.
+    pub delete: Vec<String>,
+    pub events: Vec<PlannedEvent>,
+    /// Runs that finished in this reconcile (for metrics).
+    pub finished: Vec<RunRecord>,
+    /// Prunes and checks that finished in this reconcile (for metrics).
+    pub finished_maintenance: Vec<(MaintenanceKind, MaintenanceRecord)>,
+    /// Scheduled runs newly counted as missed (for metrics).
+    pub newly_missed: u32,
+    /// The nominal time between two scheduled backups (for metrics and alerts); `None` while
+    /// the plan is suspended or not ready.
+    pub schedule_interval: Option<SignedDuration>,
+    pub requeue_after: Duration,
+}
+
+impl PlanDecision {
+    /// A decision that changes nothing yet, starting from `status`.
+    pub fn starting_from(status: BackupPlanStatus) -> PlanDecision {
+        PlanDecision {
+            status,
+            create: None,
+            create_snapshots: Vec::new(),
+            create_claims: Vec::new(),
+            delete_snapshots: Vec::new(),
+            delete_claims: Vec::new(),
+            delete: Vec::new(),
+            events: Vec::new(),
+            finished: Vec::new(),
+            finished_maintenance: Vec::new(),
+            newly_missed: 0,
+            schedule_interval: None,
+            requeue_after: Duration::ZERO,
+        }
+    }
+
+    /// Records a finished backup run: on the status, in an Event, and for the metrics.
+    pub fn record_backup(&mut self, record: RunRecord, now: Timestamp) {
+        self.events.push(finished_event(&record));
+        record_backup_run(&mut self.status, record.clone(), now);
+        self.finished.push(record);
+    }
+
+    /// Deletes the Job `name` (once, however many reasons there are).
+    pub fn delete_job(&mut self, name: String) {
+        if !self.delete.contains(&name) {
+            self.delete.push(name);
+        }
+    }
+
+    /// What the reconciler writes: snapshots, clones and the Job first (a status saying a run
+    /// started is never applied before the run's objects exist), then the status, the Events, and
+    /// the deletes.
+    pub fn effects(&self) -> Effects<BackupPlanStatus> {
+        let create = (self
+            .create_snapshots
+            .iter()
+            .cloned()
+            .map(|s| Create::Snapshot(Box::new(s))))
+        .chain(
+            self.create_claims
+                .iter()
+                .cloned()
+                .map(|c| Create::Claim(Box::new(c))),
+        )
+        .chain(
+            self.create
+                .iter()
+                .cloned()
+                .map(|job| Create::Job(Box::new(job))),
+        )
+        .collect();
+        let delete = (self.delete.iter().cloned().map(Delete::Job))
+            .chain(self.delete_claims.iter().cloned().map(Delete::Claim))
+            .chain(self.delete_snapshots.iter().cloned().map(Delete::Snapshot))
+            .collect();
+        Effects {
+            create,
+            status: self.status.clone(),
+            events: self.events.clone(),
+            delete,
+        }
+    }
+}
+
+fn finished_event(record: &RunRecord) -> PlannedEvent {
+    match record.result {
+        RunOutcome::Failed => PlannedEvent {
+            type_: EventType::Warning,
+            reason: events::BACKUP_FAILED.into(),
+            note: format!(
+                "{} ({}): {}",
+                record.job_name,
+                record.reason,
+                record.message.as_deref().unwrap_or("no message")
+            ),
+        },
+        _ => PlannedEvent {
+            type_: EventType::Normal,
+            reason: events::BACKUP_SUCCEEDED.into(),
+            note: format!(
+                "{} wrote snapshot {}{}",
+                record.job_name,
+                record.snapshot_id.as_deref().unwrap_or("?"),
+                record
+                    .message
+                    .as_deref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
+            ),
+        },
+    }
+}

@@ -1,0 +1,105 @@
+//! What the reconciler reads from the cluster for one plan, and which of it the plan owns.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ListParams};
+use kube::{Client, Resource, ResourceExt};
+
+use crate::api::{BackupPlan, CopyMethod};
+use crate::controller::{fetch_secret_keys, list_if_served, Error};
+use crate::csi::{VolumeSnapshot, VolumeSnapshotClass};
+use crate::job::{LABEL_PLAN, LABEL_RUN};
+use crate::plan::{secrets_used, SecretKeys};
+
+/// What the reconciler fetched for a plan.
+#[derive(Debug, Clone, Default)]
+pub struct ObservedPlan {
+    /// The plan's backup Jobs.
+    pub jobs: Vec<Job>,
+    /// The pods of the namespace (the Jobs' pods, and the applications' for `Direct` placement).
+    pub pods: Vec<Pod>,
+    /// Keys of the Secrets the plan names.
+    pub secrets: SecretKeys,
+    /// The PersistentVolumeClaims of the namespace (the clones of the plan's runs among them).
+    pub claims: Vec<PersistentVolumeClaim>,
+    /// The VolumeSnapshots of the plan's runs.
+    pub snapshots: Vec<VolumeSnapshot>,
+    /// The VolumeSnapshotClasses; `None` when the cluster does not serve the snapshot API.
+    pub snapshot_classes: Option<Vec<VolumeSnapshotClass>>,
+    /// The StorageClasses (fetched when the plan may take snapshots).
+    pub storage_classes: Vec<StorageClass>,
+}
+
+/// Whether `plan` is the controller owner of `object` (a label alone can be copied).
+pub fn owned_by<K: Resource>(object: &K, plan: &BackupPlan) -> bool {
+    let uid = plan.metadata.uid.as_deref();
+    object
+        .meta()
+        .owner_references
+        .as_ref()
+        .is_some_and(|owners| {
+            owners
+                .iter()
+                .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+        })
+}
+
+/// The label selector of everything the operator created for the plan's runs.
+pub fn plan_selector(plan_name: &str) -> String {
+    format!("{LABEL_PLAN}={plan_name}")
+}
+
+/// The label selector of the VolumeSnapshots and clones of the plan's runs.
+pub fn run_selector(plan_name: &str) -> String {
+    format!("{LABEL_PLAN}={plan_name},{LABEL_RUN}")
+}
+
+/// Reads what `plan` names and what the operator created for it.
+pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let name = plan.name_any();
+    let spec = &plan.spec;
+    let may_snapshot = !spec.volumes.is_empty() && spec.copy_method != CopyMethod::Direct;
+    let all = ListParams::default();
+    Ok(ObservedPlan {
+        // Backups, prunes and checks (the decision keeps those the plan owns).
+        jobs: Api::<Job>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default().labels(&plan_selector(&name)))
+            .await?
+            .items,
+        pods: Api::<Pod>::namespaced(client.clone(), &namespace)
+            .list(&all)
+            .await?
+            .items,
+        secrets: fetch_secret_keys(client, &namespace, &secrets_used(spec)).await?,
+        claims: if spec.volumes.is_empty() {
+            Vec::new()
+        } else {
+            Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace)
+                .list(&all)
+                .await?
+                .items
+        },
+        // Listed for every plan: a plan switched to Direct still cleans up after its last run.
+        snapshots: list_if_served(
+            &Api::<VolumeSnapshot>::namespaced(client.clone(), &namespace),
+            &ListParams::default().labels(&run_selector(&name)),
+        )
+        .await?
+        .unwrap_or_default(),
+        snapshot_classes: if may_snapshot {
+            list_if_served(&Api::<VolumeSnapshotClass>::all(client.clone()), &all).await?
+        } else {
+            None
+        },
+        storage_classes: if may_snapshot {
+            Api::<StorageClass>::all(client.clone())
+                .list(&all)
+                .await?
+                .items
+        } else {
+            Vec::new()
+        },
+    })
+}

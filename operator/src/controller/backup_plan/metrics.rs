@@ -1,0 +1,103 @@
+//! A plan's Prometheus metrics after a reconcile: counters for what finished in it, gauges from
+//! its status (so they survive operator restarts).
+
+use kube::ResourceExt;
+
+use super::decision::PlanDecision;
+use crate::api::BackupPlan;
+use crate::metrics::{outcome_label, MaintenanceLabels, Metrics, PlanLabels, RunLabels};
+
+/// Counts what finished in this reconcile and sets the plan's gauges.
+pub fn record(metrics: &Metrics, plan: &BackupPlan, decision: &PlanDecision) {
+    let namespace = plan.namespace().unwrap_or_default();
+    let name = plan.name_any();
+    let labels = PlanLabels {
+        namespace: namespace.clone(),
+        plan: name.clone(),
+    };
+    for record in &decision.finished {
+        metrics
+            .backup_runs
+            .get_or_create(&RunLabels {
+                namespace: namespace.clone(),
+                plan: name.clone(),
+                result: outcome_label(record.result).into(),
+                reason: record.reason.clone(),
+            })
+            .inc();
+        if let Some(duration) = record.duration_seconds {
+            metrics
+                .backup_duration_seconds
+                .get_or_create(&labels)
+                .observe(duration as f64);
+        }
+        if let Some(bytes) = record.bytes_sent {
+            metrics
+                .backup_bytes_sent
+                .get_or_create(&labels)
+                .inc_by(bytes.max(0) as u64);
+        }
+    }
+    if decision.newly_missed > 0 {
+        metrics
+            .backup_missed_runs
+            .get_or_create(&labels)
+            .inc_by(u64::from(decision.newly_missed));
+    }
+    for (kind, record) in &decision.finished_maintenance {
+        metrics
+            .maintenance_runs
+            .get_or_create(&MaintenanceLabels {
+                namespace: namespace.clone(),
+                plan: name.clone(),
+                kind: kind.label().into(),
+                result: outcome_label(record.result).into(),
+            })
+            .inc();
+        if let Some(bytes) = record.bytes_freed {
+            metrics
+                .prune_freed_bytes
+                .get_or_create(&labels)
+                .inc_by(bytes.max(0) as u64);
+        }
+    }
+    set_gauges(metrics, &labels, decision);
+}
+
+/// The gauges of a plan, from its status.
+fn set_gauges(metrics: &Metrics, labels: &PlanLabels, decision: &PlanDecision) {
+    let status = &decision.status;
+    if let Some(time) = &status.last_successful_time {
+        metrics
+            .backup_last_success_timestamp_seconds
+            .get_or_create(labels)
+            .set(time.0.as_second());
+    }
+    match decision.schedule_interval {
+        Some(interval) => {
+            metrics
+                .backup_schedule_interval_seconds
+                .get_or_create(labels)
+                .set(interval.as_secs());
+        }
+        None => {
+            metrics.backup_schedule_interval_seconds.remove(labels);
+        }
+    }
+    if let Some(repository) = &status.repository {
+        metrics
+            .repository_size_bytes
+            .get_or_create(labels)
+            .set(repository.size_bytes);
+        metrics
+            .repository_snapshots
+            .get_or_create(labels)
+            .set(repository.snapshots);
+    }
+    if let Some(check) = &status.check.last_run {
+        metrics
+            .repository_check_ok
+            .get_or_create(labels)
+            .set(i64::from(check.result.is_success()));
+    }
+}

@@ -1,0 +1,120 @@
+//! The BackupPlan reconciler: [`fetch`] what the plan names, [`decide`] (pure), then write the
+//! decision's effects with [`crate::controller::effects::execute`].
+//!
+//! [`decide`] looks at the plan in a fixed order — its backup Jobs ([`runs`]), a run preparing
+//! VolumeSnapshots ([`snapshots`]), its prunes and checks ([`maintenance`]) — to learn what
+//! occupies it ([`Occupant`]); resolves the spec ([`resolve`]); then, if the plan is free, asks
+//! [`triggers`] whether a backup is due, or [`maintenance`] whether a prune or check is.
+
+mod decide;
+mod decision;
+mod fetch;
+pub mod maintenance;
+mod metrics;
+mod occupant;
+mod resolve;
+mod runs;
+mod snapshots;
+mod triggers;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
+use kube::ResourceExt;
+
+use super::effects::{delete_object, execute, Delete};
+use super::{list_if_served, Context, Error};
+use crate::api::BackupPlan;
+use crate::csi::VolumeSnapshot;
+use crate::metrics::PlanLabels;
+
+pub use decide::decide;
+pub use decision::PlanDecision;
+pub use fetch::{fetch, owned_by, ObservedPlan};
+pub use occupant::Occupant;
+pub use runs::plan_pod_alive;
+
+/// The finalizer on every BackupPlan: deleting a plan first deletes what the operator created for
+/// it (its Jobs, and the VolumeSnapshots and clones of its runs).
+pub const FINALIZER: &str = "neverwiped.io/cleanup";
+
+/// Reconciles one BackupPlan: adds the finalizer, then [`apply`]; or, once the plan is being
+/// deleted, [`cleanup`] and removes the finalizer.
+#[tracing::instrument(name = "reconcile", skip_all, fields(kind = "BackupPlan", namespace = plan.namespace().unwrap_or_default(), name = %plan.name_any()))]
+pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = plan.namespace().ok_or(Error::Incomplete {
+        kind: "BackupPlan",
+        field: "namespace",
+    })?;
+    ctx.count_reconcile("BackupPlan");
+    let api = Api::<BackupPlan>::namespaced(ctx.client.clone(), &namespace);
+    finalizer(&api, FINALIZER, plan, |event| async {
+        match event {
+            FinalizerEvent::Apply(plan) => apply(plan, ctx.clone()).await,
+            FinalizerEvent::Cleanup(plan) => cleanup(plan, ctx.clone()).await,
+        }
+    })
+    .await
+    .map_err(|error| Error::Finalizer(Box::new(error)))
+}
+
+/// Fetches what a plan names, [`decide`]s, and applies the decision.
+pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let observed = fetch(&ctx.client, &plan).await?;
+    let decision = decide(&plan, &observed, Timestamp::now(), &ctx.settings);
+    execute(&ctx, plan.as_ref(), &decision.effects()).await?;
+    metrics::record(&ctx.metrics, &plan, &decision);
+    Ok(Action::requeue(decision.requeue_after))
+}
+
+/// Deletes what the operator created for a plan that is being deleted: its backup Jobs (a running
+/// one is stopped; the repository stays valid, the next backup of another plan reuses what it
+/// uploaded) and the VolumeSnapshots and clones of its runs. The plan's metrics go too, so an
+/// alert on its last success does not fire forever.
+pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let name = plan.name_any();
+    let client = &ctx.client;
+    // Backups, prunes and checks; restores are owned by their Restore, not by the plan.
+    let jobs = Api::<Job>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().labels(&fetch::plan_selector(&name)))
+        .await?;
+    let runs = ListParams::default().labels(&fetch::run_selector(&name));
+    let snapshots = list_if_served(
+        &Api::<VolumeSnapshot>::namespaced(client.clone(), &namespace),
+        &runs,
+    )
+    .await?
+    .unwrap_or_default();
+    let clones = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace)
+        .list(&runs)
+        .await?;
+    let plan = plan.as_ref();
+    let deletes = (jobs.items.iter().filter(|j| owned_by(*j, plan)))
+        .map(|j| Delete::Job(j.name_any()))
+        .chain(
+            (snapshots.iter().filter(|s| owned_by(*s, plan)))
+                .map(|s| Delete::Snapshot(s.name_any())),
+        )
+        .chain(
+            (clones.items.iter().filter(|c| owned_by(*c, plan)))
+                .map(|c| Delete::Claim(c.name_any())),
+        );
+    for delete in deletes {
+        delete_object(client, &namespace, &delete).await?;
+    }
+    ctx.metrics.remove_plan(&PlanLabels {
+        namespace,
+        plan: name,
+    });
+    tracing::info!(jobs = jobs.items.len(), "cleaned up a deleted BackupPlan");
+    Ok(Action::await_change())
+}

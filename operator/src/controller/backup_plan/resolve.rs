@@ -1,0 +1,105 @@
+//! What the plan's spec names, resolved against the cluster: its Secrets and claims, how each
+//! volume is read (a snapshot or directly), and the node a direct read must run on.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::ResourceExt;
+
+use super::fetch::ObservedPlan;
+use crate::api::BackupPlan;
+use crate::job::LABEL_RUN;
+use crate::plan::{resolve_plan, Problem, ResolvedPlan};
+use crate::volumes::{choose_reads, direct_placement, SnapshotSupport, VolumeRead};
+
+/// A plan whose spec resolved: everything it names exists, and every volume can be read.
+#[derive(Debug, Clone)]
+pub struct ReadyPlan {
+    pub plan: ResolvedPlan,
+    /// How each of `plan.claims` is read, in the same order.
+    pub reads: Vec<VolumeRead>,
+    /// The node the pod must run on, when volumes are read directly.
+    pub direct_node: Option<String>,
+    /// The claims of the namespace that may be backed up (the plan's own clones left out).
+    pub claims: Vec<PersistentVolumeClaim>,
+}
+
+impl ReadyPlan {
+    /// The claims read from snapshots with their VolumeSnapshotClass, in order: the nth is
+    /// snapshot `<job>-<n>`.
+    pub fn snapshotted(&self) -> Vec<(&str, &str)> {
+        self.plan
+            .claims
+            .iter()
+            .zip(&self.reads)
+            .filter_map(|(claim, read)| match read {
+                VolumeRead::Snapshot { class } => Some((claim.name.as_str(), class.as_str())),
+                VolumeRead::Direct => None,
+            })
+            .collect()
+    }
+}
+
+/// Resolves `plan`'s spec; the problems that keep it from running otherwise.
+pub fn resolve(plan: &BackupPlan, observed: &ObservedPlan) -> Result<ReadyPlan, Vec<Problem>> {
+    let spec = &plan.spec;
+    // The clones of the plan's own runs are never backed up.
+    let claims: Vec<PersistentVolumeClaim> = observed
+        .claims
+        .iter()
+        .filter(|c| !c.labels().contains_key(LABEL_RUN))
+        .cloned()
+        .collect();
+    let resolved = resolve_plan(spec, &observed.secrets, &claims)?;
+    let mut ready = ReadyPlan {
+        plan: resolved,
+        reads: Vec::new(),
+        direct_node: None,
+        claims,
+    };
+    if ready.plan.claims.is_empty() {
+        return Ok(ready);
+    }
+    let mut problems = Vec::new();
+    let plan_claims: Vec<&PersistentVolumeClaim> = ready
+        .plan
+        .claims
+        .iter()
+        .filter_map(|c| {
+            ready
+                .claims
+                .iter()
+                .find(|pvc| pvc.metadata.name.as_deref() == Some(&c.name))
+        })
+        .collect();
+    let support = SnapshotSupport {
+        classes: observed.snapshot_classes.as_deref(),
+        storage_classes: &observed.storage_classes,
+    };
+    let class = spec.volume_snapshot_class_name.as_deref();
+    let reads = match choose_reads(spec.copy_method, class, &plan_claims, support) {
+        Ok(chosen) => chosen,
+        Err(found) => {
+            problems.extend(found);
+            Vec::new()
+        }
+    };
+    // Only volumes read directly tie the pod to a node.
+    let direct: Vec<&PersistentVolumeClaim> = plan_claims
+        .iter()
+        .zip(&reads)
+        .filter(|(_, read)| **read == VolumeRead::Direct)
+        .map(|(claim, _)| *claim)
+        .collect();
+    let direct_node = match direct_placement(&direct, &observed.pods) {
+        Ok(node) => node,
+        Err(problem) => {
+            problems.push(problem);
+            None
+        }
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    ready.reads = reads;
+    ready.direct_node = direct_node;
+    Ok(ready)
+}

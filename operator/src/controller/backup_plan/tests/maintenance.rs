@@ -1,0 +1,273 @@
+use super::*;
+use crate::api::{Maintenance, Retention};
+use crate::conditions::reasons;
+use neverwiped_contract::{
+    CheckStats, ExitStatus, Operation, PruneStats, RepositoryStats, RunResult,
+};
+
+/// The test plan with prunes (Sundays 00:00) and checks (the 1st, 00:00) on, as by default.
+fn maintained_plan() -> BackupPlan {
+    let mut plan = plan();
+    plan.spec.maintenance = Maintenance::default();
+    plan
+}
+
+/// `job` finished, its pod reporting `result`.
+fn finish(observed: &mut ObservedPlan, job: &Job, result: RunResult) {
+    let name = job.name_any();
+    let mut finished = job.clone();
+    finished.status = finished_job(&name, "2026-11-30T00:10:00Z").status;
+    observed.jobs.retain(|j| j.name_any() != name);
+    observed.jobs.push(finished);
+    let mut pod = pod_for(&name);
+    let terminated = pod
+        .status
+        .as_mut()
+        .unwrap()
+        .container_statuses
+        .as_mut()
+        .unwrap()[0]
+        .state
+        .as_mut()
+        .unwrap()
+        .terminated
+        .as_mut()
+        .unwrap();
+    terminated.message = Some(result.to_termination_message());
+    observed.pods.push(pod);
+}
+
+fn result(operation: Operation, status: ExitStatus) -> RunResult {
+    RunResult {
+        version: neverwiped_contract::RESULT_FORMAT_VERSION,
+        operation,
+        status,
+        snapshot_id: None,
+        started_at: "2026-11-30T00:00:00Z".into(),
+        finished_at: "2026-11-30T00:10:00Z".into(),
+        duration_secs: 600.0,
+        files: 0,
+        bytes_read: 0,
+        bytes_added: 0,
+        bytes_transferred: 0,
+        databases: vec![],
+        warnings_total: 0,
+        warnings: vec![],
+        error: None,
+        repository: Some(RepositoryStats {
+            size_bytes: 580_000_000,
+            snapshots: 14,
+        }),
+        snapshots_forgotten: None,
+        prune: None,
+        check: None,
+    }
+}
+
+#[test]
+fn a_due_prune_runs_as_its_own_unprivileged_job_and_reports_what_it_freed() {
+    let mut plan = maintained_plan();
+    // The nightly backup of the 28th ran; Sunday's prune (the 29th, 00:00) is due.
+    plan.status = Some(BackupPlanStatus {
+        last_schedule_time: Some(Time(at("2026-11-28T02:30:00Z"))),
+        ..BackupPlanStatus::default()
+    });
+    let now = at("2026-11-29T00:00:05Z");
+    let mut observed = observed();
+    let decision = decide(&plan, &observed, now, &settings());
+    let job = decision.create.clone().expect("a prune Job");
+    assert_eq!(job.name_any(), "nightly-prune-29931840");
+    assert_eq!(job.labels().get(LABEL_OPERATION).unwrap(), "prune");
+    let args = args(&job);
+    assert_eq!(args[0], "prune");
+    assert!(args.contains(&"--remove-locks-of-host".to_string()));
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let security = pod.containers[0].security_context.as_ref().unwrap();
+    assert_eq!(security.run_as_non_root, Some(true));
+    assert_eq!(security.capabilities.as_ref().unwrap().add, None);
+    assert!(pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .all(|v| v.persistent_volume_claim.is_none()));
+    let active = decision.status.active_run.clone().unwrap();
+    assert_eq!(active.kind, RunKind::Prune);
+    let running = find_condition(&decision.status.conditions, types::RUNNING).unwrap();
+    assert_eq!(running.reason, reasons::PRUNE_RUNNING);
+    assert_eq!(decision.events[0].reason, events::PRUNE_STARTED);
+    assert_eq!(
+        decision.status.prune.next_schedule_time,
+        Some(Time(at("2026-12-06T00:00:00Z")))
+    );
+
+    // It runs: nothing else starts, even a manual backup.
+    plan.status = Some(decision.status);
+    plan.spec.manual_trigger = Some("now".into());
+    observed.jobs.push(job.clone());
+    let busy = decide(&plan, &observed, at("2026-11-29T00:05:00Z"), &settings());
+    assert!(busy.create.is_none());
+    assert_eq!(
+        busy.status.active_run.as_ref().unwrap().kind,
+        RunKind::Prune
+    );
+
+    // It ends: the freed bytes and the repository's size land in the status, and the waiting
+    // manual backup starts.
+    let mut pruned = result(Operation::Prune, ExitStatus::Success);
+    pruned.prune = Some(PruneStats {
+        bytes_freed: 123_456,
+        bytes_kept: 580_000_000,
+        packs_deleted: 3,
+    });
+    finish(&mut observed, &job, pruned);
+    plan.status = Some(busy.status);
+    let done = decide(&plan, &observed, at("2026-11-29T00:11:00Z"), &settings());
+    let last = done.status.prune.last_run.as_ref().unwrap();
+    assert_eq!(
+        (last.result, last.bytes_freed),
+        (RunOutcome::Succeeded, Some(123_456))
+    );
+    let repository = done.status.repository.as_ref().unwrap();
+    assert_eq!(
+        (repository.size.as_str(), repository.snapshots),
+        ("553Mi", 14)
+    );
+    assert_eq!(done.finished_maintenance.len(), 1);
+    assert!(done
+        .events
+        .iter()
+        .any(|e| e.reason == events::PRUNE_SUCCEEDED));
+    let backup = done
+        .create
+        .expect("the manual backup starts after the prune");
+    assert_eq!(backup.labels().get(LABEL_OPERATION).unwrap(), "backup");
+    // The prune is recorded once.
+    plan.status = Some(done.status);
+    let again = decide(&plan, &observed, at("2026-11-29T00:12:00Z"), &settings());
+    assert!(again.finished_maintenance.is_empty());
+}
+
+#[test]
+fn a_prune_due_during_a_backup_waits_for_it_and_then_catches_up() {
+    let mut plan = maintained_plan();
+    plan.status = Some(BackupPlanStatus {
+        last_schedule_time: Some(Time(at("2026-11-28T23:50:00Z"))),
+        ..BackupPlanStatus::default()
+    });
+    plan.spec.schedule = "50 23 * * *".into();
+    let mut observed = observed();
+    // The backup of 23:50 is still running at midnight.
+    // Prunes run daily at midnight; the one of the 29th already ran.
+    plan.spec.maintenance.prune.schedule = "0 0 * * *".into();
+    plan.status.as_mut().unwrap().prune.last_schedule_time = Some(Time(at("2026-11-29T00:00:00Z")));
+    let backup_started = decide(&plan, &observed, at("2026-11-29T23:50:00Z"), &settings());
+    let backup = backup_started.create.clone().unwrap();
+    assert_eq!(backup.labels().get(LABEL_OPERATION).unwrap(), "backup");
+    plan.status = Some(backup_started.status);
+    observed.jobs.push(backup.clone());
+    let during = decide(&plan, &observed, at("2026-11-30T00:00:30Z"), &settings());
+    assert!(during.create.is_none(), "no prune while the backup runs");
+    assert_eq!(
+        during.status.active_run.as_ref().unwrap().kind,
+        RunKind::Backup
+    );
+
+    finish(
+        &mut observed,
+        &backup,
+        result(Operation::Backup, ExitStatus::Success),
+    );
+    plan.status = Some(during.status);
+    let after = decide(&plan, &observed, at("2026-11-30T00:20:00Z"), &settings());
+    let prune = after.create.expect("the prune catches up");
+    assert_eq!(prune.labels().get(LABEL_OPERATION).unwrap(), "prune");
+    assert_eq!(
+        after.status.active_run.as_ref().unwrap().trigger,
+        RunTrigger::CatchUp
+    );
+}
+
+#[test]
+fn a_check_that_finds_problems_fails_with_repository_damaged() {
+    let mut plan = maintained_plan();
+    plan.spec.maintenance.prune.suspend = true;
+    plan.status = Some(BackupPlanStatus {
+        last_schedule_time: Some(Time(at("2026-11-30T02:30:00Z"))),
+        ..BackupPlanStatus::default()
+    });
+    let mut observed = observed();
+    let started = decide(&plan, &observed, at("2026-12-01T00:00:10Z"), &settings());
+    let job = started.create.clone().expect("a check Job");
+    assert_eq!(job.labels().get(LABEL_OPERATION).unwrap(), "check");
+    let args = args(&job);
+    assert_eq!(args[0], "check");
+    assert!(args.windows(2).any(|w| w == ["--read-data-subset", "5%"]));
+    assert_eq!(started.status.prune.next_schedule_time, None, "suspended");
+
+    observed.jobs.push(job.clone());
+    let mut damaged = result(Operation::Check, ExitStatus::Failed);
+    damaged.error = Some("the repository has 1 problem(s): pack 1a2b is missing".into());
+    damaged.check = Some(CheckStats {
+        snapshots: 14,
+        packs: 40,
+        packs_read: 2,
+        problems: 1,
+    });
+    finish(&mut observed, &job, damaged);
+    plan.status = Some(started.status);
+    let done = decide(&plan, &observed, at("2026-12-01T00:30:00Z"), &settings());
+    let last = done.status.check.last_run.as_ref().unwrap();
+    assert_eq!(last.result, RunOutcome::Failed);
+    assert_eq!(last.reason, reasons::REPOSITORY_DAMAGED);
+    assert_eq!(last.problems, Some(1));
+    assert!(last
+        .message
+        .as_ref()
+        .unwrap()
+        .contains("pack 1a2b is missing"));
+    let event = done
+        .events
+        .iter()
+        .find(|e| e.reason == events::CHECK_FAILED)
+        .unwrap();
+    assert_eq!(event.type_, EventType::Warning);
+}
+
+#[test]
+fn retention_goes_into_the_backup_jobs_arguments() {
+    let mut plan = plan();
+    plan.spec.retention = Some(Retention {
+        keep_daily: Some(7),
+        keep_weekly: Some(4),
+        keep_monthly: Some(12),
+        ..Retention::default()
+    });
+    plan.spec.manual_trigger = Some("now".into());
+    let decision = decide(&plan, &observed(), at("2026-11-30T12:00:00Z"), &settings());
+    let args = args(&decision.create.unwrap());
+    for pair in [
+        ["--keep-daily", "7"],
+        ["--keep-weekly", "4"],
+        ["--keep-monthly", "12"],
+    ] {
+        assert!(args.windows(2).any(|w| w == pair), "{pair:?} in {args:?}");
+    }
+    assert!(!args.iter().any(|a| a == "--keep-last"));
+}
+
+#[test]
+fn an_invalid_maintenance_schedule_makes_the_plan_not_ready() {
+    let mut plan = maintained_plan();
+    plan.spec.maintenance.check.schedule = "61 * * * *".into();
+    let decision = decide(&plan, &observed(), at("2026-11-30T12:00:00Z"), &settings());
+    let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+    assert_eq!(ready.reason, reasons::INVALID_SCHEDULE);
+    assert!(
+        ready
+            .message
+            .starts_with("spec.maintenance.check.schedule:"),
+        "{}",
+        ready.message
+    );
+}
