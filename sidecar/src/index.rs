@@ -31,6 +31,9 @@ pub struct Index {
     blobs: HashMap<BlobId, Entry>,
     /// The index objects this was loaded from.
     pub objects: Vec<ObjectId>,
+    /// Index objects that could not be read (damaged) and were left out: their blobs are unknown
+    /// here, so a backup stores them again instead of trusting only their word.
+    pub skipped: Vec<ObjectId>,
 }
 
 impl Index {

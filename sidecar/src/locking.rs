@@ -32,6 +32,11 @@ async fn conflicting_locks(
             Ok(lock) => lock,
             // Released between the listing and the read.
             Err(Error::Backend(BackendError::NotFound { .. })) => continue,
+            // Junk or torn: no process holds it, so it protects nothing (`unlock` removes it).
+            Err(error @ (Error::Corrupt { .. } | Error::Format(_))) => {
+                tracing::warn!(lock = %id, "skipping the damaged lock object locks/{id}: {error}");
+                continue;
+            }
             Err(error) => return Err(error),
         };
         if !lock.is_stale(now) && (exclusive || lock.exclusive) {
@@ -162,6 +167,8 @@ pub async fn remove_locks_of_host(repo: &Repository, hostname: &str) -> Result<u
         let lock: Lock = match repo.read_object(ObjectKind::Locks, &id).await {
             Ok(lock) => lock,
             Err(Error::Backend(BackendError::NotFound { .. })) => continue,
+            // Not this host's to judge: `unlock` removes damaged locks.
+            Err(Error::Corrupt { .. } | Error::Format(_)) => continue,
             Err(error) => return Err(error),
         };
         if lock.hostname == hostname {

@@ -18,7 +18,7 @@ use crate::format::{open_object, seal_object};
 use crate::ids::{BlobId, BlobKind, ObjectId, SnapshotId};
 use crate::index::Index;
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::ops::Deref;
@@ -217,20 +217,63 @@ impl Repository {
             .collect())
     }
 
-    /// Every snapshot, oldest first.
+    /// Every readable snapshot, oldest first. A damaged snapshot object is skipped with a warning
+    /// naming it (see [`Repository::snapshots_and_damage`]).
     pub async fn snapshots(&self) -> Result<Vec<(SnapshotId, Snapshot)>> {
-        let ids = self.list_ids(ObjectKind::Snapshots).await?;
-        let mut snapshots: Vec<(SnapshotId, Snapshot)> = futures::stream::iter(ids)
-            .map(|id| async move {
-                self.read_object(ObjectKind::Snapshots, &id)
-                    .await
-                    .map(|s| (id, s))
-            })
-            .buffer_unordered(METADATA_READ_CONCURRENCY)
-            .try_collect()
-            .await?;
+        let (mut snapshots, damaged) = self.snapshots_and_damage().await?;
+        warn_skipped(&damaged);
         snapshots.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
         Ok(snapshots)
+    }
+
+    /// Every readable snapshot (in no particular order), and the snapshot objects that failed
+    /// authentication or decoding.
+    pub async fn snapshots_and_damage(
+        &self,
+    ) -> Result<(Vec<(SnapshotId, Snapshot)>, Vec<DamagedObject>)> {
+        self.read_every(ObjectKind::Snapshots).await
+    }
+
+    /// Reads every object of `kind`. One that fails authentication or decoding (junk posted with
+    /// append-only credentials, a torn object) is set aside as damaged; a storage error ends the
+    /// read, except an object deleted between the listing and its read, which is left out.
+    async fn read_every<T: DeserializeOwned>(
+        &self,
+        kind: ObjectKind,
+    ) -> Result<(Vec<(ObjectId, T)>, Vec<DamagedObject>)> {
+        let ids = self.list_ids(kind).await?;
+        let outcomes: Vec<(ObjectId, Result<T>)> = futures::stream::iter(ids)
+            .map(|id| async move { (id, self.read_object::<T>(kind, &id).await) })
+            .buffer_unordered(METADATA_READ_CONCURRENCY)
+            .collect()
+            .await;
+        let mut readable = Vec::new();
+        let mut damaged = Vec::new();
+        for (id, outcome) in outcomes {
+            match outcome {
+                Ok(value) => readable.push((id, value)),
+                Err(Error::Backend(BackendError::NotFound { .. })) => {}
+                Err(error @ (Error::Corrupt { .. } | Error::Format(_))) => {
+                    damaged.push(DamagedObject {
+                        kind,
+                        id,
+                        reason: error.to_string(),
+                    })
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        damaged.sort_by_key(|object| object.id);
+        Ok((readable, damaged))
+    }
+
+    /// The damaged index and snapshot objects: what `check` reports and `prune` refuses to run
+    /// over (a skipped snapshot's data would look unused).
+    pub async fn damaged_objects(&self) -> Result<Vec<DamagedObject>> {
+        let (_, mut damaged) = self.snapshots_and_damage().await?;
+        let (_, damaged_indexes) = self.read_every::<IndexFile>(ObjectKind::Index).await?;
+        damaged.extend(damaged_indexes);
+        Ok(damaged)
     }
 
     /// The snapshot named by `spec`: `latest`, or a unique prefix of its id.
@@ -246,13 +289,28 @@ impl Repository {
         filter: &SnapshotFilter,
     ) -> Result<(SnapshotId, Snapshot)> {
         if spec == "latest" {
-            let newest = self
-                .snapshots()
-                .await?
-                .into_iter()
-                .rev()
-                .find(|(_, s)| filter.matches(s));
-            return newest.ok_or_else(|| Error::SnapshotNotFound(filter.describe(spec)));
+            let (mut snapshots, damaged) = self.snapshots_and_damage().await?;
+            warn_skipped(&damaged);
+            snapshots.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
+            let newest = snapshots.into_iter().rev().find(|(_, s)| filter.matches(s));
+            return match (newest, damaged.as_slice()) {
+                (Some(newest), _) => Ok(newest),
+                (None, []) => Err(Error::SnapshotNotFound(filter.describe(spec))),
+                // The one sought may be among those that cannot be read: say so, naming them.
+                (None, damaged) => Err(Error::Corrupt {
+                    what: damaged
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    reason: format!(
+                        "no readable snapshot matches {}, and these snapshot objects cannot be \
+                         read ({})",
+                        filter.describe(spec),
+                        damaged[0].reason
+                    ),
+                }),
+            };
         }
         let ids = self.list_ids(ObjectKind::Snapshots).await?;
         let matches: Vec<ObjectId> = ids
@@ -278,34 +336,61 @@ impl Repository {
         })
     }
 
-    /// Every index object in force (not superseded by another), with its id.
+    /// Every index object in force (not superseded by another), with its id. A damaged index
+    /// object is skipped with a warning naming it: its blobs are then unknown, so a backup stores
+    /// them again rather than trust what only that object vouches for.
     pub async fn index_files(&self) -> Result<Vec<(ObjectId, IndexFile)>> {
-        let ids = self.list_ids(ObjectKind::Index).await?;
-        let files: Vec<(ObjectId, IndexFile)> = futures::stream::iter(ids)
-            .map(|id| async move {
-                self.read_object::<IndexFile>(ObjectKind::Index, &id)
-                    .await
-                    .map(|f| (id, f))
-            })
-            .buffer_unordered(METADATA_READ_CONCURRENCY)
-            .try_collect()
-            .await?;
+        let (files, damaged) = self.index_files_and_damage().await?;
+        warn_skipped(&damaged);
+        Ok(files)
+    }
+
+    /// [`Repository::index_files`], and the index objects skipped as damaged.
+    async fn index_files_and_damage(
+        &self,
+    ) -> Result<(Vec<(ObjectId, IndexFile)>, Vec<DamagedObject>)> {
+        let (files, damaged) = self.read_every::<IndexFile>(ObjectKind::Index).await?;
         let superseded: std::collections::HashSet<ObjectId> = files
             .iter()
             .flat_map(|(_, file)| file.supersedes.iter().copied())
             .collect();
-        Ok(files
+        let in_force = files
             .into_iter()
             .filter(|(id, _)| !superseded.contains(id))
-            .collect())
+            .collect();
+        Ok((in_force, damaged))
     }
 
     async fn read_index(&self) -> Result<Index> {
+        let (files, damaged) = self.index_files_and_damage().await?;
+        warn_skipped(&damaged);
         let mut index = Index::default();
-        for (id, file) in self.index_files().await? {
+        for (id, file) in files {
             index.add_file(Some(id), &file);
         }
+        index.skipped = damaged.into_iter().map(|object| object.id).collect();
         Ok(index)
+    }
+}
+
+/// A stored object that failed authentication or decoding, which readers skip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedObject {
+    pub kind: ObjectKind,
+    pub id: ObjectId,
+    /// Why it cannot be read.
+    pub reason: String,
+}
+
+impl std::fmt::Display for DamagedObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind, self.id.to_hex())
+    }
+}
+
+fn warn_skipped(damaged: &[DamagedObject]) {
+    for object in damaged {
+        tracing::warn!(object = %object, reason = %object.reason, "skipping a damaged {} object {object}: {}", object.kind, object.reason);
     }
 }
 
@@ -382,7 +467,10 @@ impl IndexedRepository {
     /// A backup calls this once it holds its lock, so it never trusts blobs a prune removed.
     pub async fn refresh_index(&self) -> Result<()> {
         let mut listed = self.list_ids(ObjectKind::Index).await?;
-        let mut loaded = self.index().objects.clone();
+        let mut loaded = {
+            let index = self.index();
+            [index.objects.as_slice(), index.skipped.as_slice()].concat()
+        };
         listed.sort();
         loaded.sort();
         if listed != loaded {
@@ -407,7 +495,7 @@ impl IndexedRepository {
     pub async fn read_blob(&self, id: &BlobId, context: &str) -> Result<Vec<u8>> {
         let location = self.index().get(id).ok_or_else(|| Error::BlobMissing {
             id: *id,
-            context: context.to_owned(),
+            context: self.missing_blob_context(context),
         })?;
         let sealed = self
             .backend()
@@ -433,6 +521,24 @@ impl IndexedRepository {
         })
         .await
         .map_err(|e| Error::Interrupted(e.to_string()))?
+    }
+
+    /// What to say of a blob the index lacks: where it was wanted, and the index objects skipped
+    /// as damaged, which may be the ones that listed it.
+    fn missing_blob_context(&self, context: &str) -> String {
+        let index = self.index();
+        if index.skipped.is_empty() {
+            return context.to_owned();
+        }
+        let skipped: Vec<String> = index
+            .skipped
+            .iter()
+            .map(|id| format!("index/{}", id.to_hex()))
+            .collect();
+        format!(
+            "{context}; the damaged index objects {} were skipped and may have listed it",
+            skipped.join(", ")
+        )
     }
 
     /// Reads and parses a tree blob.

@@ -8,13 +8,16 @@ mod fixtures;
 use fixtures::{assert_same_tree, is_root, Noise, PASSWORD, TEST_KDF};
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
-use neverwiped::backend::SharedBackend;
+use neverwiped::backend::{ObjectKind, SharedBackend};
 use neverwiped::format::key::KeyFile;
 use neverwiped::ids::{BlobId, ObjectId};
 use neverwiped::index::BlobLocation;
+use neverwiped::maintenance::check::{check, ReadData};
+use neverwiped::maintenance::prune::plan_prune;
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::restore::{restore, RestoreOptions};
 use neverwiped::Error;
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -550,5 +553,127 @@ async fn a_repository_of_another_tool_fails_fast_as_not_a_neverwiped_repository(
     assert!(
         error.to_string().contains("version 2 is not supported"),
         "{error}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// One bad object beside good ones (junk posted with append-only credentials, a torn object)
+// ---------------------------------------------------------------------------------------------
+
+/// Stores `bytes` as an object of `kind`, named by their SHA-256 as a REST server requires.
+async fn post_junk(repo: &Path, kind: ObjectKind, bytes: &[u8]) -> String {
+    let name = hex::encode(Sha256::digest(bytes));
+    backend(repo)
+        .write(kind, &name, bytes::Bytes::copy_from_slice(bytes))
+        .await
+        .unwrap();
+    name
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_index_snapshot_and_lock_objects_are_skipped_and_backup_and_restore_go_on() {
+    let fixture = Fixture::new().await;
+    let junk_index = post_junk(&fixture.repo, ObjectKind::Index, b"not an index").await;
+    let junk_snapshot = post_junk(&fixture.repo, ObjectKind::Snapshots, b"{\"time\":1}").await;
+    let junk_lock = post_junk(&fixture.repo, ObjectKind::Locks, b"\x00\x01 torn lock").await;
+
+    // The latest (readable) snapshot restores identically; a backup takes its lock and goes on.
+    attempt(&fixture.repo)
+        .await
+        .expect_restored(&fixture.source);
+    let repo = open_indexed(&fixture.repo).await.unwrap();
+    let report = backup(
+        &repo,
+        BackupOptions::new(vec![Source::Path(fixture.source.clone())]),
+    )
+    .await
+    .expect("a backup beside junk objects");
+    let listed: Vec<_> = repo.snapshots().await.unwrap();
+    assert_eq!(listed.len(), 2, "both real snapshots, not the junk");
+    assert!(listed.iter().any(|(id, _)| *id == report.snapshot_id));
+
+    // The damage is named where it must be dealt with.
+    let damaged: Vec<String> = repo
+        .damaged_objects()
+        .await
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        damaged.contains(&format!("index/{junk_index}")),
+        "{damaged:?}"
+    );
+    assert!(
+        damaged.contains(&format!("snapshots/{junk_snapshot}")),
+        "{damaged:?}"
+    );
+    let checked = check(&repo, ReadData::All).await.unwrap();
+    let problems = checked.problems.join("\n");
+    assert!(problems.contains(&junk_index), "{problems}");
+    assert!(problems.contains(&junk_snapshot), "{problems}");
+    let refused = plan_prune(&repo).await.unwrap_err().to_string();
+    assert!(refused.contains(&junk_index), "{refused}");
+    assert!(refused.contains(&junk_snapshot), "{refused}");
+    assert!(
+        refused.contains("delete it"),
+        "says how to deal with it: {refused}"
+    );
+    assert!(
+        fixture.repo.join("locks").join(&junk_lock).exists(),
+        "the junk lock was skipped, not judged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_never_reuses_data_that_only_a_damaged_index_vouches_for() {
+    let fixture = Fixture::new().await;
+    let index = fixture.objects()["index"][0].clone();
+    let bytes = fs::read(&index).unwrap();
+    fs::write(&index, flipped(&bytes, bytes.len() / 2)).unwrap();
+
+    let repo = open_indexed(&fixture.repo).await.unwrap();
+    assert_eq!(
+        repo.index().skipped.len(),
+        1,
+        "the damaged index is skipped"
+    );
+    let report = backup(
+        &repo,
+        BackupOptions::new(vec![Source::Path(fixture.source.clone())]),
+    )
+    .await
+    .unwrap();
+    assert!(
+        report.snapshot.summary.bytes_added > 3 * 1024 * 1024,
+        "the data is stored again: {} bytes added",
+        report.snapshot.summary.bytes_added
+    );
+    // The new snapshot needs nothing from the damaged index: it restores identically.
+    attempt(&fixture.repo)
+        .await
+        .expect_restored(&fixture.source);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_asking_for_an_absurd_kdf_cost_is_skipped_and_the_good_key_opens() {
+    let fixture = Fixture::new().await;
+    let good = fs::read(&fixture.objects()["keys"][0]).unwrap();
+    let mut key: serde_json::Value = serde_json::from_slice(&good).unwrap();
+    key["kdf"]["memoryKib"] = serde_json::json!(64u64 * 1024 * 1024);
+    key["kdf"]["iterations"] = serde_json::json!(4_000_000u64);
+    let absurd = serde_json::to_vec(&key).unwrap();
+    let error = KeyFile::parse(&absurd, "the absurd key").unwrap_err();
+    assert!(error.to_string().contains("above the limit"), "{error}");
+    post_junk(&fixture.repo, ObjectKind::Keys, &absurd).await;
+
+    let started = std::time::Instant::now();
+    Repository::open(backend(&fixture.repo), PASSWORD)
+        .await
+        .expect("the good key opens the repository");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
     );
 }

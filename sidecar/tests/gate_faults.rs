@@ -8,11 +8,13 @@
 mod fixtures;
 mod support;
 
+use bytes::Bytes;
 use fixtures::{assert_same_tree, build_mixed_data, is_root, Noise, PASSWORD, TEST_KDF};
 use neverwiped::backend::rest::RestBackend;
-use neverwiped::backend::SharedBackend;
+use neverwiped::backend::{ObjectKind, SharedBackend};
 use neverwiped::repository::Repository;
 use neverwiped_contract::{ExitStatus, RunResult};
+use sha2::{Digest, Sha256};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -79,7 +81,11 @@ impl Gate {
     /// rest-server with a repository initialised (straight, not through the proxy) and a proxy
     /// following `plan`; `None` when rest-server is not installed.
     async fn start(test: &str, plan: FaultPlan) -> Option<Gate> {
-        let server = RestServer::start(test, RestServerOptions::default())?;
+        Gate::start_with(test, RestServerOptions::default(), plan).await
+    }
+
+    async fn start_with(test: &str, options: RestServerOptions, plan: FaultPlan) -> Option<Gate> {
+        let server = RestServer::start(test, options)?;
         Some(Gate::in_front_of(Box::new(server), plan).await)
     }
 
@@ -163,13 +169,12 @@ impl Gate {
 
     /// The snapshot ids `snapshots --json` lists, straight from the server.
     async fn listed_snapshots(&self) -> Vec<String> {
+        listed_ids(&self.snapshots_run().await)
+    }
+
+    async fn snapshots_run(&self) -> Run {
         let args = [OsString::from("snapshots"), OsString::from("--json")];
-        let run = self.run(true, "60s", &args).await.expect_code(0);
-        let listed: Vec<serde_json::Value> = serde_json::from_str(&run.stdout).unwrap();
-        listed
-            .iter()
-            .map(|snapshot| snapshot["id"].as_str().unwrap().to_owned())
-            .collect()
+        self.run(true, "60s", &args).await.expect_code(0)
     }
 
     /// Restores `snapshot` through the proxy and compares it with `source`.
@@ -197,6 +202,15 @@ impl Gate {
             run.stdout, run.stderr
         );
     }
+}
+
+/// The snapshot ids a `snapshots --json` run listed.
+fn listed_ids(run: &Run) -> Vec<String> {
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&run.stdout).unwrap();
+    listed
+        .iter()
+        .map(|snapshot| snapshot["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// A night's changes: one file rewritten, one added, one removed.
@@ -364,4 +378,85 @@ async fn a_gate_that_fills_up_fails_the_backup_with_its_message_and_the_next_reu
     let snapshot = result.snapshot_id.clone().unwrap();
     gate.restore_and_compare(&snapshot, &source).await;
     gate.check_read_data_is_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_posted_with_append_only_access_leaves_backups_and_restores_working_with_warnings() {
+    let test = "junk_posted_with_append_only_access";
+    let append_only = RestServerOptions {
+        append_only: true,
+        ..Default::default()
+    };
+    let Some(gate) = Gate::start_with(test, append_only, FaultPlan::every_fault(5, 20)).await
+    else {
+        return;
+    };
+    let source = gate.work.path().join("app");
+    build_mixed_data(&source, 1, 5);
+    let run = gate.backup(&source, "60s").await.expect_code(0);
+    let first = run.result().snapshot_id.clone().unwrap();
+    // Kept as the reference of the first night's tree (restored and compared with it now).
+    let first_restore = tempfile::tempdir().unwrap();
+    let args = [
+        OsString::from("restore"),
+        OsString::from(&first),
+        OsString::from("--target"),
+        first_restore.path().as_os_str().to_owned(),
+    ];
+    gate.run(false, "60s", &args).await.expect_code(0);
+    let first_tree = first_restore.path().join(source.strip_prefix("/").unwrap());
+    assert_same_tree(&source, &first_tree, is_root());
+
+    // What anyone holding append-only access can post: objects named by their SHA-256.
+    let mut junk = Vec::new();
+    for (kind, bytes) in [
+        (ObjectKind::Index, &b"an index that is not one"[..]),
+        (ObjectKind::Snapshots, &b"{\"tree\":\"0000\"}"[..]),
+        (ObjectKind::Locks, &b"\xff\xfe torn"[..]),
+    ] {
+        let name = hex::encode(Sha256::digest(bytes));
+        gate.straight()
+            .write(kind, &name, Bytes::copy_from_slice(bytes))
+            .await
+            .unwrap();
+        junk.push(name);
+    }
+    let [junk_index, junk_snapshot, junk_lock] = [&junk[0], &junk[1], &junk[2]];
+
+    change_tree(&source, 1);
+    let run = gate.backup(&source, "60s").await.expect_code(0);
+    let second = run.result().snapshot_id.clone().unwrap();
+    for name in [junk_index, junk_snapshot, junk_lock] {
+        assert!(
+            run.stderr.contains(name.as_str()),
+            "the backup warns of {name}:\n{}",
+            run.stderr
+        );
+    }
+    gate.restore_and_compare(&second, &source).await;
+
+    // An earlier snapshot restores too, warning of the junk index it skipped.
+    let target = tempfile::tempdir().unwrap();
+    let args = [
+        OsString::from("restore"),
+        OsString::from(&first),
+        OsString::from("--target"),
+        target.path().as_os_str().to_owned(),
+    ];
+    let run = gate.run(false, "60s", &args).await.expect_code(0);
+    assert!(run.stderr.contains(junk_index.as_str()), "{}", run.stderr);
+    let restored = target.path().join(source.strip_prefix("/").unwrap());
+    assert_same_tree(&first_tree, &restored, is_root());
+
+    let run = gate.snapshots_run().await;
+    let mut listed = listed_ids(&run);
+    listed.sort();
+    let mut expected = vec![first, second];
+    expected.sort();
+    assert_eq!(listed, expected, "the junk snapshot is not listed");
+    assert!(
+        run.stderr.contains(junk_snapshot.as_str()),
+        "{}",
+        run.stderr
+    );
 }

@@ -15,6 +15,15 @@ use serde::{Deserialize, Serialize};
 use zeroize::Zeroize;
 
 const KEY_FORMAT: &str = "neverwiped-key";
+
+/// The costliest key derivation a key object may ask for: 16 times the memory `init` writes
+/// (64 MiB), a few times its passes and lanes. Anyone who may post objects (append-only
+/// credentials suffice) could otherwise make every open spend gigabytes or hours.
+pub const MAX_KDF: KdfParams = KdfParams {
+    memory_kib: 1024 * 1024,
+    iterations: 16,
+    parallelism: 16,
+};
 const WRAP_ASSOCIATED_DATA: &[u8] = b"neverwiped/key/v1";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -83,6 +92,27 @@ impl KeyFile {
             return Err(FormatError::invalid(
                 what,
                 "unknown key format, version or KDF",
+            ));
+        }
+        let params = key.kdf.params;
+        if params.memory_kib > MAX_KDF.memory_kib
+            || params.iterations > MAX_KDF.iterations
+            || params.parallelism > MAX_KDF.parallelism
+        {
+            return Err(FormatError::invalid(
+                what,
+                format!(
+                    "it asks for an Argon2id cost of {} KiB, {} passes, {} lanes, above the \
+                     limit of {} KiB, {} passes, {} lanes (init writes {} KiB, {} passes)",
+                    params.memory_kib,
+                    params.iterations,
+                    params.parallelism,
+                    MAX_KDF.memory_kib,
+                    MAX_KDF.iterations,
+                    MAX_KDF.parallelism,
+                    KdfParams::default().memory_kib,
+                    KdfParams::default().iterations,
+                ),
             ));
         }
         Ok(key)

@@ -80,6 +80,15 @@ pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<Chec
         .collect();
     report.unindexed_packs.sort();
 
+    // Damaged snapshots are reported by `check_snapshots`, which reads each one.
+    let damaged = repo.damaged_objects().await?;
+    for object in damaged.iter().filter(|o| o.kind == ObjectKind::Index) {
+        report.problems.push(format!(
+            "index object {object} cannot be read ({}): backups and restores skip it, so the \
+             packs only it lists are unknown to them",
+            object.reason
+        ));
+    }
     check_snapshots(repo, &mut report).await?;
 
     let chosen: Vec<&IndexedPack> = match read_data {

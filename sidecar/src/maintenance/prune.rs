@@ -43,6 +43,13 @@ pub struct PrunePlan {
     pub bytes_repacked: u64,
 }
 
+impl PrunePlan {
+    /// Whether executing the plan would change nothing: no pack to repack or delete.
+    pub fn is_nothing_to_do(&self) -> bool {
+        self.repack.is_empty() && self.delete.is_empty()
+    }
+}
+
 /// The blobs every snapshot needs: trees and file contents.
 async fn used_blobs(repo: &IndexedRepository) -> Result<HashSet<BlobId>> {
     let mut used = HashSet::new();
@@ -66,7 +73,26 @@ async fn used_blobs(repo: &IndexedRepository) -> Result<HashSet<BlobId>> {
     Ok(used)
 }
 
+/// Refuses to plan over damaged snapshot or index objects: a snapshot that cannot be read would
+/// make its data look unused, and an index that cannot be read hides packs still referenced.
+async fn refuse_damage(repo: &IndexedRepository) -> Result<()> {
+    let damaged = repo.damaged_objects().await?;
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = damaged.iter().map(ToString::to_string).collect();
+    Err(Error::Corrupt {
+        what: format!("the repository ({})", names.join(", ")),
+        reason: "prune refuses to run while snapshot or index objects cannot be read, since data \
+                 they may reference would look unused. Run `check` to see why each fails; once \
+                 sure an object is junk, delete it from the repository's storage (credentials \
+                 that may delete are needed) and run prune again"
+            .into(),
+    })
+}
+
 pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
+    refuse_damage(repo).await?;
     let used = used_blobs(repo).await?;
     // Every index object goes, superseded ones included: were one left behind, deleting the
     // object that supersedes it would bring it back into force.
@@ -91,10 +117,14 @@ pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
                 .filter(|b| used.contains(&b.id) && !kept_blobs.contains(&b.id))
                 .map(|b| b.length as u64)
                 .sum();
+            // Only blobs count as unused: a small pack's header is a large share of it, and a
+            // pack repacked for its header would come out of the repack just as small again.
+            let blob_bytes: u64 = pack.blobs.iter().map(|b| b.length as u64).sum();
+            let unused_bytes = blob_bytes - used_bytes;
             if used_bytes == 0 {
                 plan.bytes_freed += size;
                 plan.delete.push(pack.id);
-            } else if 1.0 - used_bytes as f64 / size as f64 >= REPACK_UNUSED_SHARE {
+            } else if unused_bytes > 0 && unused_bytes as f64 / size as f64 >= REPACK_UNUSED_SHARE {
                 kept_blobs.extend(
                     pack.blobs
                         .iter()
@@ -141,6 +171,11 @@ pub struct PruneReport {
 
 pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<PruneReport> {
     let mut report = PruneReport::default();
+    if plan.is_nothing_to_do() {
+        // Rewriting the index would free nothing: a prune with nothing to do writes nothing.
+        report.bytes_kept = plan.bytes_kept;
+        return Ok(report);
+    }
     let mut new_packs: Vec<IndexedPack> = plan.keep.clone();
 
     // 1. Repack the used blobs of mostly-unused packs.
@@ -239,4 +274,83 @@ async fn upload_pack(repo: &IndexedRepository, builder: PackBuilder) -> Result<I
         id,
         blobs: entries.iter().map(IndexedBlob::from).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::{backup, BackupOptions, Source};
+    use crate::backend::memory::MemoryBackend;
+    use crate::backend::Backend;
+    use crate::crypto::KdfParams;
+    use crate::repository::Repository;
+    use std::sync::Arc;
+
+    /// The names of every index and data object.
+    async fn stored_names(backend: &MemoryBackend) -> Vec<String> {
+        let mut names = Vec::new();
+        for kind in [ObjectKind::Index, ObjectKind::Data] {
+            for info in backend.list(kind).await.unwrap() {
+                names.push(format!("{kind}/{}", info.name));
+            }
+        }
+        names.sort();
+        names
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_prune_with_nothing_new_to_do_plans_nothing_and_writes_nothing() {
+        let work = tempfile::tempdir().unwrap();
+        let source = work.path().join("source");
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(source.join("kept.txt"), b"kept across both backups").unwrap();
+        std::fs::write(source.join("gone.txt"), vec![7u8; 300_000]).unwrap();
+        let backend = Arc::new(MemoryBackend::new());
+        let kdf = KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        };
+        let repo = Repository::init(backend.clone(), b"pw", kdf)
+            .await
+            .unwrap()
+            .load_index()
+            .await
+            .unwrap();
+        let options = || BackupOptions::new(vec![Source::Path(source.clone())]);
+        let first = backup(&repo, options()).await.unwrap();
+        std::fs::remove_file(source.join("gone.txt")).unwrap();
+        backup(&repo, options()).await.unwrap();
+        backend
+            .delete(ObjectKind::Snapshots, &first.snapshot_id.to_hex())
+            .await
+            .unwrap();
+
+        let plan = plan_prune(&repo).await.unwrap();
+        assert!(
+            !plan.is_nothing_to_do(),
+            "the first snapshot's data is garbage"
+        );
+        execute_prune(&repo, plan).await.unwrap();
+
+        // Everything left is in use, down to the small tree packs.
+        repo.refresh_index().await.unwrap();
+        let before = stored_names(&backend).await;
+        let plan = plan_prune(&repo).await.unwrap();
+        assert!(
+            plan.is_nothing_to_do(),
+            "to repack: {:?}, to delete: {:?}",
+            plan.repack.iter().map(|p| p.id).collect::<Vec<_>>(),
+            plan.delete
+        );
+        assert_eq!(plan.bytes_freed, 0);
+        let report = execute_prune(&repo, plan).await.unwrap();
+        assert_eq!((report.packs_written, report.packs_deleted), (0, 0));
+        assert_eq!(report.bytes_freed, 0);
+        assert_eq!(
+            stored_names(&backend).await,
+            before,
+            "nothing written or deleted"
+        );
+    }
 }
