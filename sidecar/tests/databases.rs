@@ -10,16 +10,14 @@ mod databases_support;
 mod support;
 
 use databases_support::{write_script, MariaDb, Postgres, ADMIN, ADMIN_PASSWORD};
-use neverwiped_contract::{ExitStatus, RunResult};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
+use support::sidecar::{bare_command, Run};
 use support::{RestServer, RestServerOptions};
 use tempfile::TempDir;
-
-const BIN: &str = env!("CARGO_BIN_EXE_neverwiped-sidecar");
 
 /// Rows of the `orders` table of the big data set: about 190 bytes each in a dump, so the
 /// PostgreSQL dump of every database is about 40 MB (`customers`, an eighth as many rows, adds a
@@ -33,61 +31,9 @@ const APP_PASSWORD: &str = "app-password-ü";
 /// The repository password.
 const REPO_PASSWORD: &str = "database test repository";
 
-/// Every variable the sidecar reads that could leak in from the caller's environment.
-const SIDECAR_VARIABLES: [&str; 9] = [
-    "NEVERWIPED_REPOSITORY",
-    "NEVERWIPED_PASSWORD",
-    "NEVERWIPED_PASSWORD_FILE",
-    "NEVERWIPED_GATE_USERNAME",
-    "NEVERWIPED_GATE_PASSWORD",
-    "NEVERWIPED_GATE_PASSWORD_FILE",
-    "NEVERWIPED_GATE_CA_FILE",
-    "NEVERWIPED_LOG_FORMAT",
-    "NEVERWIPED_LOG",
-];
-
 // ---------------------------------------------------------------------------------------------
 // The sidecar
 // ---------------------------------------------------------------------------------------------
-
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    result: Option<RunResult>,
-}
-
-impl Run {
-    #[track_caller]
-    fn expect_code(self, code: i32) -> Run {
-        assert_eq!(
-            self.code, code,
-            "exit code; stdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-        self
-    }
-
-    #[track_caller]
-    fn expect_ok(self) -> Run {
-        self.expect_code(0)
-    }
-
-    #[track_caller]
-    fn result(&self) -> &RunResult {
-        self.result.as_ref().expect("a result file")
-    }
-
-    /// The error of a failed run, from its result file.
-    #[track_caller]
-    fn error(&self) -> String {
-        assert_eq!(self.code, 1, "expected a failure; stderr:\n{}", self.stderr);
-        let result = self.result();
-        assert_eq!(result.status, ExitStatus::Failed);
-        result.error.clone().expect("a failed run has an error")
-    }
-}
 
 /// The sidecar on one repository, with a work folder for its secrets and result files.
 struct Sidecar {
@@ -129,23 +75,11 @@ impl Sidecar {
     }
 
     fn command(&self) -> Command {
-        let mut command = Command::new(BIN);
-        for name in SIDECAR_VARIABLES {
-            command.env_remove(name);
-        }
-        for (name, _) in std::env::vars_os() {
-            if name
-                .to_string_lossy()
-                .starts_with("NEVERWIPED_DB_PASSWORD_")
-            {
-                command.env_remove(name);
-            }
-        }
+        let mut command = bare_command();
         command
             .arg("--repo")
             .arg(&self.repo)
-            .arg("--log-format=json")
-            .stdin(Stdio::null());
+            .arg("--log-format=json");
         for (name, value) in &self.env {
             command.env(name, value);
         }
@@ -171,16 +105,7 @@ impl Sidecar {
             command.env(name, value);
         }
         let output = command.output().expect("start neverwiped-sidecar");
-        let result = fs::read_to_string(&result_file).ok().map(|json| {
-            RunResult::from_json(&json)
-                .unwrap_or_else(|e| panic!("the result file is not a RunResult ({e}):\n{json}"))
-        });
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-            result,
-        }
+        Run::from_output(output, Some(&result_file))
     }
 
     fn run(&self, args: &[&str]) -> Run {

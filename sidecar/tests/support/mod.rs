@@ -9,6 +9,8 @@
 // Each test file uses part of this module; the rest would warn as dead code.
 #![allow(dead_code)]
 
+pub mod sidecar;
+
 use neverwiped::backend::rest::RestConfig;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
