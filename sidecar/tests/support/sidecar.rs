@@ -150,3 +150,47 @@ impl Run {
         lines
     }
 }
+
+/// The arguments of a run over databases, built instead of spelt out: `backup` or `restore
+/// SNAPSHOT`, then each `--database NAME=URI` with its `--database-password-file NAME=PATH`.
+#[derive(Debug, Clone)]
+pub struct DatabaseRun {
+    args: Vec<String>,
+}
+
+impl DatabaseRun {
+    pub fn backup() -> DatabaseRun {
+        DatabaseRun {
+            args: vec!["backup".into()],
+        }
+    }
+
+    pub fn restore(snapshot: &str) -> DatabaseRun {
+        DatabaseRun {
+            args: vec!["restore".into(), snapshot.into()],
+        }
+    }
+
+    /// `--database ENTRY` (`NAME=URI`) and `--database-password-file PASSWORD_FILE`
+    /// (`NAME=PATH`).
+    pub fn database(mut self, entry: &str, password_file: &str) -> DatabaseRun {
+        self.args.extend([
+            "--database".into(),
+            entry.into(),
+            "--database-password-file".into(),
+            password_file.into(),
+        ]);
+        self
+    }
+
+    /// Any other argument, e.g. `--overwrite-databases`.
+    pub fn arg(mut self, arg: &str) -> DatabaseRun {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// The arguments, as the harness's `run` takes them.
+    pub fn args(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
+}
