@@ -8,112 +8,20 @@ use fixtures::{assert_same_tree, build_fidelity_tree, build_mixed_data, is_root,
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::SharedBackend;
 use neverwiped::repository::Repository;
-use neverwiped_contract::{ExitStatus, Operation, RunResult};
+use neverwiped_contract::{ExitStatus, Operation};
 use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::sidecar::{bare_command, read_result, run, Run, SIDECAR_BIN};
 use support::{RestServer, RestServerOptions};
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_neverwiped-sidecar");
-
 /// The repository password of these tests; its file ends in a newline, as `echo pw > file` makes.
 const PASSWORD: &str = "cli test password";
-
-/// Every variable the sidecar reads: none may leak in from the environment running the tests.
-const SIDECAR_VARIABLES: [&str; 9] = [
-    "NEVERWIPED_REPOSITORY",
-    "NEVERWIPED_PASSWORD",
-    "NEVERWIPED_PASSWORD_FILE",
-    "NEVERWIPED_GATE_USERNAME",
-    "NEVERWIPED_GATE_PASSWORD",
-    "NEVERWIPED_GATE_PASSWORD_FILE",
-    "NEVERWIPED_GATE_CA_FILE",
-    "NEVERWIPED_LOG_FORMAT",
-    "NEVERWIPED_LOG",
-];
-
-/// What one run of the sidecar did.
-#[derive(Debug)]
-struct Run {
-    /// The exit code; -1 when a signal ended the process.
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn from_output(output: Output) -> Run {
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
-    }
-
-    /// Panics with the whole output unless the run exited with `code`.
-    #[track_caller]
-    fn expect_code(self, code: i32) -> Run {
-        assert_eq!(
-            self.code, code,
-            "exit code; stdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-        self
-    }
-
-    #[track_caller]
-    fn expect_ok(self) -> Run {
-        self.expect_code(0)
-    }
-
-    /// The lines the sidecar printed as `error: ...` (there should be exactly one on failure),
-    /// as text; under JSON logs (the default off a terminal) the JSON lines of level ERROR.
-    fn error_lines(&self) -> Vec<String> {
-        self.closing_lines("error", "ERROR")
-    }
-
-    /// The `warning: ...` lines, as [`Run::error_lines`] reads them.
-    fn warning_lines(&self) -> Vec<String> {
-        self.closing_lines("warning", "WARN")
-    }
-
-    fn closing_lines(&self, prefix: &str, level: &str) -> Vec<String> {
-        let mut lines = Vec::new();
-        for line in self.stderr.lines() {
-            if line.starts_with(&format!("{prefix}: ")) {
-                lines.push(line.to_owned());
-                continue;
-            }
-            let Ok(json) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            // The closing lines are the ones without a target: no module logged them.
-            if json["level"] == level && json.get("target").is_none() {
-                let message = json["fields"]["message"].as_str().unwrap_or_default();
-                lines.push(format!("{prefix}: {message}"));
-            }
-        }
-        lines
-    }
-
-    /// The single error line of a failed run.
-    #[track_caller]
-    fn error_line(&self) -> String {
-        let lines = self.error_lines();
-        assert_eq!(
-            lines.len(),
-            1,
-            "expected one `error:` line; stderr:\n{}",
-            self.stderr
-        );
-        lines[0].clone()
-    }
-}
 
 /// The sidecar pointed at one repository, with the password in a file named by
 /// `NEVERWIPED_PASSWORD_FILE` (never on the command line).
@@ -183,20 +91,6 @@ impl Sidecar {
     }
 }
 
-/// The sidecar without any `NEVERWIPED_*` variable of the caller, standard input closed.
-fn bare_command() -> Command {
-    let mut command = Command::new(BIN);
-    for name in SIDECAR_VARIABLES {
-        command.env_remove(name);
-    }
-    command.stdin(Stdio::null());
-    command
-}
-
-fn run(mut command: Command) -> Run {
-    Run::from_output(command.output().expect("start neverwiped-sidecar"))
-}
-
 /// Where `source` lands below a restore target (`/a/b` in `TARGET/a/b`, as restic does).
 fn restored(target: &Path, source: &Path) -> PathBuf {
     target.join(source.strip_prefix("/").unwrap())
@@ -205,13 +99,6 @@ fn restored(target: &Path, source: &Path) -> PathBuf {
 /// A path argument as text.
 fn text(path: &Path) -> &str {
     path.to_str().expect("test paths are UTF-8")
-}
-
-fn read_result(path: &Path) -> RunResult {
-    let json = fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("no result file at {}: {e}", path.display()));
-    RunResult::from_json(&json)
-        .unwrap_or_else(|e| panic!("the result file is not a RunResult ({e}):\n{json}"))
 }
 
 /// A work folder with a repository initialised through the CLI.
@@ -653,7 +540,7 @@ fn run_shell(sidecar: &Sidecar, line: &str) -> Run {
     command
         .arg("-c")
         .arg(line)
-        .env("SIDECAR", BIN)
+        .env("SIDECAR", SIDECAR_BIN)
         .env("NEVERWIPED_REPOSITORY", &sidecar.repo)
         .env("NEVERWIPED_PASSWORD_FILE", &sidecar.password_file)
         .stdin(Stdio::null());
@@ -1199,7 +1086,7 @@ fn backup_of_standard_input_lands_under_its_name_and_restores_byte_for_byte() {
     let mut stdin = child.stdin.take().unwrap();
     let input = dump.clone();
     let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let run = Run::from_output(child.wait_with_output().unwrap()).expect_ok();
+    let run = Run::from_output(child.wait_with_output().unwrap(), None).expect_ok();
     writer.join().unwrap().unwrap();
     assert!(run.stdout.contains(" saved: 1 files"), "{}", run.stdout);
 
@@ -2084,7 +1971,7 @@ async fn retry_lock_waits_for_another_holder_and_gives_up_after_its_duration() {
     let child = waiting.spawn().unwrap();
     std::thread::sleep(Duration::from_secs(3));
     fs::remove_file(repo_dir.join("locks").join(lock_id.to_hex())).unwrap();
-    Run::from_output(child.wait_with_output().unwrap()).expect_ok();
+    Run::from_output(child.wait_with_output().unwrap(), None).expect_ok();
     assert_eq!(sidecar.snapshots().len(), 1);
 }
 
@@ -2237,7 +2124,7 @@ fn sigterm_stops_a_run_at_once_with_a_result_and_no_snapshot() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let run = Run::from_output(child.wait_with_output().unwrap()).expect_code(1);
+    let run = Run::from_output(child.wait_with_output().unwrap(), None).expect_code(1);
     assert!(
         sent.elapsed() < Duration::from_secs(5),
         "{:?}",

@@ -10,16 +10,14 @@ mod databases_support;
 mod support;
 
 use databases_support::{write_script, MariaDb, Postgres, ADMIN, ADMIN_PASSWORD};
-use neverwiped_contract::{ExitStatus, RunResult};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
+use support::sidecar::{bare_command, DatabaseRun, Run};
 use support::{RestServer, RestServerOptions};
 use tempfile::TempDir;
-
-const BIN: &str = env!("CARGO_BIN_EXE_neverwiped-sidecar");
 
 /// Rows of the `orders` table of the big data set: about 190 bytes each in a dump, so the
 /// PostgreSQL dump of every database is about 40 MB (`customers`, an eighth as many rows, adds a
@@ -33,61 +31,9 @@ const APP_PASSWORD: &str = "app-password-ü";
 /// The repository password.
 const REPO_PASSWORD: &str = "database test repository";
 
-/// Every variable the sidecar reads that could leak in from the caller's environment.
-const SIDECAR_VARIABLES: [&str; 9] = [
-    "NEVERWIPED_REPOSITORY",
-    "NEVERWIPED_PASSWORD",
-    "NEVERWIPED_PASSWORD_FILE",
-    "NEVERWIPED_GATE_USERNAME",
-    "NEVERWIPED_GATE_PASSWORD",
-    "NEVERWIPED_GATE_PASSWORD_FILE",
-    "NEVERWIPED_GATE_CA_FILE",
-    "NEVERWIPED_LOG_FORMAT",
-    "NEVERWIPED_LOG",
-];
-
 // ---------------------------------------------------------------------------------------------
 // The sidecar
 // ---------------------------------------------------------------------------------------------
-
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    result: Option<RunResult>,
-}
-
-impl Run {
-    #[track_caller]
-    fn expect_code(self, code: i32) -> Run {
-        assert_eq!(
-            self.code, code,
-            "exit code; stdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-        self
-    }
-
-    #[track_caller]
-    fn expect_ok(self) -> Run {
-        self.expect_code(0)
-    }
-
-    #[track_caller]
-    fn result(&self) -> &RunResult {
-        self.result.as_ref().expect("a result file")
-    }
-
-    /// The error of a failed run, from its result file.
-    #[track_caller]
-    fn error(&self) -> String {
-        assert_eq!(self.code, 1, "expected a failure; stderr:\n{}", self.stderr);
-        let result = self.result();
-        assert_eq!(result.status, ExitStatus::Failed);
-        result.error.clone().expect("a failed run has an error")
-    }
-}
 
 /// The sidecar on one repository, with a work folder for its secrets and result files.
 struct Sidecar {
@@ -129,23 +75,11 @@ impl Sidecar {
     }
 
     fn command(&self) -> Command {
-        let mut command = Command::new(BIN);
-        for name in SIDECAR_VARIABLES {
-            command.env_remove(name);
-        }
-        for (name, _) in std::env::vars_os() {
-            if name
-                .to_string_lossy()
-                .starts_with("NEVERWIPED_DB_PASSWORD_")
-            {
-                command.env_remove(name);
-            }
-        }
+        let mut command = bare_command();
         command
             .arg("--repo")
             .arg(&self.repo)
-            .arg("--log-format=json")
-            .stdin(Stdio::null());
+            .arg("--log-format=json");
         for (name, value) in &self.env {
             command.env(name, value);
         }
@@ -171,16 +105,7 @@ impl Sidecar {
             command.env(name, value);
         }
         let output = command.output().expect("start neverwiped-sidecar");
-        let result = fs::read_to_string(&result_file).ok().map(|json| {
-            RunResult::from_json(&json)
-                .unwrap_or_else(|e| panic!("the result file is not a RunResult ({e}):\n{json}"))
-        });
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-            result,
-        }
+        Run::from_output(output, Some(&result_file))
     }
 
     fn run(&self, args: &[&str]) -> Run {
@@ -543,13 +468,11 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
     let password_file = sidecar.password_file("shop-db", ADMIN_PASSWORD);
     let database = format!("shop-db={}", server.uri(Some("shop")));
     let run = sidecar
-        .run(&[
-            "backup",
-            "--database",
-            &database,
-            "--database-password-file",
-            &password_file,
-        ])
+        .run(
+            &DatabaseRun::backup()
+                .database(&database, &password_file)
+                .args()[..],
+        )
         .expect_ok();
     assert_eq!(run.result().databases[0].name, "shop-db/shop");
     let ls = sidecar.run(&["ls", "latest"]).expect_ok();
@@ -571,14 +494,8 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
     // database keeps the owner it was given.
     server.psql("postgres", "DROP DATABASE shop WITH (FORCE)");
     server.psql("postgres", "CREATE DATABASE shop OWNER app");
-    let restore = [
-        "restore",
-        "latest",
-        "--database",
-        &database,
-        "--database-password-file",
-        &password_file,
-    ];
+    let restore_run = DatabaseRun::restore("latest").database(&database, &password_file);
+    let restore = restore_run.args();
     sidecar.run(&restore).expect_ok();
     assert_same_state(&before, &postgres_state(&server));
 
@@ -592,14 +509,11 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
     // Under another name: a copy beside the original, with the same contents.
     let copy = format!("shop-db={}", server.uri(Some("shop_copy")));
     let renamed = sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--database",
-            &copy,
-            "--database-password-file",
-            &password_file,
-        ])
+        .run(
+            &DatabaseRun::restore("latest")
+                .database(&copy, &password_file)
+                .args()[..],
+        )
         .expect_ok();
     assert!(
         renamed
@@ -620,29 +534,23 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
     let uri_all = format!("shop-db={}", server.uri(None));
     let wrong_engine = format!("shop-db=mariadb://{ADMIN}@127.0.0.1:{}", server.port());
     let error = sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--database",
-            &wrong_engine,
-            "--database-password-file",
-            &password_file,
-        ])
+        .run(
+            &DatabaseRun::restore("latest")
+                .database(&wrong_engine, &password_file)
+                .args()[..],
+        )
         .error();
     assert!(
         error.contains("is a PostgreSQL dump: it cannot be restored into mariadb://"),
         "{error}"
     );
     let run = sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--database",
-            &uri_all,
-            "--database-password-file",
-            &password_file,
-            "--overwrite-databases",
-        ])
+        .run(
+            &DatabaseRun::restore("latest")
+                .database(&uri_all, &password_file)
+                .arg("--overwrite-databases")
+                .args()[..],
+        )
         .expect_ok();
     let expected = format!("into {}: ", server.uri(Some("shop")));
     assert!(
@@ -716,43 +624,34 @@ fn postgres_an_entry_of_chosen_databases_dumps_each_and_restores_them_all_or_one
     }
     let all = format!("app={}", server.uri(None));
     let run = sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--database",
-            &all,
-            "--database-password-file",
-            &password_file,
-        ])
+        .run(
+            &DatabaseRun::restore("latest")
+                .database(&all, &password_file)
+                .args()[..],
+        )
         .expect_ok();
     assert_eq!(run.result().files, 2, "{}", run.stdout);
     assert_same_state(&ours(&before), &ours(&postgres_state(&server)));
 
     // One of them, chosen by the URI's database name, over the existing one.
     let run = sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--database",
-            &inventory,
-            "--database-password-file",
-            &password_file,
-            "--overwrite-database",
-            "app",
-        ])
+        .run(
+            &DatabaseRun::restore("latest")
+                .database(&inventory, &password_file)
+                .arg("--overwrite-database")
+                .arg("app")
+                .args()[..],
+        )
         .expect_ok();
     assert_eq!(run.result().files, 1, "{}", run.stdout);
     assert_same_state(&ours(&before), &ours(&postgres_state(&server)));
     let missing = format!("app={}", server.uri(Some("billing")));
     let error = sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--database",
-            &missing,
-            "--database-password-file",
-            &password_file,
-        ])
+        .run(
+            &DatabaseRun::restore("latest")
+                .database(&missing, &password_file)
+                .args()[..],
+        )
         .error();
     assert!(
         error.contains("holds dumps of inventory, shop, not of billing"),
@@ -990,13 +889,8 @@ fn mariadb_every_database_and_user_comes_back_after_a_drop() {
     let sidecar = Sidecar::init(None);
     let password_file = sidecar.password_file("maria", ADMIN_PASSWORD);
     let database = format!("maria={}", server.uri(None));
-    let backup = [
-        "backup",
-        "--database",
-        &database,
-        "--database-password-file",
-        &password_file,
-    ];
+    let backup_run = DatabaseRun::backup().database(&database, &password_file);
+    let backup = backup_run.args();
 
     let first = timed("first backup", || sidecar.run(&backup)).expect_ok();
     let dump = first.result().databases[0].clone();
@@ -1019,14 +913,8 @@ fn mariadb_every_database_and_user_comes_back_after_a_drop() {
     assert!(value(&before, "users").contains("app\t%"), "{before:?}");
     drop_mariadb_data(&server);
 
-    let restore = [
-        "restore",
-        "latest",
-        "--database",
-        &database,
-        "--database-password-file",
-        &password_file,
-    ];
+    let restore_run = DatabaseRun::restore("latest").database(&database, &password_file);
+    let restore = restore_run.args();
     timed("restore after the drop", || sidecar.run(&restore)).expect_ok();
     assert_same_state(&before, &mariadb_state(&server));
     let count = server
@@ -1063,24 +951,15 @@ fn mariadb_every_database_and_user_comes_back_after_a_drop() {
     let one = format!("inv={}", server.uri(Some("inventory")));
     let inv_password = sidecar.password_file("inv", ADMIN_PASSWORD);
     sidecar
-        .run(&[
-            "backup",
-            "--database",
-            &one,
-            "--database-password-file",
-            &inv_password,
-        ])
+        .run(&DatabaseRun::backup().database(&one, &inv_password).args()[..])
         .expect_ok();
     let copy = format!("inv={}", server.uri(Some("inventory_copy")));
     sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--database",
-            &copy,
-            "--database-password-file",
-            &inv_password,
-        ])
+        .run(
+            &DatabaseRun::restore("latest")
+                .database(&copy, &inv_password)
+                .args()[..],
+        )
         .expect_ok();
     let (original, copied) = (
         server.hash_query("SELECT * FROM inventory.items ORDER BY 1"),
@@ -1088,14 +967,11 @@ fn mariadb_every_database_and_user_comes_back_after_a_drop() {
     );
     assert_eq!(original, copied);
     let error = sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--database",
-            &one,
-            "--database-password-file",
-            &inv_password,
-        ])
+        .run(
+            &DatabaseRun::restore("latest")
+                .database(&one, &inv_password)
+                .args()[..],
+        )
         .error();
     assert!(error.contains("database inventory (not empty)"), "{error}");
     sidecar.check();
@@ -1241,13 +1117,7 @@ fn assert_injecting_passwords_are_refused(sidecar: &Sidecar, uri: &str) {
             &[("NEVERWIPED_DB_PASSWORD_MAIN", password.as_str())],
         );
         let file = sidecar.password_file("main", &password);
-        let from_file = sidecar.run(&[
-            "backup",
-            "--database",
-            &database,
-            "--database-password-file",
-            &file,
-        ]);
+        let from_file = sidecar.run(&DatabaseRun::backup().database(&database, &file).args()[..]);
         for run in [from_env, from_file] {
             let error = run.error();
             assert!(
