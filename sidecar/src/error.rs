@@ -107,6 +107,51 @@ pub enum Error {
 
     #[error("the backup was interrupted: {0}")]
     Interrupted(String),
+
+    /// A restore that wrote everything it could: the files named lack the ranges given.
+    #[error("{}", incomplete_restore(damaged))]
+    RestoreIncomplete { damaged: Vec<DamagedFile> },
+}
+
+/// A byte range of a file, `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+/// A restored file whose content the repository could not give whole: those ranges read as
+/// zeros; the rest of the file, and its metadata, are restored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedFile {
+    /// The snapshot path (`/data/db/table`).
+    pub path: String,
+    /// Sorted, each a whole blob of the file.
+    pub ranges: Vec<ByteRange>,
+    /// Why, per distinct reason (which blob of which pack, and what was wrong).
+    pub reasons: Vec<String>,
+}
+
+impl std::fmt::Display for DamagedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ranges: Vec<String> = self
+            .ranges
+            .iter()
+            .map(|r| format!("{}-{}", r.start, r.end.saturating_sub(1)))
+            .collect();
+        let (ranges, reasons) = (ranges.join(", "), self.reasons.join("; "));
+        write!(f, "{} (bytes {ranges}: {reasons})", self.path)
+    }
+}
+
+fn incomplete_restore(damaged: &[DamagedFile]) -> String {
+    let files: Vec<String> = damaged.iter().map(|file| file.to_string()).collect();
+    format!(
+        "the restore is incomplete: the repository is damaged, and {} file(s) lack some content \
+         (those bytes read as zeros; everything else is restored): {}",
+        files.len(),
+        files.join("; ")
+    )
 }
 
 impl Error {

@@ -280,3 +280,108 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
         "{error}"
     );
 }
+
+/// Issue 20 item 8: one damaged pack costs only the files whose content it holds. Everything else
+/// is restored identically (SHA-256 and metadata), every entry (the FIFO too) gets its metadata,
+/// and the error names the damaged file and byte range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_pack_costs_only_its_files_and_names_them_with_their_byte_ranges() {
+    use neverwiped::error::Error;
+    use neverwiped::ids::BlobKind;
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    build_fidelity_tree(&source);
+    let repo_dir = work.path().join("repo");
+    let repo = init(Arc::new(LocalBackend::new(&repo_dir))).await;
+    let report = backup_paths(&repo, &[&source]).await;
+
+    // A data blob of dir/large.bin, the only file big enough to span several blobs.
+    let large = source.join("dir/large.bin");
+    let large_path = large
+        .strip_prefix("/")
+        .unwrap()
+        .as_os_str()
+        .as_encoded_bytes();
+    let plan = neverwiped::restore::plan_restore(&repo, report.snapshot.tree, &[])
+        .await
+        .unwrap();
+    let large_entry = plan
+        .entries
+        .iter()
+        .position(|entry| entry.path == large_path)
+        .unwrap();
+    let (pack, blob) = plan
+        .packs
+        .iter()
+        .flat_map(|(pack, blobs)| blobs.iter().map(move |blob| (pack, blob)))
+        .find(|(_, blob)| {
+            blob.location.kind == BlobKind::Data
+                && blob.targets.iter().any(|t| t.entry == large_entry)
+                && blob.targets.len() == 1
+        })
+        .expect("a blob of large.bin");
+    let damaged_range = (
+        blob.targets[0].offset,
+        blob.targets[0].offset + u64::from(blob.location.raw_length),
+    );
+    let pack_hex = pack.to_hex();
+    let pack_file = repo_dir.join("data").join(&pack_hex[..2]).join(&pack_hex);
+    let mut stored = std::fs::read(&pack_file).unwrap();
+    stored[blob.location.offset as usize + blob.location.length as usize / 2] ^= 0x40;
+    std::fs::write(&pack_file, &stored).unwrap();
+
+    let target = work.path().join("target");
+    let error = restore(
+        &reopen(Arc::new(LocalBackend::new(&repo_dir))).await,
+        report.snapshot.tree,
+        &RestoreOptions::new(&target),
+    )
+    .await
+    .expect_err("a restore with damaged content must not succeed");
+    let message = error.to_string();
+    let Error::RestoreIncomplete { damaged } = error else {
+        panic!("not an incomplete restore: {message}");
+    };
+    let expected_name = format!("/{}", large.strip_prefix("/").unwrap().display());
+    assert_eq!(damaged.len(), 1, "{message}");
+    let damaged = &damaged[0];
+    assert_eq!(damaged.path, expected_name);
+    assert_eq!(
+        damaged
+            .ranges
+            .iter()
+            .map(|r| (r.start, r.end))
+            .collect::<Vec<_>>(),
+        vec![damaged_range]
+    );
+    let named = format!(
+        "{expected_name} (bytes {}-{}",
+        damaged_range.0,
+        damaged_range.1 - 1
+    );
+    assert!(message.contains(&named), "{message}");
+
+    // Everything else is identical; the damaged file has its metadata, its size, and every byte
+    // outside the damaged range.
+    let restored = target.join(source.strip_prefix("/").unwrap());
+    let mut expected = fixtures::facts(&source);
+    let mut actual = fixtures::facts(&restored);
+    let damaged_key = b"dir/large.bin".to_vec();
+    expected.get_mut(&damaged_key).unwrap().sha256 = None;
+    actual.get_mut(&damaged_key).unwrap().sha256 = None;
+    assert_eq!(expected, actual);
+    let original = std::fs::read(&large).unwrap();
+    let partial = std::fs::read(restored.join("dir/large.bin")).unwrap();
+    let (start, end) = (damaged_range.0 as usize, damaged_range.1 as usize);
+    assert_eq!(original[..start], partial[..start]);
+    assert_eq!(original[end..], partial[end..]);
+    assert!(partial[start..end].iter().all(|&b| b == 0));
+    let fifo = expected
+        .iter()
+        .find(|(_, facts)| facts.kind == "fifo")
+        .expect("the tree has a FIFO");
+    assert_ne!(
+        fifo.1.mode, 0o600,
+        "the fixture's FIFO must not have the creation mode"
+    );
+}

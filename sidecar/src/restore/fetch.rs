@@ -106,6 +106,34 @@ pub fn group_fetches(plan: &RestorePlan, max_bytes: u64) -> Vec<Fetch> {
     fetches
 }
 
+/// A blob that could not be restored: its pack range was missing or it did not open. The
+/// restore goes on without it; the files it belongs to are named at the end.
+#[derive(Debug, Clone)]
+pub struct DamagedBlob {
+    pub blob: PlannedBlob,
+    pub pack: PackId,
+    pub reason: String,
+}
+
+/// What the content side of a restore did.
+#[derive(Debug, Default)]
+pub struct FetchOutcome {
+    pub bytes_written: u64,
+    pub bytes_fetched: u64,
+    pub damaged: Vec<DamagedBlob>,
+}
+
+/// Whether an error is damage to the repository's content (restore the rest), rather than a
+/// failure of the restore itself (a full disk, a lost connection: stop).
+fn is_damage(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::Corrupt { .. }
+            | Error::Format(_)
+            | Error::Backend(crate::backend::BackendError::NotFound { .. })
+    )
+}
+
 /// A fetched range on its way to a decode thread, with the buffer slot it holds.
 struct Job {
     fetch: Fetch,
@@ -127,9 +155,22 @@ struct Shared {
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
     written: AtomicU64,
+    damaged: Mutex<Vec<DamagedBlob>>,
 }
 
 impl Shared {
+    fn record_damage(&self, pack: PackId, blob: &PlannedBlob, error: &Error) {
+        tracing::warn!("cannot restore blob {} of pack {pack}: {error}", blob.id);
+        self.damaged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(DamagedBlob {
+                blob: blob.clone(),
+                pack,
+                reason: error.to_string(),
+            });
+    }
+
     fn fail(&self, error: Error) {
         self.failed.store(true, Ordering::SeqCst);
         self.error
@@ -157,8 +198,8 @@ impl Shared {
     }
 }
 
-/// Fetches every range the plan needs and writes its blobs: returns (bytes written, bytes
-/// fetched).
+/// Fetches every range the plan needs and writes its blobs. A range or blob that is damaged is
+/// recorded and skipped; any other error stops the restore.
 pub async fn fetch_content(
     repo: &IndexedRepository,
     plan: &RestorePlan,
@@ -166,7 +207,7 @@ pub async fn fetch_content(
     creation: Arc<FileCreation>,
     progress: Arc<Progress>,
     settings: FetchSettings,
-) -> Result<(u64, u64)> {
+) -> Result<FetchOutcome> {
     let fetch_bytes = settings.fetch_bytes();
     let slots = settings.slots();
     let fetches = group_fetches(plan, fetch_bytes);
@@ -180,6 +221,7 @@ pub async fn fetch_content(
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
         written: AtomicU64::new(0),
+        damaged: Mutex::new(Vec::new()),
     });
 
     // Jobs queue up only while they hold a slot, so this channel is bounded by the slots.
@@ -200,41 +242,7 @@ pub async fn fetch_content(
     let mut fetch_error = None;
     {
         let fetching = futures::stream::iter(fetches)
-            .map(|fetch| {
-                let (shared, slot_permits, job_tx, fetched) =
-                    (&shared, &slot_permits, &job_tx, &fetched);
-                async move {
-                    let slot = slot_permits
-                        .clone()
-                        .acquire_owned()
-                        .await
-                        .expect("the semaphore is never closed");
-                    if shared.failed.load(Ordering::SeqCst) {
-                        return Ok(());
-                    }
-                    let buffer = shared.take_buffer();
-                    let bytes = repo
-                        .backend()
-                        .read_range_into(
-                            ObjectKind::Data,
-                            &fetch.pack.to_hex(),
-                            fetch.start,
-                            fetch.end - fetch.start,
-                            buffer,
-                        )
-                        .await?;
-                    shared.progress.add_transferred(bytes.len() as u64);
-                    fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                    let job = Job {
-                        fetch,
-                        bytes,
-                        _slot: slot,
-                    };
-                    job_tx
-                        .send(job)
-                        .map_err(|_| Error::Interrupted("the restore threads stopped".into()))
-                }
-            })
+            .map(|fetch| fetch_range(repo, &shared, &slot_permits, &job_tx, &fetched, fetch))
             .buffer_unordered(settings.concurrency.clamp(1, slots));
         futures::pin_mut!(fetching);
         while let Some(result) = fetching.next().await {
@@ -263,10 +271,64 @@ pub async fn fetch_content(
     if let Some(error) = decode_error.or(fetch_error) {
         return Err(error);
     }
-    Ok((
-        shared.written.load(Ordering::Relaxed),
-        fetched.load(Ordering::Relaxed),
-    ))
+    let damaged = std::mem::take(&mut *shared.damaged.lock().unwrap_or_else(|p| p.into_inner()));
+    Ok(FetchOutcome {
+        bytes_written: shared.written.load(Ordering::Relaxed),
+        bytes_fetched: fetched.load(Ordering::Relaxed),
+        damaged,
+    })
+}
+
+/// Fetches one range into a free buffer and queues it for the decode threads; a missing pack
+/// is recorded as damage to each of the range's blobs.
+async fn fetch_range(
+    repo: &IndexedRepository,
+    shared: &Shared,
+    slot_permits: &Arc<Semaphore>,
+    job_tx: &crossbeam_channel::Sender<Job>,
+    fetched: &AtomicU64,
+    fetch: Fetch,
+) -> Result<()> {
+    let slot = slot_permits
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed");
+    if shared.failed.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    let buffer = shared.take_buffer();
+    let read = repo
+        .backend()
+        .read_range_into(
+            ObjectKind::Data,
+            &fetch.pack.to_hex(),
+            fetch.start,
+            fetch.end - fetch.start,
+            buffer,
+        )
+        .await
+        .map_err(Error::from);
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(error) if is_damage(&error) => {
+            for blob in &fetch.blobs {
+                shared.record_damage(fetch.pack, blob, &error);
+            }
+            return Ok(());
+        }
+        Err(error) => return Err(error),
+    };
+    shared.progress.add_transferred(bytes.len() as u64);
+    fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    let job = Job {
+        fetch,
+        bytes,
+        _slot: slot,
+    };
+    job_tx
+        .send(job)
+        .map_err(|_| Error::Interrupted("the restore threads stopped".into()))
 }
 
 /// One decode thread: opens, decodes, checks and writes the blobs of each fetched range.
@@ -304,9 +366,23 @@ fn write_fetch(
     let mut written = 0;
     for blob in &fetch.blobs {
         let from = (blob.location.offset as u64 - fetch.start) as usize;
-        let sealed = &mut bytes[from..from + blob.location.length as usize];
+        let Some(sealed) = bytes.get_mut(from..from + blob.location.length as usize) else {
+            let short = Error::Corrupt {
+                what: format!("pack {}", fetch.pack),
+                reason: "it is shorter than the index says".into(),
+            };
+            shared.record_damage(fetch.pack, blob, &short);
+            continue;
+        };
         let what = || format!("blob {} in pack {}", blob.id, fetch.pack);
-        let plaintext = open_blob_in_place(shared, decoder, blob, sealed, &what)?;
+        let plaintext = match open_blob_in_place(shared, decoder, blob, sealed, &what) {
+            Ok(plaintext) => plaintext,
+            Err(error) if is_damage(&error) => {
+                shared.record_damage(fetch.pack, blob, &error);
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
         for target in &blob.targets {
             writer.write_at(&shared.paths, target.entry, target.offset, plaintext)?;
             written += plaintext.len() as u64;

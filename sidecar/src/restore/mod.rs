@@ -5,6 +5,7 @@
 //! Memory stays flat whatever the size of the snapshot: fetched pack ranges live in a fixed set
 //! of reused buffers (the memory budget), and a fixed pool of threads decodes them (see `fetch`).
 
+mod damage;
 mod fetch;
 mod files;
 pub mod plan;
@@ -19,6 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use damage::{ByteRange, DamagedFile};
 pub use plan::plan_restore;
 
 /// The default of [`RestoreOptions::memory_budget_bytes`].
@@ -63,7 +65,9 @@ pub struct RestoreReport {
     pub warnings: Vec<String>,
 }
 
-/// Restores the tree `root` of a snapshot below `options.target`.
+/// Restores the tree `root` of a snapshot below `options.target`. When some content is damaged
+/// in the repository, everything else is still restored and the error
+/// [`Error::RestoreIncomplete`] names each damaged file and byte range.
 pub async fn restore(
     repo: &IndexedRepository,
     root: crate::ids::BlobId,
@@ -122,7 +126,7 @@ async fn restore_unlocked(
         concurrency: options.concurrency,
         decoders: options.decoders,
     };
-    let (bytes_written, bytes_fetched) = fetch::fetch_content(
+    let fetched = fetch::fetch_content(
         repo,
         &plan,
         paths.clone(),
@@ -138,16 +142,24 @@ async fn restore_unlocked(
     .await?;
     let restore_owner = options.restore_owner;
     let files = plan.files;
-    let finished = tokio::task::spawn_blocking(move || {
-        files::apply_metadata(&plan.entries, &plan.hard_links, &paths, restore_owner)
+    let finished = blocking({
+        let plan = plan.clone();
+        move || files::apply_metadata(&plan.entries, &plan.hard_links, &paths, restore_owner)
     })
-    .await
-    .map_err(|e| Error::Interrupted(e.to_string()))??;
+    .await?;
     warnings.extend(finished);
+    let damaged = damage::damaged_files(&plan, &fetched.damaged);
+    if !damaged.is_empty() {
+        // Every entry is restored and has its metadata: the error names what is missing.
+        for warning in &warnings {
+            tracing::warn!("{warning}");
+        }
+        return Err(Error::RestoreIncomplete { damaged });
+    }
     Ok(RestoreReport {
         files,
-        bytes_written,
-        bytes_fetched,
+        bytes_written: fetched.bytes_written,
+        bytes_fetched: fetched.bytes_fetched,
         warnings,
     })
 }

@@ -72,6 +72,49 @@ fn selection(path: &[u8], includes: &[Vec<u8>]) -> (bool, bool) {
     (selected, selected || on_the_way)
 }
 
+/// Plans where each content blob of the file entry `number` goes; checks that they add up to
+/// the file's size.
+fn plan_content(
+    repo: &IndexedRepository,
+    blobs: &mut HashMap<BlobId, PlannedBlob>,
+    number: usize,
+    path: &[u8],
+    size: u64,
+    content: &[BlobId],
+    tree_id: &BlobId,
+) -> Result<()> {
+    let mut offset = 0u64;
+    for id in content {
+        let location = repo.index().get(id).ok_or_else(|| Error::BlobMissing {
+            id: *id,
+            context: format!("content of /{}", String::from_utf8_lossy(path)),
+        })?;
+        blobs
+            .entry(*id)
+            .or_insert_with(|| PlannedBlob {
+                id: *id,
+                location,
+                targets: Vec::new(),
+            })
+            .targets
+            .push(BlobTarget {
+                entry: number,
+                offset,
+            });
+        offset += location.raw_length as u64;
+    }
+    if offset != size {
+        return Err(Error::Corrupt {
+            what: format!("tree {tree_id}"),
+            reason: format!(
+                "/{} has {size} bytes but its content adds up to {offset}",
+                String::from_utf8_lossy(path)
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Walks the snapshot's trees and plans the restore of what the includes select (all when empty).
 /// Include paths are snapshot paths such as `/data/db/table.sql`.
 pub async fn plan_restore(
@@ -136,35 +179,7 @@ pub async fn plan_restore(
                         first_link.insert(link_key, number);
                     }
                     plan.total_bytes += size;
-                    let mut offset = 0u64;
-                    for id in content {
-                        let location = repo.index().get(id).ok_or_else(|| Error::BlobMissing {
-                            id: *id,
-                            context: format!("content of /{}", String::from_utf8_lossy(&path)),
-                        })?;
-                        blobs
-                            .entry(*id)
-                            .or_insert_with(|| PlannedBlob {
-                                id: *id,
-                                location,
-                                targets: Vec::new(),
-                            })
-                            .targets
-                            .push(BlobTarget {
-                                entry: number,
-                                offset,
-                            });
-                        offset += location.raw_length as u64;
-                    }
-                    if offset != *size {
-                        return Err(Error::Corrupt {
-                            what: format!("tree {tree_id}"),
-                            reason: format!(
-                                "/{} has {size} bytes but its content adds up to {offset}",
-                                String::from_utf8_lossy(&path)
-                            ),
-                        });
-                    }
+                    plan_content(repo, &mut blobs, number, &path, *size, content, &tree_id)?;
                 }
                 _ if !selected => continue,
                 _ => {}
