@@ -174,7 +174,12 @@ impl ConditionStatus {
 
     /// The status of `condition`; a value Kubernetes does not define reads as `Unknown`.
     pub fn of(condition: &Condition) -> ConditionStatus {
-        match condition.status.as_str() {
+        ConditionStatus::parse(&condition.status)
+    }
+
+    /// A status as Kubernetes writes it (in any kind's conditions, a Job's among them).
+    pub fn parse(status: &str) -> ConditionStatus {
+        match status {
             "True" => ConditionStatus::True,
             "False" => ConditionStatus::False,
             _ => ConditionStatus::Unknown,

@@ -4,16 +4,16 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use neverwiped_contract::{ExitStatus, Operation, RunResult};
 
 use crate::api::{
     BackupPlanStatus, DatabaseRunRecord, MaintenanceRecord, RepositoryStatus, RestorePhase,
-    RestoreStatus, RunKind, RunOutcome, RunRecord,
+    RestoreStatus, RunKind, RunOutcome, RunRecord, RunTrigger,
 };
 use crate::conditions::{reasons, set_condition, types, ConditionStatus};
-use crate::job::{run_trigger_of, scheduled_time_of, ANNOTATION_DEADLINE, SIDECAR_CONTAINER};
+use crate::job::{scheduled_time_of, ANNOTATION_DEADLINE, SIDECAR_CONTAINER};
 use crate::plan::{not_ready, Problem};
 
 /// How many finished runs `status.history` keeps.
@@ -41,7 +41,7 @@ pub fn job_finished(job: &Job) -> Option<bool> {
     let is_true = |type_: &str| {
         conditions
             .iter()
-            .any(|c| c.type_ == type_ && c.status == "True")
+            .any(|c| c.type_ == type_ && ConditionStatus::parse(&c.status) == ConditionStatus::True)
     };
     if is_true("Complete") {
         Some(true)
@@ -112,9 +112,9 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
     let failed_condition = job_status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|conditions| {
-            conditions
-                .iter()
-                .find(|c| c.type_ == "Failed" && c.status == "True")
+            conditions.iter().find(|c| {
+                c.type_ == "Failed" && ConditionStatus::parse(&c.status) == ConditionStatus::True
+            })
         });
     let start_time = job_status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
     let completion_time = job_status
@@ -146,17 +146,7 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
 
     // The most specific explanation first: the kernel's, then Kubernetes', then the sidecar's.
     if terminated.and_then(|t| t.reason.as_deref()) == Some("OOMKilled") {
-        let limit = pod
-            .and_then(|p| p.spec.as_ref())
-            .and_then(|s| s.containers.iter().find(|c| c.name == SIDECAR_CONTAINER))
-            .and_then(|c| c.resources.as_ref())
-            .and_then(|r| r.limits.as_ref())
-            .and_then(|l| l.get("memory"))
-            .map(|q| q.0.clone())
-            .unwrap_or_else(|| "none".into());
-        let message = format!(
-            "the sidecar ran out of memory (memory limit {limit}); raise spec.pod.resources.limits.memory"
-        );
+        let message = out_of_memory_message(pod);
         return Some(end(
             RunOutcome::Failed,
             reasons::OOM_KILLED,
@@ -165,25 +155,10 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         ));
     }
     if failed_condition.and_then(|c| c.reason.as_deref()) == Some("DeadlineExceeded") {
-        let deadline = job
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_DEADLINE).cloned())
-            .or_else(|| {
-                job.spec
-                    .as_ref()
-                    .and_then(|s| s.active_deadline_seconds)
-                    .map(|secs| format!("{secs}s"))
-            })
-            .unwrap_or_else(|| "its deadline".into());
-        let message = format!(
-            "the run was still going after its deadline of {deadline} and was stopped; raise spec.deadline, or find out why it is slow"
-        );
         return Some(end(
             RunOutcome::Failed,
             reasons::DEADLINE_EXCEEDED,
-            Some(message),
+            Some(deadline_message(job)),
             result,
         ));
     }
@@ -195,25 +170,7 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         return Some(end(RunOutcome::Failed, reason, Some(message), None));
     }
     if let Some(terminated) = terminated {
-        let (reason, message) = if terminated.exit_code == 0 {
-            (
-                reasons::NO_RESULT,
-                "the sidecar exited successfully but wrote no result".to_owned(),
-            )
-        } else {
-            (
-                reasons::SIDECAR_CRASHED,
-                format!(
-                    "the sidecar exited with code {} ({}) without a result",
-                    terminated.exit_code,
-                    terminated.reason.as_deref().unwrap_or("Error")
-                ),
-            )
-        };
-        let message = match termination_message {
-            "" => message,
-            output => format!("{message}: {}", shorten(output)),
-        };
+        let (reason, message) = no_result(terminated, termination_message);
         return Some(end(RunOutcome::Failed, reason, Some(message), None));
     }
     if let Some(pod_status) = pod.and_then(|p| p.status.as_ref()) {
@@ -248,6 +205,68 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         )
     });
     Some(end(RunOutcome::Failed, reasons::JOB_FAILED, message, None))
+}
+
+/// Why the sidecar ran out of memory, with its limit.
+fn out_of_memory_message(pod: Option<&Pod>) -> String {
+    let limit = pod
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.containers.iter().find(|c| c.name == SIDECAR_CONTAINER))
+        .and_then(|c| c.resources.as_ref())
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .map(|q| q.0.clone())
+        .unwrap_or_else(|| "none".into());
+    format!(
+        "the sidecar ran out of memory (memory limit {limit}); raise spec.pod.resources.limits.memory"
+    )
+}
+
+/// What a run stopped at its deadline is told, with the deadline it had.
+fn deadline_message(job: &Job) -> String {
+    let deadline = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_DEADLINE).cloned())
+        .or_else(|| {
+            job.spec
+                .as_ref()
+                .and_then(|s| s.active_deadline_seconds)
+                .map(|secs| format!("{secs}s"))
+        })
+        .unwrap_or_else(|| "its deadline".into());
+    format!(
+        "the run was still going after its deadline of {deadline} and was stopped; raise spec.deadline, or find out why it is slow"
+    )
+}
+
+/// The reason and message of a sidecar that ended without a readable result, quoting what it
+/// left in its termination message.
+fn no_result(
+    terminated: &ContainerStateTerminated,
+    termination_message: &str,
+) -> (&'static str, String) {
+    let (reason, message) = if terminated.exit_code == 0 {
+        (
+            reasons::NO_RESULT,
+            "the sidecar exited successfully but wrote no result".to_owned(),
+        )
+    } else {
+        (
+            reasons::SIDECAR_CRASHED,
+            format!(
+                "the sidecar exited with code {} ({}) without a result",
+                terminated.exit_code,
+                terminated.reason.as_deref().unwrap_or("Error")
+            ),
+        )
+    };
+    let message = match termination_message {
+        "" => message,
+        output => format!("{message}: {}", shorten(output)),
+    };
+    (reason, message)
 }
 
 /// The outcome, reason and message the sidecar's own result gives.
@@ -321,8 +340,7 @@ fn to_i64(value: u64) -> i64 {
 }
 
 /// The run record of a finished backup Job.
-pub fn backup_run_record(job: &Job, end: &JobEnd) -> RunRecord {
-    let trigger = run_trigger_of(job);
+pub fn backup_run_record(job: &Job, trigger: RunTrigger, end: &JobEnd) -> RunRecord {
     let scheduled_time = scheduled_time_of(job).map(Time);
     let result = end.result.as_ref();
     let duration_seconds = result.map(|r| r.duration_secs.round() as i64).or_else(|| {
@@ -555,7 +573,7 @@ pub fn finish_restore(
 mod tests {
     use super::*;
     use crate::api::{ActiveRun, RunTrigger};
-    use crate::job::{ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER};
+    use crate::job::{run_trigger_of, ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER};
     use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateTerminated, ContainerStateWaiting, PodStatus,
@@ -670,7 +688,7 @@ mod tests {
         ));
         let end = job_end(&job, Some(&pod)).unwrap();
         assert_eq!(end.outcome, RunOutcome::Succeeded);
-        let record = backup_run_record(&job, &end);
+        let record = backup_run_record(&job, run_trigger_of(&job).unwrap(), &end);
         assert_eq!(record.reason, "Succeeded");
         assert_eq!(record.trigger, RunTrigger::CatchUp);
         assert_eq!(

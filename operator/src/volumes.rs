@@ -24,9 +24,9 @@ use crate::csi::{
     DEFAULT_STORAGE_CLASS_ANNOTATION, SNAPSHOT_GROUP,
 };
 use crate::job::{
-    common_labels, trigger_name, ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SCHEDULED_TIME,
-    ANNOTATION_SOURCE_CLAIM, ANNOTATION_TRIGGER, LABEL_OPERATION, LABEL_PLAN, LABEL_RESTORE,
-    LABEL_RUN,
+    common_labels, parse_trigger, trigger_name, UnknownTrigger, ANNOTATION_MANUAL_TRIGGER,
+    ANNOTATION_SCHEDULED_TIME, ANNOTATION_SOURCE_CLAIM, ANNOTATION_TRIGGER, LABEL_OPERATION,
+    LABEL_PLAN, LABEL_RESTORE, LABEL_RUN,
 };
 use crate::plan::Problem;
 
@@ -279,20 +279,26 @@ pub struct SnapshotRunInfo {
     pub manual_trigger: Option<String>,
 }
 
-/// The run a VolumeSnapshot was taken for.
-pub fn snapshot_run_info(snapshot: &VolumeSnapshot) -> SnapshotRunInfo {
+/// The run a VolumeSnapshot was taken for, with its `trigger` (see [`snapshot_trigger`]).
+pub fn snapshot_run_info(snapshot: &VolumeSnapshot, trigger: RunTrigger) -> SnapshotRunInfo {
     let annotations = snapshot.annotations();
     SnapshotRunInfo {
-        trigger: match annotations.get(ANNOTATION_TRIGGER).map(String::as_str) {
-            Some("Manual") => RunTrigger::Manual,
-            Some("CatchUp") => RunTrigger::CatchUp,
-            _ => RunTrigger::Schedule,
-        },
+        trigger,
         scheduled_time: annotations
             .get(ANNOTATION_SCHEDULED_TIME)
             .and_then(|t| t.parse().ok()),
         manual_trigger: annotations.get(ANNOTATION_MANUAL_TRIGGER).cloned(),
     }
+}
+
+/// The trigger of the run a VolumeSnapshot was taken for, from its annotation.
+pub fn snapshot_trigger(snapshot: &VolumeSnapshot) -> Result<RunTrigger, UnknownTrigger> {
+    parse_trigger(
+        snapshot
+            .annotations()
+            .get(ANNOTATION_TRIGGER)
+            .map(String::as_str),
+    )
 }
 
 /// The PersistentVolumeClaim a Restore creates to restore into. It has no owner: deleting the

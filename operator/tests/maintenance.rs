@@ -45,33 +45,16 @@ fn plan(namespace: &str) -> Value {
 
 #[tokio::test]
 async fn retention_runs_with_each_backup_and_a_scheduled_prune_reports_what_it_freed() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("prune").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("prune");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
-    kubectl(&[
-        "-n",
+    create_secret(
         ns,
-        "create",
-        "secret",
-        "generic",
         "orders-repository",
-        "--from-literal=password=repository-password-5a1e",
-    ]);
-    kubectl(&[
-        "-n",
-        ns,
-        "create",
-        "secret",
-        "generic",
-        "orders-db",
-        "--type=kubernetes.io/basic-auth",
-        "--from-literal=username=backup",
-        "--from-literal=password=db-password-77c0",
-    ]);
+        &[("password", "repository-password-5a1e")],
+    );
+    create_basic_auth_secret(ns, "orders-db", "backup", "db-password-77c0");
     let operator = Operator::start(ns);
     kubectl_stdin(&["apply", "-f", "-"], Some(&plan(ns).to_string()));
 

@@ -26,37 +26,13 @@ const PG_PASSWORD: &str = "pg-password-c44e";
 
 /// The Secrets, claims and application pod the example BackupPlan names.
 async fn create_example_world(client: &Client, namespace: &str) {
-    kubectl(&[
-        "-n",
+    create_secret(
         namespace,
-        "create",
-        "secret",
-        "generic",
         "shop-repository",
-        &format!("--from-literal=password={REPOSITORY_PASSWORD}"),
-    ]);
-    kubectl(&[
-        "-n",
-        namespace,
-        "create",
-        "secret",
-        "generic",
-        "gate-login",
-        "--type=kubernetes.io/basic-auth",
-        &format!("--from-literal=username={GATE_USERNAME}"),
-        &format!("--from-literal=password={GATE_PASSWORD}"),
-    ]);
-    kubectl(&[
-        "-n",
-        namespace,
-        "create",
-        "secret",
-        "generic",
-        "pg-backup",
-        "--type=kubernetes.io/basic-auth",
-        &format!("--from-literal=username={PG_USERNAME}"),
-        &format!("--from-literal=password={PG_PASSWORD}"),
-    ]);
+        &[("password", REPOSITORY_PASSWORD)],
+    );
+    create_basic_auth_secret(namespace, "gate-login", GATE_USERNAME, GATE_PASSWORD);
+    create_basic_auth_secret(namespace, "pg-backup", PG_USERNAME, PG_PASSWORD);
     create_claim(namespace, "uploads", &[]);
     create_claim(namespace, "media", &[("backup", "nightly")]);
     // The application that uses the ReadWriteOnce volume, on node-a: a Direct read must run there.
@@ -163,13 +139,10 @@ async fn event_seen(namespace: &str, reason: &str, message_part: &str) -> BTreeM
 
 #[tokio::test]
 async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("run").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("run");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
     create_example_world(&client, ns).await;
     let operator = Operator::start(ns);
 
@@ -424,13 +397,10 @@ async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() 
 
 #[tokio::test]
 async fn failed_runs_are_reported_with_their_real_reason() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("fail").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("fail");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
     create_example_world(&client, ns).await;
     let operator = Operator::start(ns);
     let mut plan = example_plan(ns);
@@ -544,25 +514,12 @@ async fn failed_runs_are_reported_with_their_real_reason() {
 
 #[tokio::test]
 async fn a_restore_applied_with_kubectl_runs_a_job_and_reports_what_it_restored() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("restore").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("restore");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
     create_example_world(&client, ns).await;
-    kubectl(&[
-        "-n",
-        ns,
-        "create",
-        "secret",
-        "generic",
-        "pg-admin",
-        "--type=kubernetes.io/basic-auth",
-        "--from-literal=username=postgres",
-        "--from-literal=password=admin-pw-55",
-    ]);
+    create_basic_auth_secret(ns, "pg-admin", "postgres", "admin-pw-55");
     let _operator = Operator::start(ns);
     let mut plan = example_plan(ns);
     plan["spec"]
@@ -687,13 +644,10 @@ async fn a_restore_applied_with_kubectl_runs_a_job_and_reports_what_it_restored(
 
 #[tokio::test]
 async fn a_missing_secret_sets_ready_false_and_the_plan_recovers_when_it_appears() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("secret").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("secret");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
     create_example_world(&client, ns).await;
     kubectl(&["-n", ns, "delete", "secret", "gate-login"]);
     let mut operator = Operator::start(ns);
@@ -738,17 +692,7 @@ async fn a_missing_secret_sets_ready_false_and_the_plan_recovers_when_it_appears
     assert_eq!(events, 1, "one Event per transition");
 
     // The Secret appears: the plan is Ready and runs, without waiting for a periodic recheck.
-    kubectl(&[
-        "-n",
-        ns,
-        "create",
-        "secret",
-        "generic",
-        "gate-login",
-        "--type=kubernetes.io/basic-auth",
-        &format!("--from-literal=username={GATE_USERNAME}"),
-        &format!("--from-literal=password={GATE_PASSWORD}"),
-    ]);
+    create_basic_auth_secret(ns, "gate-login", GATE_USERNAME, GATE_PASSWORD);
     job_created(&client, ns, "nightly-manual-1").await;
     let status = plan_status(ns, "nightly");
     assert_eq!(condition(&status, "Ready")["status"], "True");
@@ -778,11 +722,9 @@ async fn a_missing_secret_sets_ready_false_and_the_plan_recovers_when_it_appears
 
 #[tokio::test]
 async fn a_malformed_spec_is_rejected_by_the_schema_with_a_readable_error() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, .. }) = test_world("schema").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("schema");
+    };
     let ns = namespace.name.as_str();
     let cases: [(&str, Value, &str); 7] = [
         (
@@ -846,13 +788,10 @@ async fn a_malformed_spec_is_rejected_by_the_schema_with_a_readable_error() {
 
 #[tokio::test]
 async fn two_runs_of_one_plan_never_overlap() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("overlap").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("overlap");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
     create_example_world(&client, ns).await;
     let _operator = Operator::start(ns);
     let mut plan = example_plan(ns);
@@ -955,13 +894,10 @@ async fn two_runs_of_one_plan_never_overlap() {
 
 #[tokio::test]
 async fn deleting_a_plan_first_deletes_the_jobs_the_operator_created() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("delete").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("delete");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
     create_example_world(&client, ns).await;
     let operator = Operator::start(ns);
     apply(&example_plan(ns));
@@ -1010,13 +946,10 @@ async fn deleting_a_plan_first_deletes_the_jobs_the_operator_created() {
 
 #[tokio::test]
 async fn locks_left_by_a_killed_run_do_not_block_the_next_one() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("locks").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("locks");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
     create_example_world(&client, ns).await;
     let _operator = Operator::start(ns);
     let hostname = lock_hostname(ns, "nightly");

@@ -67,22 +67,11 @@ fn reporter_of_started(namespace: &str, job: &str) -> Option<String> {
 
 #[tokio::test]
 async fn only_the_leader_runs_and_another_replica_takes_over_when_it_dies() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = test_world("lease").await else {
         return;
-    }
-    apply_crds();
-    let namespace = TestNamespace::create("lease");
+    };
     let ns = namespace.name.as_str();
-    let client = client().await;
-    kubectl(&[
-        "-n",
-        ns,
-        "create",
-        "secret",
-        "generic",
-        "repository",
-        "--from-literal=password=pw",
-    ]);
+    create_secret(ns, "repository", &[("password", "pw")]);
     let claim = json!({
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": "data", "namespace": ns},

@@ -169,31 +169,21 @@ where
     .await;
 }
 
-fn setup(prefix: &str) -> TestNamespace {
-    apply_crds();
+/// [`test_world`] with the CSI snapshot CRDs and the repository's Secret.
+async fn setup(prefix: &str) -> Option<TestWorld> {
+    let world = test_world(prefix).await?;
     apply_snapshot_crds();
-    let namespace = TestNamespace::create(prefix);
-    kubectl(&[
-        "-n",
-        &namespace.name,
-        "create",
-        "secret",
-        "generic",
-        "repository",
-        "--from-literal=password=pw",
-    ]);
-    namespace
+    create_secret(&world.namespace.name, "repository", &[("password", "pw")]);
+    Some(world)
 }
 
 #[tokio::test]
 async fn auto_snapshots_a_volume_whose_driver_has_a_class_clones_it_for_the_job_and_cleans_up() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = setup("snap").await else {
         return;
-    }
-    let namespace = setup("snap");
+    };
     let ns = namespace.name.as_str();
     let driver = Driver::install(ns);
-    let client = client().await;
     create_claim(ns, "uploads", Some(&driver.storage_class));
     // No StorageClass: no snapshot; in use by an application on node-b.
     create_claim(ns, "scratch", None);
@@ -348,13 +338,11 @@ async fn auto_snapshots_a_volume_whose_driver_has_a_class_clones_it_for_the_job_
 
 #[tokio::test]
 async fn a_snapshot_that_fails_fails_the_run_with_the_drivers_error() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = setup("snapfail").await else {
         return;
-    }
-    let namespace = setup("snapfail");
+    };
     let ns = namespace.name.as_str();
     let driver = Driver::install(ns);
-    let client = client().await;
     create_claim(ns, "uploads", Some(&driver.storage_class));
     let _operator = Operator::start(ns);
     kubectl_stdin(
@@ -397,10 +385,9 @@ async fn a_snapshot_that_fails_fails_the_run_with_the_drivers_error() {
 
 #[tokio::test]
 async fn snapshot_settings_the_cluster_cannot_honour_set_ready_false() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, .. }) = setup("snapclass").await else {
         return;
-    }
-    let namespace = setup("snapclass");
+    };
     let ns = namespace.name.as_str();
     let driver = Driver::install(ns);
     create_claim(ns, "uploads", Some(&driver.storage_class));
@@ -433,13 +420,11 @@ async fn snapshot_settings_the_cluster_cannot_honour_set_ready_false() {
 
 #[tokio::test]
 async fn deleting_a_plan_while_its_snapshots_get_ready_deletes_them() {
-    if !api_server_or_skip() {
+    let Some(TestWorld { namespace, client }) = setup("snapdel").await else {
         return;
-    }
-    let namespace = setup("snapdel");
+    };
     let ns = namespace.name.as_str();
     let driver = Driver::install(ns);
-    let client = client().await;
     create_claim(ns, "uploads", Some(&driver.storage_class));
     let _operator = Operator::start(ns);
     kubectl_stdin(

@@ -38,6 +38,8 @@ pub mod events {
     pub const BACKUP_SUCCEEDED: &str = "BackupSucceeded";
     /// A backup failed; the note says why.
     pub const BACKUP_FAILED: &str = "BackupFailed";
+    /// A run's trigger annotation could not be read.
+    pub const UNKNOWN_TRIGGER: &str = "UnknownTrigger";
     /// Scheduled runs were missed.
     pub const MISSED_RUNS: &str = "MissedRuns";
     /// A restore Job was created.
@@ -256,11 +258,21 @@ pub async fn run(
     ctx: Arc<Context>,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let stop = futures::FutureExt::shared(Box::pin(stop));
+    futures::join!(
+        run_plans(ctx.clone(), stop.clone()),
+        run_restores(ctx, stop)
+    );
+}
+
+/// The BackupPlan controller: plans, their Jobs, and the Secrets and claims they wait for.
+async fn run_plans<F>(ctx: Arc<Context>, stop: F)
+where
+    F: std::future::Future<Output = ()> + Send + Sync + 'static,
+{
     let client = ctx.client.clone();
     let namespace = ctx.settings.watch_namespace.clone();
     let namespace = namespace.as_deref();
-    let stop = futures::FutureExt::shared(Box::pin(stop));
-
     let plans = Controller::new(
         scoped_api::<BackupPlan>(&client, namespace),
         watcher::Config::default(),
@@ -298,14 +310,24 @@ pub async fn run(
                 .map(|plan| ObjectRef::from_obj(plan.as_ref()))
                 .collect::<Vec<_>>()
         })
-        .graceful_shutdown_on(stop.clone())
+        .graceful_shutdown_on(stop)
         .run(backup_plan::reconcile, error_policy, ctx.clone())
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "BackupPlan controller");
             }
         });
+    plans.await;
+}
 
+/// The Restore controller.
+async fn run_restores<F>(ctx: Arc<Context>, stop: F)
+where
+    F: std::future::Future<Output = ()> + Send + Sync + 'static,
+{
+    let client = ctx.client.clone();
+    let namespace = ctx.settings.watch_namespace.clone();
+    let namespace = namespace.as_deref();
     // A Restore waits for its plan, Secrets and claims: any change of those in its namespace wakes
     // the unfinished Restores there (they are few and short-lived).
     let restores = Controller::new(
@@ -359,7 +381,7 @@ pub async fn run(
                 tracing::debug!(%error, "Restore controller");
             }
         });
-    futures::join!(plans, restores);
+    restores.await;
 }
 
 /// Fetches the keys of the Secrets `uses` names; a Secret that does not exist is left out.

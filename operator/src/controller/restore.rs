@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::recorder::EventType;
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -16,7 +16,7 @@ use kube::ResourceExt;
 
 use super::effects::{execute, Create, Delete, Effects, PlannedEvent};
 use super::{events, fetch_secret_keys, pod_of, Context, Error, Settings};
-use crate::api::{BackupPlan, Restore, RestorePhase, RestoreStatus};
+use crate::api::{BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus};
 use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
 use crate::plan::{
@@ -87,62 +87,76 @@ pub fn decide(
     now: Timestamp,
     settings: &Settings,
 ) -> RestoreDecision {
-    let generation = restore.metadata.generation;
-    let mut status = restore.status.clone().unwrap_or_default();
     let mut decision = RestoreDecision {
-        status: RestoreStatus::default(),
+        status: restore.status.clone().unwrap_or_default(),
         create_claims: Vec::new(),
         create_job: None,
         delete_job: None,
         events: Vec::new(),
         requeue_after: None,
     };
-    if status.phase.is_some_and(RestorePhase::is_finished) {
-        decision.status = status;
+    if decision.status.phase.is_some_and(RestorePhase::is_finished) {
         return decision;
     }
-    status.observed_generation = generation;
-
-    // The Job exists: follow it to its end.
-    if let Some(job) = &observed.job {
-        let end = match job_state(job, pod_of(job, &observed.pods), now) {
-            JobState::Running => None,
-            JobState::Ended(end) => Some(end),
-            JobState::Blocked(end) => {
-                decision.delete_job = job.metadata.name.clone();
-                Some(end)
-            }
-        };
-        match end {
-            Some(end) => {
-                finish_restore(&mut status, &end, generation, now);
-                let succeeded = end.outcome.is_success();
-                decision.events.push(PlannedEvent {
-                    type_: if succeeded {
-                        EventType::Normal
-                    } else {
-                        EventType::Warning
-                    },
-                    reason: if succeeded {
-                        events::RESTORE_SUCCEEDED
-                    } else {
-                        events::RESTORE_FAILED
-                    }
-                    .into(),
-                    note: status.message.clone().unwrap_or_default(),
-                });
-            }
-            None => {
-                status.phase = Some(RestorePhase::Running);
-                status.job_name = job.metadata.name.clone();
-                decision.requeue_after = Some(ACTIVE_REQUEUE);
-            }
+    decision.status.observed_generation = restore.metadata.generation;
+    match &observed.job {
+        // The Job exists: follow it to its end.
+        Some(job) => follow(restore, job, observed, now, &mut decision),
+        None => {
+            let checked = check(restore, observed, &mut decision);
+            start_or_wait(restore, observed, checked, now, settings, &mut decision);
         }
-        decision.status = status;
-        return decision;
     }
+    decision
+}
 
-    // Not started: everything it names must exist.
+/// Follows the Restore's Job: records its end, or shows it running.
+fn follow(
+    restore: &Restore,
+    job: &Job,
+    observed: &ObservedRestore,
+    now: Timestamp,
+    decision: &mut RestoreDecision,
+) {
+    let end = match job_state(job, pod_of(job, &observed.pods), now) {
+        JobState::Running => None,
+        JobState::Ended(end) => Some(end),
+        JobState::Blocked(end) => {
+            decision.delete_job = job.metadata.name.clone();
+            Some(end)
+        }
+    };
+    let status = &mut decision.status;
+    let Some(end) = end else {
+        status.phase = Some(RestorePhase::Running);
+        status.job_name = job.metadata.name.clone();
+        decision.requeue_after = Some(ACTIVE_REQUEUE);
+        return;
+    };
+    finish_restore(status, &end, restore.metadata.generation, now);
+    let (type_, reason) = match end.outcome.is_success() {
+        true => (EventType::Normal, events::RESTORE_SUCCEEDED),
+        false => (EventType::Warning, events::RESTORE_FAILED),
+    };
+    let note = status.message.clone().unwrap_or_default();
+    decision.events.push(PlannedEvent {
+        type_,
+        reason: reason.into(),
+        note,
+    });
+}
+
+/// What a Restore that has not started names, checked.
+struct Checked {
+    problems: Vec<Problem>,
+    /// The engine of each database entry.
+    database_types: BTreeMap<String, DatabaseType>,
+    /// The plan's deadline, when it parses.
+    deadline: Option<SignedDuration>,
+}
+
+/// Checks that everything the Restore names exists; the claims it is to create go on `decision`.
+fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDecision) -> Checked {
     let spec = &restore.spec;
     let mut problems = Vec::new();
     let mut database_types = BTreeMap::new();
@@ -208,6 +222,30 @@ pub fn decide(
         }
     }
 
+    Checked {
+        problems,
+        database_types,
+        deadline,
+    }
+}
+
+/// Starts the Job when everything exists; otherwise a `Ready=False` condition (and an Event when
+/// it changed), and a look again later.
+fn start_or_wait(
+    restore: &Restore,
+    observed: &ObservedRestore,
+    checked: Checked,
+    now: Timestamp,
+    settings: &Settings,
+    decision: &mut RestoreDecision,
+) {
+    let generation = restore.metadata.generation;
+    let Checked {
+        problems,
+        database_types,
+        deadline,
+    } = checked;
+    let mut status = std::mem::take(&mut decision.status);
     let ready_before = find_condition(&status.conditions, types::READY)
         .map(|c| (c.status.clone(), c.reason.clone()));
     match (not_ready(&problems), &observed.plan, deadline) {
@@ -277,7 +315,6 @@ pub fn decide(
         }
     }
     decision.status = status;
-    decision
 }
 
 /// Reconciles one Restore.
@@ -489,5 +526,64 @@ mod tests {
         let decision = decide(&restore, &observed(), now(), &Settings::with_image("s"));
         assert!(decision.create_job.is_none());
         assert_eq!(decision.requeue_after, None);
+    }
+
+    /// A restore Job whose pod cannot pull its image, started at `started`.
+    fn blocked_job(started: &str) -> (Job, Pod) {
+        use k8s_openapi::api::batch::v1::JobStatus;
+        use k8s_openapi::api::core::v1::{
+            ContainerState, ContainerStateWaiting, ContainerStatus, PodStatus,
+        };
+        let mut job = Job::default();
+        job.metadata.name = Some("back-restore".into());
+        job.metadata.uid = Some("uid-job".into());
+        job.status = Some(JobStatus {
+            start_time: Some(Time(started.parse().unwrap())),
+            ..JobStatus::default()
+        });
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("back-restore-x".into());
+        pod.metadata.labels = Some([("job-name".to_string(), "back-restore".to_string())].into());
+        pod.status = Some(PodStatus {
+            phase: Some("Pending".into()),
+            container_statuses: Some(vec![ContainerStatus {
+                name: crate::job::SIDECAR_CONTAINER.into(),
+                image: "sidecar:missing".into(),
+                state: Some(ContainerState {
+                    waiting: Some(ContainerStateWaiting {
+                        reason: Some("ImagePullBackOff".into()),
+                        message: Some("Back-off pulling image".into()),
+                    }),
+                    ..ContainerState::default()
+                }),
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        });
+        (job, pod)
+    }
+
+    #[test]
+    fn a_restore_whose_pod_cannot_start_fails_now_with_its_jobs_start_time() {
+        let mut restore = restore(true);
+        // The status of the create was lost: the Job's own start time is what is known.
+        restore.status = Some(RestoreStatus {
+            phase: Some(RestorePhase::Running),
+            ..RestoreStatus::default()
+        });
+        let (job, pod) = blocked_job("2026-12-01T09:58:00Z");
+        let mut observed = observed();
+        observed.job = Some(job);
+        observed.pods = vec![pod];
+        let decision = decide(&restore, &observed, now(), &Settings::with_image("s"));
+        assert_eq!(decision.status.phase, Some(RestorePhase::Failed));
+        assert_eq!(decision.delete_job.as_deref(), Some("back-restore"));
+        assert_eq!(
+            decision.status.start_time,
+            Some(Time("2026-12-01T09:58:00Z".parse().unwrap()))
+        );
+        assert_eq!(decision.status.completion_time, Some(Time(now())));
+        let complete = find_condition(&decision.status.conditions, types::COMPLETE).unwrap();
+        assert_eq!(complete.reason, "ImagePullFailed");
     }
 }

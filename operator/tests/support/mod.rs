@@ -104,11 +104,57 @@ pub fn kubectl_stdin(args: &[&str], stdin: Option<&str>) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Creates the Secret `name` holding `data` (key, value), through kubectl's standard input: no
+/// value appears on a command line.
+pub fn create_secret(namespace: &str, name: &str, data: &[(&str, &str)]) {
+    create_secret_of_type(namespace, name, "Opaque", data);
+}
+
+/// Creates a `kubernetes.io/basic-auth` Secret, as the plans' credentials are.
+pub fn create_basic_auth_secret(namespace: &str, name: &str, username: &str, password: &str) {
+    let data = [("username", username), ("password", password)];
+    create_secret_of_type(namespace, name, "kubernetes.io/basic-auth", &data);
+}
+
+fn create_secret_of_type(namespace: &str, name: &str, type_: &str, data: &[(&str, &str)]) {
+    let string_data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(key, value)| (key.to_string(), Value::from(*value)))
+        .collect();
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "type": type_,
+        "stringData": string_data,
+    });
+    kubectl_stdin(&["create", "-f", "-"], Some(&secret.to_string()));
+}
+
 /// `kubectl get ... -o json`, parsed.
 pub fn kubectl_json(args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
     serde_json::from_str(&kubectl(&all)).expect("kubectl prints JSON")
+}
+
+/// What a test against the API server starts from: the CRDs applied, a namespace of its own (gone
+/// with it), and a client.
+pub struct TestWorld {
+    pub namespace: TestNamespace,
+    pub client: Client,
+}
+
+/// Sets up a test against the API server; `None` when there is none (the test skips; see
+/// [`api_server_or_skip`]).
+pub async fn test_world(prefix: &str) -> Option<TestWorld> {
+    if !api_server_or_skip() {
+        return None;
+    }
+    apply_crds();
+    Some(TestWorld {
+        namespace: TestNamespace::create(prefix),
+        client: client().await,
+    })
 }
 
 /// Applies the committed CRDs with `kubectl apply` (once per test process) and waits until they

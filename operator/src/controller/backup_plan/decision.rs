@@ -6,11 +6,11 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use crate::api::{BackupPlanStatus, MaintenanceRecord, RunOutcome, RunRecord};
+use crate::api::{BackupPlanStatus, MaintenanceRecord, RunOutcome, RunRecord, RunTrigger};
 use crate::controller::effects::{Create, Delete, Effects, PlannedEvent};
 use crate::controller::events;
 use crate::csi::VolumeSnapshot;
-use crate::job::MaintenanceKind;
+use crate::job::{MaintenanceKind, UnknownTrigger};
 use crate::recorder::EventType;
 use crate::status::record_backup_run;
 
@@ -69,6 +69,23 @@ impl PlanDecision {
         self.events.push(finished_event(&record));
         record_backup_run(&mut self.status, record.clone(), now);
         self.finished.push(record);
+    }
+
+    /// The trigger `object` (a Job or VolumeSnapshot of a run) names; one that cannot be read is
+    /// reported in a Warning Event, and the run counts as a scheduled one.
+    pub fn trigger(
+        &mut self,
+        object: &str,
+        parsed: Result<RunTrigger, UnknownTrigger>,
+    ) -> RunTrigger {
+        parsed.unwrap_or_else(|error| {
+            self.events.push(PlannedEvent {
+                type_: EventType::Warning,
+                reason: events::UNKNOWN_TRIGGER.into(),
+                note: format!("{object}: {error}; the run counts as a scheduled one"),
+            });
+            RunTrigger::Schedule
+        })
     }
 
     /// Deletes the Job `name` (once, however many reasons there are).

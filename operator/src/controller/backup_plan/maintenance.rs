@@ -72,10 +72,11 @@ pub fn observe(
             let end = match job_state(job, pod_of(job, pods), now) {
                 JobState::Ended(end) | JobState::Blocked(end) => end,
                 JobState::Running => {
+                    let trigger = decision.trigger(&name, crate::job::run_trigger_of(job));
                     active = Some(ActiveRun {
                         job_name: name,
                         kind: kind.run_kind(),
-                        trigger: crate::job::run_trigger_of(job),
+                        trigger,
                         scheduled_time: crate::job::scheduled_time_of(job).map(Time),
                         start_time: job.metadata.creation_timestamp.clone(),
                     });

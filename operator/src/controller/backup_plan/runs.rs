@@ -67,7 +67,7 @@ pub fn observe(
         let end = match job_state(job, pod_of(job, pods), now) {
             JobState::Ended(end) => end,
             JobState::Blocked(end) => {
-                decision.delete.push(job_name);
+                decision.delete.push(job_name.clone());
                 end
             }
             JobState::Running => {
@@ -75,7 +75,8 @@ pub fn observe(
                 continue;
             }
         };
-        let record = backup_run_record(job, &end);
+        let trigger = decision.trigger(&job_name, run_trigger_of(job));
+        let record = backup_run_record(job, trigger, &end);
         record_repository(&mut decision.status, &end, now);
         decision.record_backup(record, now);
     }
@@ -100,12 +101,10 @@ pub fn observe(
         decision.delete_job(name);
     }
     active.map(|job| {
-        backup_run(
-            job.name_any(),
-            run_trigger_of(job),
-            scheduled_time_of(job),
-            job.metadata.creation_timestamp.clone(),
-        )
+        let name = job.name_any();
+        let trigger = decision.trigger(&name, run_trigger_of(job));
+        let start = job.metadata.creation_timestamp.clone();
+        backup_run(name, trigger, scheduled_time_of(job), start)
     })
 }
 

@@ -20,7 +20,9 @@ use crate::controller::Settings;
 use crate::csi::VolumeSnapshot;
 use crate::job::{backup_job, BackupRun, BackupVolumeMount, LABEL_RUN};
 use crate::schedule::parse_duration;
-use crate::volumes::{run_snapshot, snapshot_clone, snapshot_run_info, SnapshotRunInfo};
+use crate::volumes::{
+    run_snapshot, snapshot_clone, snapshot_run_info, snapshot_trigger, SnapshotRunInfo,
+};
 
 /// Finds the run being prepared: VolumeSnapshots of a run whose Job does not exist yet (and was
 /// not recorded). A run whose snapshots failed is recorded as failed instead. `backups` are the
@@ -46,7 +48,8 @@ pub fn observe<'a>(
         if over || backup_running || preparing.is_some() {
             continue;
         }
-        let info = snapshot_run_info(snapshots[0]);
+        let trigger = decision.trigger(&run, snapshot_trigger(snapshots[0]));
+        let info = snapshot_run_info(snapshots[0], trigger);
         let started = snapshots
             .iter()
             .filter_map(|s| s.metadata.creation_timestamp.as_ref().map(|t| t.0))

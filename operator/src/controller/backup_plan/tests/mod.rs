@@ -384,3 +384,35 @@ fn a_manual_trigger_runs_now_even_when_suspended() {
     );
     assert_eq!(decision.status.next_schedule_time, None);
 }
+
+#[test]
+fn a_job_whose_trigger_annotation_is_unknown_is_reported_not_taken_silently() {
+    let mut observed = observed();
+    let mut running = finished_job("nightly-manual-1", "2026-11-30T02:00:00Z");
+    running.status = Some(JobStatus::default());
+    running
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(ANNOTATION_TRIGGER.into(), "Sometimes".into());
+    observed.jobs.push(running);
+    let decision = decide(&plan(), &observed, at("2026-11-30T02:30:00Z"), &settings());
+    let warning = decision
+        .events
+        .iter()
+        .find(|e| e.reason == events::UNKNOWN_TRIGGER)
+        .expect("an UnknownTrigger Event");
+    assert_eq!(warning.type_, EventType::Warning);
+    assert!(
+        warning.note.contains("nightly-manual-1") && warning.note.contains("\"Sometimes\""),
+        "{}",
+        warning.note
+    );
+    // The run still occupies the plan: nothing else starts beside it.
+    assert!(decision.create.is_none());
+    assert_eq!(
+        decision.status.active_run.unwrap().trigger,
+        RunTrigger::Schedule
+    );
+}

@@ -1,0 +1,188 @@
+//! The Jobs the operator runs: a BackupPlan's backup and a Restore's restore, as plain values.
+//!
+//! Everything the sidecar needs goes through the pod spec: arguments (never a secret), Secrets as
+//! files or environment variables, volumes, the deadline. The pod has no Kubernetes API access and
+//! as few privileges as reading (or writing back) other users' files allows.
+//!
+//! One module per Job: [`backup`], [`maintenance`] (prune, check), [`restore`]; [`pod`] builds the
+//! pod they share. This module holds the names, labels and annotations they are known by.
+
+mod backup;
+mod maintenance;
+mod pod;
+mod restore;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+
+use crate::api::{DatabaseType, RunTrigger};
+
+pub use backup::{backup_job, backup_job_name, keep_rules, BackupRun, BackupVolumeMount};
+pub use maintenance::{maintenance_job, maintenance_job_name, MaintenanceKind, MaintenanceRun};
+pub use restore::{restore_job, restore_job_name, RestoreRun};
+
+/// Name of the sidecar container in every Job's pod.
+pub const SIDECAR_CONTAINER: &str = "sidecar";
+/// Where the sidecar writes its result: the container's termination message.
+pub const RESULT_FILE: &str = "/dev/termination-log";
+/// Volumes are backed up from `/data/<claim name>`, so snapshots name them the same whichever
+/// copy (the live PVC or a clone from a VolumeSnapshot) was read.
+pub const DATA_ROOT: &str = "/data";
+/// Restores write under this directory: `/restore` + the path in the snapshot.
+pub const RESTORE_ROOT: &str = "/restore";
+/// Secrets are mounted as files below this directory.
+pub const SECRETS_ROOT: &str = "/var/run/neverwiped";
+
+/// Label: the BackupPlan a Job belongs to.
+pub const LABEL_PLAN: &str = "neverwiped.io/plan";
+/// Label: the Restore a Job belongs to.
+pub const LABEL_RESTORE: &str = "neverwiped.io/restore";
+/// Label: `backup` or `restore`.
+pub const LABEL_OPERATION: &str = "neverwiped.io/operation";
+/// Label: the run (its Job's name) a VolumeSnapshot or a cloned PersistentVolumeClaim is for.
+pub const LABEL_RUN: &str = "neverwiped.io/run";
+/// Annotation: the PersistentVolumeClaim a VolumeSnapshot or a clone copies.
+pub const ANNOTATION_SOURCE_CLAIM: &str = "neverwiped.io/source-claim";
+/// Annotation: the scheduled time (RFC 3339) a backup runs for.
+pub const ANNOTATION_SCHEDULED_TIME: &str = "neverwiped.io/scheduled-time";
+/// Annotation: the [`RunTrigger`] of a backup.
+pub const ANNOTATION_TRIGGER: &str = "neverwiped.io/trigger";
+/// Annotation: the `spec.manualTrigger` value a manual backup runs for.
+pub const ANNOTATION_MANUAL_TRIGGER: &str = "neverwiped.io/manual-trigger";
+/// Annotation: the deadline of the run, as written in the spec.
+pub const ANNOTATION_DEADLINE: &str = "neverwiped.io/deadline";
+
+/// The value of `app.kubernetes.io/managed-by` on everything the operator creates.
+pub const MANAGED_BY: &str = "neverwiped-operator";
+/// Kubernetes copies a Job's name into a label value of its pods: at most 63 characters.
+const MAX_JOB_NAME_LEN: usize = 63;
+/// A pod's host name is a DNS label.
+const MAX_HOSTNAME_LEN: usize = 63;
+
+/// Operator-wide settings of the Jobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSettings {
+    /// The sidecar image.
+    pub image: String,
+    /// `Always`, `IfNotPresent` or `Never`; Kubernetes' default when `None`.
+    pub image_pull_policy: Option<String>,
+    /// Resources of the sidecar container when the plan sets none.
+    pub default_resources: Option<ResourceRequirements>,
+}
+
+/// The host name of every backup pod of a plan, which the sidecar records in its repository locks:
+/// the plan's name (made a DNS label) and a hash of `namespace/plan`, so that it differs between
+/// plans that share a repository and stays the same across the plan's runs. A run's locks can thus
+/// be told apart from other plans' and removed once no pod of the plan is alive.
+pub fn lock_hostname(namespace: &str, plan: &str) -> String {
+    // FNV-1a, 64 bits: stable across releases and platforms, unlike std's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in format!("{namespace}/{plan}").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let prefix: String = plan
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(MAX_HOSTNAME_LEN - 17)
+        .collect();
+    let prefix = prefix.trim_matches('-');
+    if prefix.is_empty() {
+        format!("nw-{hash:016x}")
+    } else {
+        format!("{prefix}-{hash:016x}")
+    }
+}
+
+fn job_name(prefix: &str, suffix: &str) -> String {
+    let room = MAX_JOB_NAME_LEN - suffix.len() - 1;
+    let prefix: String = prefix.chars().take(room).collect();
+    format!("{}-{suffix}", prefix.trim_end_matches(['-', '.']))
+}
+
+/// How long a Job waits for another process's repository lock (another plan's prune or backup of
+/// a shared repository) before it fails with `RepositoryLocked`: half its deadline, at most 30
+/// minutes.
+fn lock_wait(deadline: SignedDuration) -> String {
+    let seconds = (deadline.as_secs() / 2).clamp(0, 30 * 60);
+    format!("{seconds}s")
+}
+
+/// A run trigger annotation this operator cannot read (edited by hand, or written by another
+/// version): reported, never taken for a scheduled run without a word.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("annotation {ANNOTATION_TRIGGER} is {0:?}, not one of Schedule, CatchUp, Manual")]
+pub struct UnknownTrigger(pub Option<String>);
+
+/// A run trigger from its name in annotations (see [`trigger_name`]).
+pub fn parse_trigger(name: Option<&str>) -> Result<RunTrigger, UnknownTrigger> {
+    match name {
+        Some("Schedule") => Ok(RunTrigger::Schedule),
+        Some("CatchUp") => Ok(RunTrigger::CatchUp),
+        Some("Manual") => Ok(RunTrigger::Manual),
+        other => Err(UnknownTrigger(other.map(str::to_owned))),
+    }
+}
+
+/// The trigger a Job of a plan was created for, from its annotation.
+pub fn run_trigger_of(job: &Job) -> Result<RunTrigger, UnknownTrigger> {
+    parse_trigger(job_annotation(job, ANNOTATION_TRIGGER))
+}
+
+/// The scheduled time a Job of a plan runs for, from its annotation.
+pub fn scheduled_time_of(job: &Job) -> Option<Timestamp> {
+    job_annotation(job, ANNOTATION_SCHEDULED_TIME)?.parse().ok()
+}
+
+/// One annotation of a Job.
+pub fn job_annotation<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// The name of a run trigger in annotations.
+pub fn trigger_name(trigger: RunTrigger) -> &'static str {
+    match trigger {
+        RunTrigger::Schedule => "Schedule",
+        RunTrigger::CatchUp => "CatchUp",
+        RunTrigger::Manual => "Manual",
+    }
+}
+
+/// `scheme://$(USERNAME_VAR)@host:port`: Kubernetes expands the variable from the Secret before
+/// the sidecar starts, so the user name never appears in the Job's spec.
+fn database_uri(engine: DatabaseType, username_var: &str, host: &str, port: u16) -> String {
+    format!("{}://$({username_var})@{host}:{port}", engine.uri_scheme())
+}
+
+/// The labels of everything the operator creates for an `operation` (`backup`, `restore`,
+/// `prune`, `check`).
+pub fn common_labels(operation: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_owned(), "neverwiped".to_owned()),
+        (
+            "app.kubernetes.io/component".to_owned(),
+            operation.to_owned(),
+        ),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            MANAGED_BY.to_owned(),
+        ),
+        (LABEL_OPERATION.to_owned(), operation.to_owned()),
+    ])
+}

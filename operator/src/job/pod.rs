@@ -1,0 +1,324 @@
+//! The pod every Job runs: one sidecar container with the repository's Secrets as files and
+//! variables, the volumes it reads or writes, a read-only root, no Kubernetes API access, and
+//! only the privileges the operation needs.
+
+use std::collections::BTreeMap;
+
+use jiff::SignedDuration;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
+    NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec,
+    SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use neverwiped_contract::cli::{self, env};
+
+use super::{JobSettings, RESULT_FILE, SECRETS_ROOT, SIDECAR_CONTAINER};
+use crate::api::{CredentialsSecretRef, PodSettings, SecretKeyRef};
+
+/// The user a pod that reads no volumes runs as.
+pub(super) const UNPRIVILEGED_UID: i64 = 65532;
+
+/// The environment variable name for a database entry (`orders-eu` → `ORDERS_EU`).
+fn env_suffix(name: &str) -> String {
+    name.to_ascii_uppercase().replace(['-', '.'], "_")
+}
+
+pub(super) enum Privileges {
+    /// Root, with only these capabilities.
+    Root(&'static [&'static str]),
+    /// A non-root user with no capabilities.
+    Unprivileged,
+}
+
+#[derive(Default)]
+pub(super) struct PodBuilder {
+    volumes: Vec<Volume>,
+    mounts: Vec<VolumeMount>,
+    env: Vec<EnvVar>,
+    mounts_claims: bool,
+}
+
+pub(super) struct FinishedPod<'a> {
+    pub(super) name: String,
+    pub(super) namespace: String,
+    pub(super) labels: BTreeMap<String, String>,
+    pub(super) annotations: BTreeMap<String, String>,
+    pub(super) owner: Option<OwnerReference>,
+    pub(super) args: Vec<String>,
+    pub(super) privileges: Privileges,
+    pub(super) deadline: SignedDuration,
+    pub(super) node_name: Option<String>,
+    pub(super) hostname: Option<String>,
+    pub(super) pod_settings: Option<&'a PodSettings>,
+    pub(super) settings: &'a JobSettings,
+}
+
+impl PodBuilder {
+    pub(super) fn mount_repository(
+        &mut self,
+        password: &SecretKeyRef,
+        credentials: Option<&CredentialsSecretRef>,
+        ca: Option<&SecretKeyRef>,
+    ) {
+        let file = self.mount_secret_key(
+            "repository-password",
+            &password.name,
+            &password.key,
+            "repository",
+            "password",
+        );
+        self.env_value(env::PASSWORD_FILE, file);
+        if let Some(credentials) = credentials {
+            self.env_from_secret(
+                env::GATE_USERNAME,
+                &credentials.name,
+                &credentials.username_key,
+            );
+            let file = self.mount_secret_key(
+                "gate-password",
+                &credentials.name,
+                &credentials.password_key,
+                "gate",
+                "password",
+            );
+            self.env_value(env::GATE_PASSWORD_FILE, file);
+        }
+        if let Some(ca) = ca {
+            let file = self.mount_secret_key("gate-ca", &ca.name, &ca.key, "gate-ca", "ca.crt");
+            self.env_value(env::GATE_CA_FILE, file);
+        }
+    }
+
+    /// Mounts a database's password as a file and its user name as a variable; returns the
+    /// variable's name and the file's path.
+    pub(super) fn mount_database_credentials(
+        &mut self,
+        entry: &str,
+        credentials: &CredentialsSecretRef,
+    ) -> (String, String) {
+        let username_var = format!("{}{}", env::DB_USERNAME_PREFIX, env_suffix(entry));
+        self.env_from_secret(&username_var, &credentials.name, &credentials.username_key);
+        let index = self.volumes.len();
+        let file = self.mount_secret_key(
+            &format!("db-{index}-password"),
+            &credentials.name,
+            &credentials.password_key,
+            &format!("databases/{entry}"),
+            "password",
+        );
+        (username_var, file)
+    }
+
+    /// Mounts one key of a Secret as `SECRETS_ROOT/<directory>/<file>`; returns the path.
+    fn mount_secret_key(
+        &mut self,
+        volume: &str,
+        secret: &str,
+        key: &str,
+        directory: &str,
+        file: &str,
+    ) -> String {
+        let mount_path = format!("{SECRETS_ROOT}/{directory}");
+        self.volumes.push(Volume {
+            name: volume.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.into()),
+                items: Some(vec![KeyToPath {
+                    key: key.into(),
+                    path: file.into(),
+                    mode: None,
+                }]),
+                // Owner read-only; `fsGroup` makes it readable by a non-root sidecar.
+                default_mode: Some(0o440),
+                optional: Some(false),
+            }),
+            ..Volume::default()
+        });
+        self.mounts.push(VolumeMount {
+            name: volume.into(),
+            mount_path: mount_path.clone(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+        format!("{mount_path}/{file}")
+    }
+
+    pub(super) fn mount_claim(&mut self, volume: &str, claim: &str, path: &str, read_only: bool) {
+        self.mounts_claims = true;
+        self.volumes.push(Volume {
+            name: volume.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: Some(read_only),
+            }),
+            ..Volume::default()
+        });
+        self.mounts.push(VolumeMount {
+            name: volume.into(),
+            mount_path: path.into(),
+            read_only: Some(read_only),
+            ..VolumeMount::default()
+        });
+    }
+
+    fn env_value(&mut self, name: &str, value: String) {
+        self.env.push(EnvVar {
+            name: name.into(),
+            value: Some(value),
+            value_from: None,
+        });
+    }
+
+    fn env_from_secret(&mut self, name: &str, secret: &str, key: &str) {
+        self.env.push(EnvVar {
+            name: name.into(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret.into(),
+                    key: key.into(),
+                    optional: Some(false),
+                }),
+                ..EnvVarSource::default()
+            }),
+        });
+    }
+
+    /// The Job: the sidecar container with everything mounted so far, in a pod that runs once.
+    pub(super) fn finish(mut self, pod: FinishedPod<'_>) -> Job {
+        // The root filesystem is read-only; the sidecar's scratch space is an emptyDir.
+        self.volumes.push(Volume {
+            name: "tmp".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        });
+        self.mounts.push(VolumeMount {
+            name: "tmp".into(),
+            mount_path: "/tmp".into(),
+            ..VolumeMount::default()
+        });
+        self.env_value("TMPDIR", "/tmp".into());
+        let run_as_user = match pod.privileges {
+            Privileges::Root(_) => 0,
+            Privileges::Unprivileged => UNPRIVILEGED_UID,
+        };
+        let container = Container {
+            name: SIDECAR_CONTAINER.into(),
+            image: Some(pod.settings.image.clone()),
+            image_pull_policy: pod.settings.image_pull_policy.clone(),
+            command: Some(vec![cli::SIDECAR_BINARY.into()]),
+            args: Some(pod.args.clone()),
+            env: Some(self.env),
+            volume_mounts: Some(self.mounts),
+            resources: pod
+                .pod_settings
+                .and_then(|p| p.resources.clone())
+                .or_else(|| pod.settings.default_resources.clone()),
+            termination_message_path: Some(RESULT_FILE.into()),
+            // The sidecar writes its JSON result there; logs are never mistaken for a result.
+            termination_message_policy: Some("File".into()),
+            security_context: Some(container_security(&pod.privileges, run_as_user)),
+            ..Container::default()
+        };
+        let pod_settings = pod.pod_settings.cloned().unwrap_or_default();
+        let pod_spec = PodSpec {
+            containers: vec![container],
+            volumes: Some(self.volumes),
+            restart_policy: Some("Never".into()),
+            // The sidecar talks to the gate, never to the Kubernetes API.
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            security_context: Some(PodSecurityContext {
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    localhost_profile: None,
+                }),
+                // fsGroup would change the group of every file on mounted claims: only without them.
+                fs_group: (!self.mounts_claims).then_some(run_as_user),
+                ..PodSecurityContext::default()
+            }),
+            affinity: pod.node_name.clone().map(on_node),
+            hostname: pod.hostname.clone(),
+            node_selector: (!pod_settings.node_selector.is_empty())
+                .then_some(pod_settings.node_selector),
+            tolerations: (!pod_settings.tolerations.is_empty()).then_some(pod_settings.tolerations),
+            priority_class_name: pod_settings.priority_class_name,
+            ..PodSpec::default()
+        };
+        job_of(pod, pod_spec)
+    }
+}
+
+/// The sidecar's security context: no escalation, a read-only root, all capabilities dropped but
+/// those the operation needs.
+fn container_security(privileges: &Privileges, run_as_user: i64) -> SecurityContext {
+    let capabilities: Vec<String> = match privileges {
+        Privileges::Root(capabilities) => capabilities.iter().map(|c| c.to_string()).collect(),
+        Privileges::Unprivileged => Vec::new(),
+    };
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        privileged: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(run_as_user != 0),
+        run_as_user: Some(run_as_user),
+        run_as_group: Some(run_as_user),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            add: (!capabilities.is_empty()).then_some(capabilities),
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+/// Requires the pod to run on `node` (where the volumes it reads directly are in use).
+fn on_node(node: String) -> Affinity {
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: "metadata.name".into(),
+                        operator: "In".into(),
+                        values: Some(vec![node]),
+                    }]),
+                    match_expressions: None,
+                }],
+            }),
+            preferred_during_scheduling_ignored_during_execution: None,
+        }),
+        ..Affinity::default()
+    }
+}
+
+/// The Job around `pod_spec`.
+fn job_of(pod: FinishedPod<'_>, pod_spec: PodSpec) -> Job {
+    Job {
+        metadata: ObjectMeta {
+            name: Some(pod.name),
+            namespace: Some(pod.namespace),
+            labels: Some(pod.labels.clone()),
+            annotations: (!pod.annotations.is_empty()).then_some(pod.annotations),
+            owner_references: pod.owner.map(|owner| vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(JobSpec {
+            // One attempt: a failed backup is reported, and the next scheduled run retries.
+            backoff_limit: Some(0),
+            active_deadline_seconds: Some(pod.deadline.as_secs().max(1)),
+            // No ttlSecondsAfterFinished: the operator reads the result, then deletes old Jobs.
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod.labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod_spec),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
+}

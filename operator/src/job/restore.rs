@@ -1,0 +1,146 @@
+//! The Job of a Restore: its target claims mounted writable under `/restore/data/<source>`, its
+//! databases' credentials, and the sidecar's `restore` arguments.
+
+use std::collections::BTreeMap;
+
+use jiff::SignedDuration;
+use k8s_openapi::api::batch::v1::Job;
+use kube::{Resource, ResourceExt};
+use neverwiped_contract::cli::{self, DatabaseArg, RestoreArgs};
+
+use super::pod::{FinishedPod, PodBuilder, Privileges};
+use super::{
+    common_labels, database_uri, job_name, JobSettings, DATA_ROOT, LABEL_PLAN, LABEL_RESTORE,
+    RESTORE_ROOT, RESULT_FILE,
+};
+use crate::api::{BackupPlan, DatabaseType, NonEmptyTargetPolicy, Restore, RestoreDatabase};
+
+/// The Job's name for a Restore.
+pub fn restore_job_name(restore: &Restore) -> String {
+    job_name(&restore.name_any(), "restore")
+}
+
+/// A restore Job's inputs beyond the Restore and its plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoreRun {
+    pub deadline: SignedDuration,
+    /// The engine of each database entry, from the Restore or else from the plan.
+    pub database_types: BTreeMap<String, DatabaseType>,
+}
+
+/// Builds the Job that runs `restore`, reading from `plan`'s repository.
+pub fn restore_job(
+    restore: &Restore,
+    plan: &BackupPlan,
+    run: &RestoreRun,
+    settings: &JobSettings,
+) -> Job {
+    let spec = &restore.spec;
+    let repository = &plan.spec.repository;
+    let namespace = restore.namespace().unwrap_or_default();
+    let plan_name = plan.name_any();
+    let mut pod = PodBuilder::default();
+    pod.mount_repository(
+        &repository.password_secret_ref,
+        repository.credentials_secret_ref.as_ref(),
+        repository.ca_secret_ref.as_ref(),
+    );
+
+    let mut includes = Vec::new();
+    for (index, volume) in spec.volumes.iter().enumerate() {
+        let snapshot_path = format!("{DATA_ROOT}/{}", volume.source_claim_name);
+        // The target is mounted where the restore writes the source's files: /restore/data/<source>.
+        pod.mount_claim(
+            &format!("target-{index}"),
+            &volume.target_claim_name,
+            &format!("{RESTORE_ROOT}{snapshot_path}"),
+            false,
+        );
+        if volume.includes.is_empty() {
+            includes.push(snapshot_path);
+        } else {
+            includes.extend(
+                volume
+                    .includes
+                    .iter()
+                    .map(|path| format!("{snapshot_path}/{}", path.trim_start_matches('/'))),
+            );
+        }
+    }
+
+    let (databases, databases_to_overwrite) = database_args(&mut pod, &spec.databases, run);
+
+    let latest = spec.snapshot == "latest";
+    let args = RestoreArgs {
+        snapshot: spec.snapshot.clone(),
+        repository: cli::rest_repository(&repository.url),
+        result_file: RESULT_FILE.into(),
+        target: (!spec.volumes.is_empty()).then(|| RESTORE_ROOT.to_owned()),
+        includes,
+        host: latest.then(|| format!("{}/{plan_name}", plan.namespace().unwrap_or_default())),
+        before: spec.taken_before.as_ref().map(|time| time.0.to_string()),
+        databases,
+        databases_to_overwrite,
+    }
+    .to_args();
+
+    // Writing files back with their owners and modes needs CHOWN (set the owner), FOWNER (set
+    // modes and times of files the process does not own) and DAC_OVERRIDE (write into directories
+    // whatever their mode); nothing else.
+    let privileges = if spec.volumes.is_empty() {
+        Privileges::Unprivileged
+    } else {
+        Privileges::Root(&["CHOWN", "DAC_OVERRIDE", "FOWNER"])
+    };
+    let mut labels = common_labels("restore");
+    labels.insert(LABEL_RESTORE.into(), restore.name_any());
+    labels.insert(LABEL_PLAN.into(), plan_name);
+    pod.finish(FinishedPod {
+        name: restore_job_name(restore),
+        namespace,
+        labels,
+        annotations: BTreeMap::new(),
+        owner: restore.controller_owner_ref(&()),
+        args,
+        privileges,
+        deadline: run.deadline,
+        node_name: None,
+        hostname: None,
+        pod_settings: spec.pod.as_ref().or(plan.spec.pod.as_ref()),
+        settings,
+    })
+}
+
+/// The `--database` arguments of a Restore's databases (their credentials mounted into `pod`),
+/// and the entries whose non-empty target may be overwritten.
+fn database_args(
+    pod: &mut PodBuilder,
+    targets: &[RestoreDatabase],
+    run: &RestoreRun,
+) -> (Vec<DatabaseArg>, Vec<String>) {
+    let mut databases = Vec::new();
+    let mut databases_to_overwrite = Vec::new();
+    for database in targets {
+        let Some(engine) = database
+            .engine
+            .or_else(|| run.database_types.get(&database.name).copied())
+        else {
+            continue;
+        };
+        let port = database
+            .port
+            .map(|p| p as u16)
+            .unwrap_or(engine.default_port());
+        let (username_var, password_file) =
+            pod.mount_database_credentials(&database.name, &database.credentials_secret_ref);
+        databases.push(DatabaseArg {
+            name: database.name.clone(),
+            uri: database_uri(engine, &username_var, &database.host, port),
+            password_file: Some(password_file),
+        });
+        if database.on_non_empty_target == NonEmptyTargetPolicy::Overwrite {
+            databases_to_overwrite.push(database.name.clone());
+        }
+    }
+    (databases, databases_to_overwrite)
+}
