@@ -263,7 +263,8 @@ pub async fn prune(repo: &IndexedRepository, args: &PruneArgs) -> Result<Outcome
         if args.dry_run {
             return Ok(Outcome::default());
         }
-        let report = pruning::execute_prune(repo, plan).await?;
+        // A prune whose lock was lost stops: a backup may have started on the repository.
+        let report = lock.held_while(pruning::execute_prune(repo, plan)).await?;
         println!(
             "deleted {} pack(s), wrote {}: {} freed, {} kept",
             report.packs_deleted,
