@@ -29,6 +29,11 @@ pub enum Error {
     #[error("the repository is locked by {holder}; if that process is gone, run `neverwiped-sidecar unlock`")]
     Locked { holder: String },
 
+    /// The run's lock could not be kept (refreshes failed, or another process took the repository
+    /// over it); the run stopped before anything it wrote could be deleted under it.
+    #[error("the repository lock was lost: {0}")]
+    LockLost(String),
+
     #[error("blob {id} ({context}) is not in the index: the repository is damaged (missing data)")]
     BlobMissing { id: BlobId, context: String },
 

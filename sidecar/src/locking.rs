@@ -1,18 +1,31 @@
 //! Taking, refreshing and releasing repository locks.
+//!
+//! A lock that other processes may take for stale protects nothing, so a holder that cannot
+//! refresh its lock stops (its work is cancelled by [`LockGuard::held_while`]) before the last
+//! stored refresh is old enough for that, and says why. A backup also checks, before it writes its
+//! snapshot, that its lock is still there and no exclusive lock was taken over it
+//! ([`LockGuard::ensure_still_held`]): a prune that ran meanwhile may have deleted its packs.
 
 use crate::backend::{BackendError, ObjectKind};
 use crate::error::{Error, Result};
-use crate::format::lock::{Lock, REFRESH_EVERY_SECS};
+use crate::format::lock::Lock;
+pub use crate::format::lock::LockTimings;
 use crate::ids::ObjectId;
 use crate::repository::Repository;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// A lock held on the repository; refreshed in the background until released.
 #[derive(Debug)]
 pub struct LockGuard {
     repo: Repository,
+    exclusive: bool,
     current: Arc<Mutex<ObjectId>>,
+    /// Set to why the lock was lost, once it was.
+    lost: watch::Receiver<Option<String>>,
     refresher: tokio::task::JoinHandle<()>,
 }
 
@@ -100,59 +113,152 @@ async fn try_acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Resul
         });
     }
     let current = Arc::new(Mutex::new(id));
-    let refresher = tokio::spawn(refresh_forever(
+    let (lost_sender, lost) = watch::channel(None);
+    let refresher = tokio::spawn(refresh_until_lost(
         repo.clone(),
         current.clone(),
-        exclusive,
-        purpose.to_owned(),
+        Lock::new(exclusive, purpose),
+        lost_sender,
     ));
     Ok(LockGuard {
         repo: repo.clone(),
+        exclusive,
         current,
+        lost,
         refresher,
     })
 }
 
-async fn refresh_forever(
+/// Rewrites the lock every `refresh_every`; when refreshes fail until the last stored one is
+/// nearly old enough to be taken for stale, reports the lock lost and stops.
+async fn refresh_until_lost(
     repo: Repository,
     current: Arc<Mutex<ObjectId>>,
-    exclusive: bool,
-    purpose: String,
+    template: Lock,
+    lost: watch::Sender<Option<String>>,
 ) {
+    let timings = repo.lock_timings();
+    let mut last_stored = Instant::now();
+    let mut pause = timings.refresh_every;
     loop {
-        tokio::time::sleep(Duration::from_secs(REFRESH_EVERY_SECS)).await;
-        match repo
-            .write_object(ObjectKind::Locks, &Lock::new(exclusive, &purpose))
-            .await
-        {
-            Ok(new_id) => {
-                let old_id = std::mem::replace(
-                    &mut *current.lock().unwrap_or_else(|p| p.into_inner()),
-                    new_id,
-                );
-                if let Err(error) = repo
-                    .backend()
-                    .delete(ObjectKind::Locks, &old_id.to_hex())
-                    .await
-                {
-                    tracing::warn!(%error, "could not remove the previous lock object");
+        tokio::time::sleep(pause).await;
+        let give_up_at = last_stored + timings.give_up_after();
+        let attempt_started = Instant::now();
+        let lock = Lock::new(template.exclusive, &template.purpose);
+        let left = give_up_at.saturating_duration_since(attempt_started);
+        let error =
+            match tokio::time::timeout(left, repo.write_object(ObjectKind::Locks, &lock)).await {
+                Ok(Ok(new_id)) => {
+                    last_stored = attempt_started;
+                    pause = timings.refresh_every;
+                    replace_lock_object(&repo, &current, new_id).await;
+                    continue;
                 }
-            }
-            Err(error) => tracing::warn!(%error, "could not refresh the repository lock"),
+                Ok(Err(error)) => error.to_string(),
+                Err(_) => "the refresh did not finish in time".to_owned(),
+            };
+        let now = Instant::now();
+        if now + timings.retry_every.min(timings.safety_margin) >= give_up_at {
+            let reason = format!(
+                "it could not be refreshed for {:.0} s (last error: {error}); stopping before \
+                 other processes may take it for stale",
+                (now - last_stored).as_secs_f64()
+            );
+            tracing::error!("{reason}");
+            let _ = lost.send(Some(reason));
+            return;
         }
+        tracing::warn!(%error, "could not refresh the repository lock; trying again");
+        pause = timings.retry_every.min(give_up_at - now);
+    }
+}
+
+/// Makes `new_id` the current lock object and removes the previous one.
+async fn replace_lock_object(repo: &Repository, current: &Mutex<ObjectId>, new_id: ObjectId) {
+    let old_id = std::mem::replace(
+        &mut *current.lock().unwrap_or_else(|p| p.into_inner()),
+        new_id,
+    );
+    if let Err(error) = repo
+        .backend()
+        .delete(ObjectKind::Locks, &old_id.to_hex())
+        .await
+    {
+        tracing::warn!(%error, "could not remove the previous lock object");
     }
 }
 
 impl LockGuard {
+    /// Runs `work` while the lock is held: when the lock is lost first, `work` is dropped (its
+    /// uploads stop) and the error says why.
+    pub async fn held_while<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        let mut lost = self.lost.clone();
+        tokio::select! {
+            result = work => result,
+            reason = wait_until_lost(&mut lost) => Err(Error::LockLost(reason)),
+        }
+    }
+
+    /// Checks that the lock is still stored and that no other holder took an exclusive lock
+    /// over it (or, for an exclusive lock, any lock): what a backup must know before its
+    /// snapshot makes its packs count.
+    pub async fn ensure_still_held(&self) -> Result<()> {
+        if let Some(reason) = self.lost.borrow().clone() {
+            return Err(Error::LockLost(reason));
+        }
+        let ours = self.current_id();
+        let listed = self.repo.list_ids(ObjectKind::Locks).await?;
+        // A refresh may have replaced our object between reading it and the listing.
+        let ours = if listed.contains(&ours) {
+            ours
+        } else {
+            self.current_id()
+        };
+        if !listed.contains(&ours) {
+            return Err(Error::LockLost(format!(
+                "its lock object locks/{} was removed by another process",
+                ours.to_hex()
+            )));
+        }
+        if let Some(lock) = conflicting_locks(&self.repo, self.exclusive, Some(ours))
+            .await?
+            .into_iter()
+            .find(|lock| self.exclusive || lock.exclusive)
+        {
+            return Err(Error::LockLost(format!(
+                "{} was taken over it",
+                describe(&lock)
+            )));
+        }
+        Ok(())
+    }
+
+    fn current_id(&self) -> ObjectId {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Removes the lock.
     pub async fn release(self) -> Result<()> {
         self.refresher.abort();
-        let id = *self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let id = self.current_id();
         self.repo
             .backend()
             .delete(ObjectKind::Locks, &id.to_hex())
             .await?;
         Ok(())
+    }
+}
+
+/// Waits until the refresher reports the lock lost, and returns why; forever if it never does.
+async fn wait_until_lost(lost: &mut watch::Receiver<Option<String>>) -> String {
+    loop {
+        if let Some(reason) = lost.borrow_and_update().clone() {
+            return reason;
+        }
+        if lost.changed().await.is_err() {
+            // The refresher ended without losing the lock (it was released): nothing to report.
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -201,4 +307,159 @@ pub async fn remove_locks(repo: &Repository, all: bool) -> Result<usize> {
         }
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::memory::MemoryBackend;
+    use crate::backend::{Backend, BackendResult, ObjectInfo};
+    use crate::crypto::KdfParams;
+    use async_trait::async_trait;
+    use bytes::Bytes;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A memory backend whose lock writes can be made to fail, as on a gate that went away.
+    #[derive(Debug, Default)]
+    struct LockWritesFail {
+        inner: MemoryBackend,
+        failing: AtomicBool,
+    }
+
+    #[async_trait]
+    impl Backend for LockWritesFail {
+        fn location(&self) -> String {
+            "memory".into()
+        }
+        async fn create(&self) -> BackendResult<()> {
+            self.inner.create().await
+        }
+        async fn list(&self, kind: ObjectKind) -> BackendResult<Vec<ObjectInfo>> {
+            self.inner.list(kind).await
+        }
+        async fn stat(&self, kind: ObjectKind, name: &str) -> BackendResult<Option<u64>> {
+            self.inner.stat(kind, name).await
+        }
+        async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
+            self.inner.read(kind, name).await
+        }
+        async fn read_range(
+            &self,
+            kind: ObjectKind,
+            name: &str,
+            offset: u64,
+            length: u64,
+        ) -> BackendResult<Bytes> {
+            self.inner.read_range(kind, name, offset, length).await
+        }
+        async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {
+            if kind == ObjectKind::Locks && self.failing.load(Ordering::SeqCst) {
+                return Err(BackendError::Http {
+                    status: 503,
+                    what: format!("writing locks/{name}"),
+                    body: "gate away".into(),
+                });
+            }
+            self.inner.write(kind, name, data).await
+        }
+        async fn delete(&self, kind: ObjectKind, name: &str) -> BackendResult<()> {
+            self.inner.delete(kind, name).await
+        }
+    }
+
+    const SHORT: LockTimings = LockTimings {
+        refresh_every: Duration::from_millis(50),
+        retry_every: Duration::from_millis(20),
+        stale_after: Duration::from_millis(800),
+        safety_margin: Duration::from_millis(300),
+    };
+
+    async fn repository(backend: Arc<LockWritesFail>) -> Repository {
+        let kdf = KdfParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        };
+        Repository::init(backend, b"pw", kdf)
+            .await
+            .unwrap()
+            .with_lock_timings(SHORT)
+    }
+
+    #[tokio::test]
+    async fn a_lock_that_cannot_be_refreshed_stops_the_work_before_it_could_be_taken_for_stale() {
+        let backend = Arc::new(LockWritesFail::default());
+        let repo = repository(backend.clone()).await;
+        let guard = acquire(&repo, false, "backup").await.unwrap();
+        // Refreshes work for a while, then the gate refuses them.
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        backend.failing.store(true, Ordering::SeqCst);
+        let failing_since = Instant::now();
+        let never_done = tokio::time::sleep(Duration::from_secs(30));
+        let error = guard
+            .held_while(async {
+                never_done.await;
+                Ok(())
+            })
+            .await
+            .unwrap_err();
+        let stopped_after = failing_since.elapsed();
+        assert!(matches!(error, Error::LockLost(_)), "{error:?}");
+        assert!(
+            error.to_string().contains("could not be refreshed"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("503"), "the last error: {error}");
+        // Stale at 800 ms after the last stored refresh (at most 50 ms before the failures).
+        assert!(
+            stopped_after + Duration::from_millis(50) < SHORT.stale_after,
+            "{stopped_after:?}"
+        );
+        assert!(guard.ensure_still_held().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_lock_that_refreshes_keeps_the_work_going() {
+        let backend = Arc::new(LockWritesFail::default());
+        let repo = repository(backend).await;
+        let guard = acquire(&repo, false, "backup").await.unwrap();
+        let done = guard
+            .held_while(async {
+                tokio::time::sleep(SHORT.stale_after * 2).await;
+                Ok("done")
+            })
+            .await
+            .unwrap();
+        assert_eq!(done, "done");
+        guard.ensure_still_held().await.unwrap();
+        assert_eq!(repo.list_ids(ObjectKind::Locks).await.unwrap().len(), 1);
+        guard.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_backup_lock_is_not_held_once_an_exclusive_lock_was_taken_over_it() {
+        let backend = Arc::new(LockWritesFail::default());
+        let repo = repository(backend).await;
+        let guard = acquire(&repo, false, "backup").await.unwrap();
+        guard.ensure_still_held().await.unwrap();
+        let mut prune = Lock::new(true, "prune");
+        prune.hostname = "another-host".into();
+        repo.write_object(ObjectKind::Locks, &prune).await.unwrap();
+        let error = guard.ensure_still_held().await.unwrap_err();
+        assert!(matches!(error, Error::LockLost(_)), "{error:?}");
+        assert!(
+            error.to_string().contains("exclusive lock of prune"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lock_removed_by_another_process_is_not_held() {
+        let backend = Arc::new(LockWritesFail::default());
+        let repo = repository(backend).await;
+        let guard = acquire(&repo, false, "backup").await.unwrap();
+        remove_locks(&repo, true).await.unwrap();
+        let error = guard.ensure_still_held().await.unwrap_err();
+        assert!(error.to_string().contains("was removed"), "{error}");
+    }
 }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::format::config::{ConfigFile, RepositoryParams};
 use crate::format::index::IndexFile;
 use crate::format::key::{KeyFile, UnwrapError};
+use crate::format::lock::LockTimings;
 use crate::format::snapshot::Snapshot;
 use crate::format::tree::Tree;
 use crate::format::{open_object, seal_object};
@@ -38,6 +39,8 @@ pub struct Repository {
     key_id: ObjectId,
     /// How long taking a lock waits for other holders to release theirs.
     lock_wait: Duration,
+    /// How this process keeps its locks fresh.
+    lock_timings: LockTimings,
 }
 
 impl Repository {
@@ -78,6 +81,7 @@ impl Repository {
             params,
             key_id,
             lock_wait: Duration::ZERO,
+            lock_timings: LockTimings::default(),
         })
     }
 
@@ -132,6 +136,7 @@ impl Repository {
                         params,
                         key_id,
                         lock_wait: Duration::ZERO,
+                        lock_timings: LockTimings::default(),
                     });
                 }
                 Err(UnwrapError::WrongPassword) => refused += 1,
@@ -174,6 +179,17 @@ impl Repository {
     /// How long taking a lock waits for other holders to release theirs.
     pub fn lock_wait(&self) -> Duration {
         self.lock_wait
+    }
+
+    /// Keeps this process's locks fresh on other timings (tests shorten them).
+    pub fn with_lock_timings(mut self, timings: LockTimings) -> Repository {
+        self.lock_timings = timings;
+        self
+    }
+
+    /// How this process keeps its locks fresh.
+    pub fn lock_timings(&self) -> LockTimings {
+        self.lock_timings
     }
 
     /// The chunker with this repository's parameters and secret seed.

@@ -460,3 +460,64 @@ async fn junk_posted_with_append_only_access_leaves_backups_and_restores_working
         run.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_stored_but_answered_with_an_error_is_reported_succeeded() {
+    let test = "a_snapshot_stored_but_answered_with_an_error";
+    for fault in [
+        Fault::DropAfterForwarding,
+        Fault::ErrorAfterForwarding,
+        Fault::TruncateAnswer,
+    ] {
+        let plan = FaultPlan::first_tries_of("POST", "/snapshots/", &[fault]);
+        let Some(gate) = Gate::start(test, plan).await else {
+            return;
+        };
+        let source = gate.work.path().join("app");
+        build_mixed_data(&source, 1, 9);
+        let run = gate.backup(&source, "60s").await.expect_code(0);
+        assert_eq!(
+            gate.proxy.injected_total(),
+            1,
+            "{fault:?}: the snapshot's first write failed"
+        );
+        let snapshot = run.result().snapshot_id.clone().expect("a snapshot id");
+        assert_eq!(run.result().status, ExitStatus::Success);
+        assert_eq!(
+            gate.listed_snapshots().await,
+            vec![snapshot.clone()],
+            "{fault:?}"
+        );
+        gate.restore_and_compare(&snapshot, &source).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_that_cannot_be_released_after_the_snapshot_leaves_the_backup_succeeded() {
+    let test = "a_lock_that_cannot_be_released_after_the_snapshot";
+    let always_503_on_lock_deletes = FaultPlan {
+        faults: vec![Fault::ErrorBeforeForwarding],
+        only: Some(("DELETE", "/locks/")),
+        ..FaultPlan::every_fault(3, 100)
+    };
+    let Some(gate) = Gate::start(test, always_503_on_lock_deletes).await else {
+        return;
+    };
+    let source = gate.work.path().join("app");
+    build_mixed_data(&source, 1, 4);
+    let run = gate.backup(&source, "2s").await.expect_code(0);
+    assert!(
+        gate.proxy.injected_total() > 1,
+        "the lock's removal was refused and retried"
+    );
+    assert!(
+        run.stderr.contains("could not remove the backup's lock"),
+        "{}",
+        run.stderr
+    );
+    gate.proxy.set_plan(FaultPlan::none());
+    let snapshot = run.result().snapshot_id.clone().expect("a snapshot id");
+    assert_eq!(run.result().error, None);
+    assert_eq!(gate.listed_snapshots().await, vec![snapshot.clone()]);
+    gate.restore_and_compare(&snapshot, &source).await;
+}

@@ -240,32 +240,41 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
     let paths: Vec<SnapshotPath> = tree.paths.iter().cloned().map(SnapshotPath).collect();
     let lock = locking::acquire(repo, false, "backup").await?;
     let result: Result<BackupReport> = async {
-        repo.refresh_index().await?;
-        let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
-        let outcome = run_pipeline(repo, tree, parent.map(|(_, tree)| tree), &options).await?;
-        refuse_empty(&outcome.walk, &streams, options.allow_empty)?;
-        let summary = SnapshotSummary {
-            files: outcome.walk.files,
-            dirs: outcome.walk.dirs,
-            files_read: outcome.walk.files_read,
-            bytes_read: outcome.walk.bytes_read,
-            total_bytes: outcome.walk.total_bytes,
-            bytes_added: outcome.upload.bytes,
-            blobs_added: outcome.upload.blobs,
-            warnings: (outcome.warnings.len() + outcome.notices.len()) as u64,
-            duration_millis: started.elapsed().as_millis() as u64,
-        };
-        let snapshot = Snapshot {
-            time: start_time.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
-            hostname: options.hostname.clone(),
-            username: crate::host::username(),
-            paths,
-            tags: options.tags.clone(),
-            tree: outcome.root,
-            parent: parent.map(|(id, _)| id),
-            summary,
-            program_version: format!("neverwiped {}", env!("CARGO_PKG_VERSION")),
-        };
+        // The work stops if the lock is lost; the snapshot write below is never cut halfway.
+        let (snapshot, outcome) = lock
+            .held_while(async {
+                repo.refresh_index().await?;
+                let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
+                let outcome =
+                    run_pipeline(repo, tree, parent.map(|(_, tree)| tree), &options).await?;
+                refuse_empty(&outcome.walk, &streams, options.allow_empty)?;
+                let summary = SnapshotSummary {
+                    files: outcome.walk.files,
+                    dirs: outcome.walk.dirs,
+                    files_read: outcome.walk.files_read,
+                    bytes_read: outcome.walk.bytes_read,
+                    total_bytes: outcome.walk.total_bytes,
+                    bytes_added: outcome.upload.bytes,
+                    blobs_added: outcome.upload.blobs,
+                    warnings: (outcome.warnings.len() + outcome.notices.len()) as u64,
+                    duration_millis: started.elapsed().as_millis() as u64,
+                };
+                let snapshot = Snapshot {
+                    time: start_time.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+                    hostname: options.hostname.clone(),
+                    username: crate::host::username(),
+                    paths,
+                    tags: options.tags.clone(),
+                    tree: outcome.root,
+                    parent: parent.map(|(id, _)| id),
+                    summary,
+                    program_version: format!("neverwiped {}", env!("CARGO_PKG_VERSION")),
+                };
+                Ok((snapshot, outcome))
+            })
+            .await?;
+        // A prune that took the repository over a lost lock may have deleted our packs.
+        lock.ensure_still_held().await?;
         // Last: the snapshot makes the backup visible only once everything it needs is stored.
         let snapshot_id = repo.write_object(ObjectKind::Snapshots, &snapshot).await?;
         Ok(BackupReport {

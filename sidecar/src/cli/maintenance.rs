@@ -193,7 +193,8 @@ pub async fn prune(repo: &IndexedRepository, args: &PruneArgs, json: bool) -> Re
             }
             return Ok(Outcome::default());
         }
-        let report = pruning::execute_prune(repo, plan).await?;
+        // A prune whose lock was lost stops: a backup may have started on the repository.
+        let report = lock.held_while(pruning::execute_prune(repo, plan)).await?;
         if json {
             println!(
                 "{}",

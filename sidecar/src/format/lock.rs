@@ -3,11 +3,46 @@
 //! this host whose process is gone.
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// A lock older than this (30 minutes; holders refresh every 5) belongs to a dead process.
 pub const STALE_AFTER_SECS: i64 = 30 * 60;
 /// How often a holder rewrites its lock.
 pub const REFRESH_EVERY_SECS: u64 = 5 * 60;
+
+/// How a holder keeps its lock fresh. The defaults match what other processes assume
+/// ([`STALE_AFTER_SECS`]). See [`crate::locking`]; tests shorten them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockTimings {
+    /// How often the lock is rewritten.
+    pub refresh_every: Duration,
+    /// How soon a failed refresh is tried again.
+    pub retry_every: Duration,
+    /// How old a lock's last refresh may be before other processes take it for stale.
+    pub stale_after: Duration,
+    /// How long before that the holder gives up and stops.
+    pub safety_margin: Duration,
+}
+
+impl Default for LockTimings {
+    /// Refresh every 5 minutes, retry a failed refresh every 30 s, give up 5 minutes before the
+    /// 30 minutes after which others take the lock for stale.
+    fn default() -> LockTimings {
+        LockTimings {
+            refresh_every: Duration::from_secs(REFRESH_EVERY_SECS),
+            retry_every: Duration::from_secs(30),
+            stale_after: Duration::from_secs(STALE_AFTER_SECS as u64),
+            safety_margin: Duration::from_secs(5 * 60),
+        }
+    }
+}
+
+impl LockTimings {
+    /// How long after the last stored refresh the holder stops.
+    pub fn give_up_after(&self) -> Duration {
+        self.stale_after.saturating_sub(self.safety_margin)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -56,6 +56,10 @@ pub struct FaultPlan {
     pub faults: Vec<Fault>,
     /// How long a [`Fault::StallAnswer`] holds its answer back.
     pub stall: Duration,
+    /// Only requests with this method and a path containing this text are failed.
+    pub only: Option<(&'static str, &'static str)>,
+    /// Only a request's first try is failed (its retries go through).
+    pub first_try_only: bool,
 }
 
 impl FaultPlan {
@@ -66,6 +70,22 @@ impl FaultPlan {
             percent,
             faults: Fault::ALL.to_vec(),
             stall: Duration::from_millis(300),
+            only: None,
+            first_try_only: false,
+        }
+    }
+
+    /// `faults` on every first try of `method` requests whose path contains `path_part`.
+    pub fn first_tries_of(
+        method: &'static str,
+        path_part: &'static str,
+        faults: &[Fault],
+    ) -> FaultPlan {
+        FaultPlan {
+            faults: faults.to_vec(),
+            only: Some((method, path_part)),
+            first_try_only: true,
+            ..FaultPlan::every_fault(0, 100)
         }
     }
 
@@ -273,6 +293,11 @@ fn choose_fault(state: &State, request: &Request) -> Option<Fault> {
     if plan.percent == 0 || plan.faults.is_empty() {
         return None;
     }
+    if let Some((method, path_part)) = plan.only {
+        if request.method != method || !request.path.contains(path_part) {
+            return None;
+        }
+    }
     let nth = {
         let mut seen = state.record.seen.lock().unwrap();
         let count = seen
@@ -281,6 +306,9 @@ fn choose_fault(state: &State, request: &Request) -> Option<Fault> {
         *count += 1;
         *count
     };
+    if plan.first_try_only && nth > 1 {
+        return None;
+    }
     let digest = Sha256::new()
         .chain_update(plan.seed.to_le_bytes())
         .chain_update(request.method.as_bytes())
