@@ -21,3 +21,6 @@ pub mod recorder;
 pub mod schedule;
 pub mod status;
 pub mod volumes;
+
+#[cfg(test)]
+mod fixtures;

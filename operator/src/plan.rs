@@ -344,36 +344,11 @@ pub fn pending_manual_trigger<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{
-        BackupVolume, CredentialsSecretRef, DatabaseSource, DatabaseType, Repository, SecretKeyRef,
-    };
+    use crate::api::{BackupVolume, CredentialsSecretRef, DatabaseSource, DatabaseType};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
     pub(crate) fn spec() -> BackupPlanSpec {
-        BackupPlanSpec {
-            schedule: "30 2 * * *".into(),
-            time_zone: "Europe/Berlin".into(),
-            suspend: false,
-            manual_trigger: None,
-            repository: Repository {
-                url: "https://gate.example.com/shop".into(),
-                password_secret_ref: SecretKeyRef {
-                    name: "repo".into(),
-                    key: "password".into(),
-                },
-                credentials_secret_ref: Some(CredentialsSecretRef::new("gate")),
-                ca_secret_ref: None,
-            },
-            volumes: vec![BackupVolume::claim("data")],
-            copy_method: Default::default(),
-            volume_snapshot_class_name: None,
-            databases: vec![],
-            retention: None,
-            maintenance: Default::default(),
-            limits: None,
-            deadline: "12h".into(),
-            pod: None,
-        }
+        crate::fixtures::plan_spec()
     }
 
     fn secrets(entries: &[(&str, &[&str])]) -> SecretKeys {

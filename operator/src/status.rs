@@ -579,7 +579,6 @@ mod tests {
         ContainerState, ContainerStateTerminated, ContainerStateWaiting, PodStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use neverwiped_contract::RESULT_FORMAT_VERSION;
     use std::collections::BTreeMap;
 
     fn at(text: &str) -> Timestamp {
@@ -650,26 +649,10 @@ mod tests {
 
     fn result(status: ExitStatus) -> RunResult {
         RunResult {
-            version: RESULT_FORMAT_VERSION,
-            operation: Operation::Backup,
-            status,
-            snapshot_id: (status == ExitStatus::Success || status == ExitStatus::Partial)
-                .then(|| "4f2a9c1b0d".into()),
             started_at: "2026-11-30T02:00:01Z".into(),
             finished_at: "2026-11-30T02:09:58Z".into(),
             duration_secs: 597.4,
-            files: 1200,
-            bytes_read: 5_000_000_000,
-            bytes_added: 12_000_000,
-            bytes_transferred: 12_500_000,
-            databases: vec![],
-            warnings_total: 0,
-            warnings: vec![],
-            error: None,
-            repository: None,
-            snapshots_forgotten: None,
-            prune: None,
-            check: None,
+            ..crate::fixtures::run_result(Operation::Backup, status)
         }
     }
 

@@ -6,73 +6,20 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Client;
 use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
 use neverwiped_operator::api::{BackupPlan, Restore};
 use neverwiped_operator::controller::{backup_plan, Context, Settings};
 use neverwiped_operator::metrics::Metrics;
 use serde_json::json;
 
-async fn client_or_skip() -> Option<Client> {
-    if std::env::var_os("KUBECONFIG").is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but KUBECONFIG is not set: start ../shared/tools/real-apiserver.sh up"
-        );
-        eprintln!("SKIPPED: no KUBECONFIG; start ../shared/tools/real-apiserver.sh up and export its KUBECONFIG");
-        return None;
-    }
-    Some(
-        Client::try_default()
-            .await
-            .expect("a client from KUBECONFIG"),
-    )
-}
+mod support;
 
-async fn install_crds(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [BackupPlan::crd(), Restore::crd()] {
-        let name = crd.name_any();
-        crds.patch(
-            &name,
-            &PatchParams::apply("neverwiped-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("CRD applies");
-        for _ in 0..50 {
-            let established = crds
-                .get(&name)
-                .await
-                .ok()
-                .and_then(|c| c.status)
-                .and_then(|s| s.conditions)
-                .is_some_and(|conditions| {
-                    conditions
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-fn unique_namespace() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("nw-op-test-{}-{nanos}", std::process::id())
-}
+use support::test_world;
 
 async fn create<K>(client: &Client, namespace: &str, object: serde_json::Value)
 where
@@ -91,18 +38,12 @@ where
 
 #[tokio::test]
 async fn backup_plan_runs_a_job_and_reports_its_result() {
-    let Some(client) = client_or_skip().await else {
+    // The namespace goes when `world` does, also when the test fails.
+    let Some(world) = test_world("op-test").await else {
         return;
     };
-    install_crds(&client).await;
-    let namespace = unique_namespace();
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap(),
-        )
-        .await
-        .expect("namespace");
+    let client = world.client.clone();
+    let namespace = world.namespace.name.clone();
     create::<Secret>(
         &client,
         &namespace,
@@ -267,26 +208,16 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         ("False", "SecretNotFound")
     );
     assert!(jobs.get_opt("nightly-manual-2").await.unwrap().is_none());
-
-    let _ = Api::<Namespace>::all(client)
-        .delete(&namespace, &DeleteParams::default())
-        .await;
 }
 
 #[tokio::test]
 async fn the_examples_are_accepted_by_the_api_server() {
-    let Some(client) = client_or_skip().await else {
+    // The namespace goes when `world` does, also when the test fails.
+    let Some(world) = test_world("op-test").await else {
         return;
     };
-    install_crds(&client).await;
-    let namespace = unique_namespace();
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap(),
-        )
-        .await
-        .expect("namespace");
+    let client = world.client.clone();
+    let namespace = world.namespace.name.clone();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
     let mut plan: BackupPlan =
         serde_saphyr::from_str(&std::fs::read_to_string(root.join("backupplan.yaml")).unwrap())
@@ -304,7 +235,4 @@ async fn the_examples_are_accepted_by_the_api_server() {
         .create(&PostParams::default(), &restore)
         .await
         .expect("the Restore example is valid");
-    let _ = Api::<Namespace>::all(client)
-        .delete(&namespace, &DeleteParams::default())
-        .await;
 }

@@ -384,9 +384,9 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
 mod tests {
     use super::*;
     use crate::api::{
-        BackupPlanSpec, BackupVolume, CopyMethod, NewClaim, Repository, RestoreSpec, RestoreVolume,
-        SecretKeyRef,
+        BackupPlanSpec, CopyMethod, NewClaim, Repository, RestoreSpec, RestoreVolume,
     };
+    use crate::fixtures::plan_spec;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn plan() -> BackupPlan {
@@ -395,26 +395,13 @@ mod tests {
             BackupPlanSpec {
                 schedule: "@daily".into(),
                 time_zone: "UTC".into(),
-                suspend: false,
-                manual_trigger: None,
                 repository: Repository {
                     url: "http://127.0.0.1:8000/shop".into(),
-                    password_secret_ref: SecretKeyRef {
-                        name: "repo".into(),
-                        key: "password".into(),
-                    },
                     credentials_secret_ref: None,
-                    ca_secret_ref: None,
+                    ..plan_spec().repository
                 },
-                volumes: vec![BackupVolume::claim("data")],
                 copy_method: CopyMethod::Direct,
-                volume_snapshot_class_name: None,
-                databases: vec![],
-                retention: None,
-                maintenance: Default::default(),
-                limits: None,
-                deadline: "12h".into(),
-                pod: None,
+                ..plan_spec()
             },
         );
         plan.metadata.namespace = Some("shop".into());

@@ -5,9 +5,10 @@ use crate::api::{
     BackupPlan, CredentialsSecretRef, NonEmptyTargetPolicy, PodSettings, Restore, SecretKeyRef,
 };
 use crate::api::{
-    BackupPlanSpec, BackupVolume, CopyMethod, DatabaseSource, Limits, Repository, RestoreDatabase,
-    RestoreSpec, RestoreVolume,
+    BackupPlanSpec, CopyMethod, DatabaseSource, Limits, Repository, RestoreDatabase, RestoreSpec,
+    RestoreVolume,
 };
+use crate::fixtures::plan_spec;
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
 
@@ -23,28 +24,14 @@ fn plan() -> BackupPlan {
     let mut plan = BackupPlan::new(
         "nightly",
         BackupPlanSpec {
-            schedule: "30 2 * * *".into(),
-            time_zone: "Europe/Berlin".into(),
-            suspend: false,
-            manual_trigger: None,
             repository: Repository {
-                url: "https://gate.example.com/shop".into(),
-                password_secret_ref: SecretKeyRef {
-                    name: "repo".into(),
-                    key: "password".into(),
-                },
-                credentials_secret_ref: Some(CredentialsSecretRef::new("gate")),
                 ca_secret_ref: Some(SecretKeyRef {
                     name: "gate-ca".into(),
                     key: "ca.crt".into(),
                 }),
+                ..plan_spec().repository
             },
-            volumes: vec![BackupVolume::claim("data")],
             copy_method: CopyMethod::Direct,
-            volume_snapshot_class_name: None,
-            databases: vec![],
-            retention: None,
-            maintenance: Default::default(),
             limits: Some(Limits {
                 upload_bytes_per_second: Some(5_000_000),
             }),
@@ -57,6 +44,7 @@ fn plan() -> BackupPlan {
                 }],
                 ..PodSettings::default()
             }),
+            ..plan_spec()
         },
     );
     plan.metadata.namespace = Some("shop".into());

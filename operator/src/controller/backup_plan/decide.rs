@@ -6,7 +6,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
-use super::occupant::Occupant;
+use super::occupant::{Occupant, PreparingRun};
 use super::resolve::{resolve, ReadyPlan};
 use super::{maintenance, runs, snapshots, triggers};
 use crate::api::{BackupPlan, BackupPlanStatus};
@@ -83,20 +83,7 @@ pub fn decide(
         now,
     );
     if let Occupant::PreparingSnapshots(preparing) = &occupant {
-        let taken = preparing.snapshots.len();
-        let ready_count = preparing.snapshots.iter().filter(|s| s.is_ready()).count();
-        set_condition(
-            &mut decision.status.conditions,
-            types::RUNNING,
-            ConditionStatus::True,
-            reasons::PREPARING_SNAPSHOTS,
-            format!(
-                "Job {} starts when its VolumeSnapshots are ready ({ready_count} of {taken})",
-                preparing.run.job_name
-            ),
-            generation,
-            now,
-        );
+        show_preparing(preparing, generation, now, &mut decision.status);
     }
     let current_run = occupant.active_run().map(|run| run.job_name.as_str());
     (decision.delete_snapshots, decision.delete_claims) =
@@ -175,6 +162,29 @@ fn start_or_advance<'a>(
         }
         None => Occupant::Idle,
     }
+}
+
+/// The `Running` condition of a run waiting for its VolumeSnapshots, with how many are ready.
+fn show_preparing(
+    preparing: &PreparingRun,
+    generation: Option<i64>,
+    now: Timestamp,
+    status: &mut BackupPlanStatus,
+) {
+    let taken = preparing.snapshots.len();
+    let ready = preparing.snapshots.iter().filter(|s| s.is_ready()).count();
+    set_condition(
+        &mut status.conditions,
+        types::RUNNING,
+        ConditionStatus::True,
+        reasons::PREPARING_SNAPSHOTS,
+        format!(
+            "Job {} starts when its VolumeSnapshots are ready ({ready} of {taken})",
+            preparing.run.job_name
+        ),
+        generation,
+        now,
+    );
 }
 
 fn ready_message(suspend: bool, status: &BackupPlanStatus) -> String {

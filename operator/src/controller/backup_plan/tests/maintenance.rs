@@ -39,28 +39,18 @@ fn finish(observed: &mut ObservedPlan, job: &Job, result: RunResult) {
 
 fn result(operation: Operation, status: ExitStatus) -> RunResult {
     RunResult {
-        version: neverwiped_contract::RESULT_FORMAT_VERSION,
-        operation,
-        status,
         snapshot_id: None,
         started_at: "2026-11-30T00:00:00Z".into(),
         finished_at: "2026-11-30T00:10:00Z".into(),
-        duration_secs: 600.0,
         files: 0,
         bytes_read: 0,
         bytes_added: 0,
         bytes_transferred: 0,
-        databases: vec![],
-        warnings_total: 0,
-        warnings: vec![],
-        error: None,
         repository: Some(RepositoryStats {
             size_bytes: 580_000_000,
             snapshots: 14,
         }),
-        snapshots_forgotten: None,
-        prune: None,
-        check: None,
+        ..crate::fixtures::run_result(operation, status)
     }
 }
 

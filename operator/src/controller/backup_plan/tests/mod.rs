@@ -5,15 +5,13 @@ mod snapshots;
 
 use super::decide::ACTIVE_REQUEUE;
 use super::*;
-use crate::api::{
-    BackupPlanSpec, BackupVolume, CheckSettings, CredentialsSecretRef, Maintenance, PruneSettings,
-    Repository, SecretKeyRef,
-};
+use crate::api::{BackupPlanSpec, CheckSettings, Maintenance, PruneSettings, Repository};
 use crate::api::{BackupPlanStatus, CopyMethod, RunKind, RunOutcome, RunTrigger};
 use crate::conditions::{find_condition, types};
 use crate::controller::events;
 use crate::controller::Settings;
 use crate::csi::{VolumeSnapshot, VolumeSnapshotClass};
+use crate::fixtures::{plan_spec, run_result};
 use crate::job::ANNOTATION_TRIGGER;
 use crate::job::SIDECAR_CONTAINER;
 use crate::job::{ANNOTATION_MANUAL_TRIGGER, ANNOTATION_SOURCE_CLAIM, LABEL_OPERATION, LABEL_PLAN};
@@ -27,7 +25,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
-use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
+use neverwiped_contract::{ExitStatus, Operation, RunResult};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -43,24 +41,12 @@ pub(super) fn plan() -> BackupPlan {
     let mut plan = BackupPlan::new(
         "nightly",
         BackupPlanSpec {
-            schedule: "30 2 * * *".into(),
             time_zone: "UTC".into(),
-            suspend: false,
-            manual_trigger: None,
             repository: Repository {
                 url: "http://127.0.0.1:8000/shop".into(),
-                password_secret_ref: SecretKeyRef {
-                    name: "repo".into(),
-                    key: "password".into(),
-                },
-                credentials_secret_ref: Some(CredentialsSecretRef::new("gate")),
-                ca_secret_ref: None,
+                ..plan_spec().repository
             },
-            volumes: vec![BackupVolume::claim("data")],
             copy_method: CopyMethod::Direct,
-            volume_snapshot_class_name: None,
-            databases: vec![],
-            retention: None,
             // The backup tests leave out prunes and checks; maintenance_tests has them.
             maintenance: Maintenance {
                 prune: PruneSettings {
@@ -72,9 +58,7 @@ pub(super) fn plan() -> BackupPlan {
                     ..CheckSettings::default()
                 },
             },
-            limits: None,
-            deadline: "12h".into(),
-            pod: None,
+            ..plan_spec()
         },
     );
     plan.metadata.namespace = Some("shop".into());
@@ -207,9 +191,6 @@ pub(super) fn finished_job(name: &str, created: &str) -> Job {
 
 pub(super) fn pod_for(job: &str) -> Pod {
     let result = RunResult {
-        version: RESULT_FORMAT_VERSION,
-        operation: Operation::Backup,
-        status: ExitStatus::Success,
         snapshot_id: Some("abcdef12".into()),
         started_at: "2026-11-30T02:00:00Z".into(),
         finished_at: "2026-11-30T02:01:00Z".into(),
@@ -218,14 +199,7 @@ pub(super) fn pod_for(job: &str) -> Pod {
         bytes_read: 300,
         bytes_added: 30,
         bytes_transferred: 40,
-        databases: vec![],
-        warnings_total: 0,
-        warnings: vec![],
-        error: None,
-        repository: None,
-        snapshots_forgotten: None,
-        prune: None,
-        check: None,
+        ..run_result(Operation::Backup, ExitStatus::Success)
     };
     Pod {
         metadata: ObjectMeta {
