@@ -25,6 +25,7 @@ use crate::api::{
     BackupPlan, CredentialsSecretRef, DatabaseType, NonEmptyTargetPolicy, PodSettings, Restore,
     Retention, RunKind, RunTrigger, SecretKeyRef,
 };
+use crate::expansion::literal;
 
 /// Name of the sidecar container in every Job's pod.
 pub const SIDECAR_CONTAINER: &str = "sidecar";
@@ -232,7 +233,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
         spec.repository.ca_secret_ref.as_ref(),
     );
     let hostname = lock_hostname(&namespace, &plan_name);
-    let repository = cli::rest_repository(&spec.repository.url);
+    let repository = literal(&cli::rest_repository(&spec.repository.url));
     let remove_locks_of_host = run.remove_stale_locks.then(|| hostname.clone());
     let args = match run.kind {
         MaintenanceKind::Check => CheckArgs {
@@ -342,7 +343,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
             for (index, name) in database.databases.iter().enumerate() {
                 databases.push(DatabaseArg {
                     name: database.name.clone(),
-                    uri: format!("{base}/{name}"),
+                    uri: format!("{base}/{}", literal(name)),
                     password_file: (index == 0).then(|| password_file.clone()),
                 });
             }
@@ -352,7 +353,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     let hostname = lock_hostname(&namespace, &plan_name);
     let args = BackupArgs {
         paths,
-        repository: cli::rest_repository(&spec.repository.url),
+        repository: literal(&cli::rest_repository(&spec.repository.url)),
         result_file: RESULT_FILE.into(),
         host: Some(format!("{namespace}/{plan_name}")),
         tags: vec![("plan".into(), plan_name.clone())],
@@ -449,10 +450,9 @@ pub fn restore_job(
             includes.push(snapshot_path);
         } else {
             includes.extend(
-                volume
-                    .includes
-                    .iter()
-                    .map(|path| format!("{snapshot_path}/{}", path.trim_start_matches('/'))),
+                volume.includes.iter().map(|path| {
+                    format!("{snapshot_path}/{}", literal(path.trim_start_matches('/')))
+                }),
             );
         }
     }
@@ -485,7 +485,7 @@ pub fn restore_job(
     let latest = spec.snapshot == "latest";
     let args = RestoreArgs {
         snapshot: spec.snapshot.clone(),
-        repository: cli::rest_repository(&repository.url),
+        repository: literal(&cli::rest_repository(&repository.url)),
         result_file: RESULT_FILE.into(),
         target: (!spec.volumes.is_empty()).then(|| RESTORE_ROOT.to_owned()),
         includes,
@@ -559,8 +559,8 @@ pub fn trigger_name(trigger: RunTrigger) -> &'static str {
 /// anything else matches at any depth below it.
 fn scoped_exclude(volume_path: &str, pattern: &str) -> String {
     match pattern.strip_prefix('/') {
-        Some(anchored) => format!("{volume_path}/{anchored}"),
-        None => format!("{volume_path}/**/{pattern}"),
+        Some(anchored) => format!("{volume_path}/{}", literal(anchored)),
+        None => format!("{volume_path}/**/{}", literal(pattern)),
     }
 }
 
@@ -777,7 +777,7 @@ impl PodBuilder {
             name: SIDECAR_CONTAINER.into(),
             image: Some(pod.settings.image.clone()),
             image_pull_policy: pod.settings.image_pull_policy.clone(),
-            command: Some(vec![cli::SIDECAR_BINARY.into()]),
+            command: Some(vec![cli::SIDECAR_PATH.into()]),
             args: Some(pod.args),
             env: Some(self.env),
             volume_mounts: Some(self.mounts),
@@ -981,7 +981,7 @@ mod tests {
         let container = container(&job);
         assert_eq!(
             container.command.as_deref(),
-            Some(&["neverwiped-sidecar".to_string()][..])
+            Some(&["/usr/local/bin/neverwiped-sidecar".to_string()][..])
         );
         assert_eq!(
             container.args.as_deref().unwrap(),

@@ -494,6 +494,8 @@ pub fn finish_restore(
     status.completion_time = Some(Time(end.completion_time.unwrap_or(now)));
     if let Some(result) = &end.result {
         status.snapshot_id = result.snapshot_id.clone().or(status.snapshot_id.take());
+        let taken = result.snapshot_time.as_deref().and_then(|t| t.parse().ok());
+        status.snapshot_time = taken.map(Time).or(status.snapshot_time.take());
         status.files_restored = Some(to_i64(result.files));
         status.bytes_restored = Some(to_i64(result.bytes_read));
     }
@@ -599,6 +601,7 @@ mod tests {
             status,
             snapshot_id: (status == ExitStatus::Success || status == ExitStatus::Partial)
                 .then(|| "4f2a9c1b0d".into()),
+            snapshot_time: None,
             started_at: "2026-11-30T02:00:01Z".into(),
             finished_at: "2026-11-30T02:09:58Z".into(),
             duration_secs: 597.4,

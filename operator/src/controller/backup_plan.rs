@@ -21,6 +21,7 @@ use super::{
     fetch_secret_keys, list_if_served, maintenance, pod_of, Context, Error, Settings,
     FIELD_MANAGER,
 };
+use crate::admission::{check_backup_plan, SecretTypes};
 use crate::api::{
     ActiveRun, BackupPlan, BackupPlanStatus, CopyMethod, MaintenanceRecord, RunKind, RunOutcome,
     RunRecord, RunTrigger,
@@ -33,7 +34,7 @@ use crate::job::{
     LABEL_OPERATION, LABEL_PLAN, LABEL_RUN,
 };
 use crate::metrics::{MaintenanceLabels, Metrics, PlanLabels, ReconcileLabels, RunLabels};
-use crate::plan::{pending_manual_trigger, resolve_plan, secrets_used, SecretKeys};
+use crate::plan::{pending_manual_trigger, resolve_plan, secrets_used, Problem, SecretKeys};
 use crate::schedule::{self, parse_duration, ScheduleState};
 use crate::status::{
     backup_run_record, job_end, pod_blocked, record_backup_run, record_repository,
@@ -58,6 +59,8 @@ pub struct ObservedPlan {
     pub pods: Vec<Pod>,
     /// Keys of the Secrets the plan names.
     pub secrets: SecretKeys,
+    /// Types of the Secrets the plan names.
+    pub secret_types: SecretTypes,
     /// The PersistentVolumeClaims of the namespace (the clones of the plan's runs among them).
     pub claims: Vec<PersistentVolumeClaim>,
     /// The VolumeSnapshots of the plan's runs.
@@ -382,6 +385,8 @@ pub fn decide(
             None
         }
     };
+    let refusals = check_backup_plan(spec, &observed.secret_types, &settings.tenant_policy);
+    problems.splice(0..0, refusals.into_iter().map(Problem::Refused));
     let mut reads: Vec<VolumeRead> = Vec::new();
     let mut direct_node = None;
     if let Some(plan_volumes) = resolved.as_ref().filter(|r| !r.claims.is_empty()) {
@@ -814,6 +819,8 @@ pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, E
     // Backups, prunes and checks ([`decide`] keeps those the plan owns).
     let selector = format!("{LABEL_PLAN}={name}");
     let may_snapshot = !plan.spec.volumes.is_empty() && plan.spec.copy_method != CopyMethod::Direct;
+    let (secrets, secret_types) =
+        fetch_secret_keys(client, &namespace, &secrets_used(&plan.spec)).await?;
     let observed = ObservedPlan {
         jobs: Api::<Job>::namespaced(client.clone(), &namespace)
             .list(&ListParams::default().labels(&selector))
@@ -823,7 +830,8 @@ pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, E
             .list(&ListParams::default())
             .await?
             .items,
-        secrets: fetch_secret_keys(client, &namespace, &secrets_used(&plan.spec)).await?,
+        secrets,
+        secret_types,
         claims: if plan.spec.volumes.is_empty() {
             Vec::new()
         } else {
@@ -1193,6 +1201,7 @@ mod tests {
             operation: Operation::Backup,
             status: ExitStatus::Success,
             snapshot_id: Some("abcdef12".into()),
+            snapshot_time: None,
             started_at: "2026-11-30T02:00:00Z".into(),
             finished_at: "2026-11-30T02:01:00Z".into(),
             duration_secs: 60.0,
@@ -1705,6 +1714,7 @@ mod maintenance_tests {
             operation,
             status,
             snapshot_id: None,
+            snapshot_time: None,
             started_at: "2026-11-30T00:00:00Z".into(),
             finished_at: "2026-11-30T00:10:00Z".into(),
             duration_secs: 600.0,
