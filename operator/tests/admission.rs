@@ -416,3 +416,114 @@ fn an_exclude_naming_a_variable_reaches_the_sidecar_literally() {
         .iter()
         .any(|arg| arg.contains("/var/run/neverwiped/repository")));
 }
+
+// --- A hostile gate: the Restore shows which point in time it brought back -------------------
+
+#[test]
+fn a_restore_shows_the_id_and_time_of_the_snapshot_it_used() {
+    use neverwiped_contract::{ExitStatus, Operation, RunResult};
+    use neverwiped_operator::api::{RestorePhase, RestoreStatus, RunOutcome};
+    use neverwiped_operator::status::{finish_restore, JobEnd};
+
+    let written = RunResult {
+        snapshot_id: Some("5f0c3e9a".repeat(8)),
+        snapshot_time: Some("2026-11-28T02:30:04Z".into()),
+        ..support::run_result(Operation::Restore, ExitStatus::Success)
+    };
+    // Through the termination message, as the operator reads it.
+    let result = RunResult::from_json(&written.to_termination_message()).unwrap();
+    let end = JobEnd {
+        outcome: RunOutcome::Succeeded,
+        reason: "Succeeded".into(),
+        message: None,
+        result: Some(result),
+        start_time: None,
+        completion_time: None,
+    };
+    let mut status = RestoreStatus::default();
+    finish_restore(&mut status, &end, Some(1), Timestamp::now());
+    assert_eq!(status.phase, Some(RestorePhase::Succeeded));
+    assert_eq!(status.snapshot_id, written.snapshot_id);
+    let taken = status.snapshot_time.expect("the snapshot's time").0;
+    assert_eq!(taken, "2026-11-28T02:30:04Z".parse::<Timestamp>().unwrap());
+
+    // An older sidecar's result has no time: the status has none, and nothing else changes.
+    let old = r#"{"version":1,"operation":"restore","status":"success","snapshotId":"ab12cd34",
+        "startedAt":"2026-11-30T01:00:00Z","finishedAt":"2026-11-30T01:00:05Z","durationSecs":5.0,
+        "files":1,"bytesRead":1,"bytesAdded":0,"bytesTransferred":1}"#;
+    let result = RunResult::from_json(old).expect("a result without snapshotTime still parses");
+    let mut status = RestoreStatus::default();
+    finish_restore(
+        &mut status,
+        &JobEnd {
+            result: Some(result),
+            ..end
+        },
+        Some(1),
+        Timestamp::now(),
+    );
+    assert_eq!(status.snapshot_time, None);
+    assert_eq!(status.snapshot_id.as_deref(), Some("ab12cd34"));
+}
+
+// --- The operator binary against the real API server ----------------------------------------
+
+#[tokio::test]
+async fn the_operator_refuses_a_plan_that_names_a_service_account_token_as_its_password() {
+    if !api_server_or_skip() {
+        return;
+    }
+    support::apply_crds();
+    let namespace = TestNamespace::create("sa-token");
+    let ns = namespace.name.as_str();
+    let token_secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "reader-token",
+                     "annotations": {"kubernetes.io/service-account.name": "reader"}},
+        "type": SERVICE_ACCOUNT_TOKEN_TYPE,
+        "data": {"token": "dG9rZW4="}
+    });
+    let db_login = json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "orders-db"},
+        "type": "kubernetes.io/basic-auth",
+        "stringData": {"username": "backup", "password": "not-a-token"}
+    });
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}}),
+        token_secret,
+        db_login,
+    ] {
+        create(ns, &object).expect("the test's objects are created");
+    }
+    let mut plan = plan("nightly", |p| {
+        p["spec"]["repository"]["passwordSecretRef"] =
+            json!({"name": "reader-token", "key": "token"});
+        p["spec"]["volumes"] = json!([]);
+    });
+    plan["apiVersion"] = json!("neverwiped.io/v1alpha1");
+    plan["kind"] = json!("BackupPlan");
+    let mut operator = support::Operator::start(ns);
+    create(ns, &plan).expect("the plan is accepted by the API server");
+
+    let ready = support::eventually("Ready=False", support::ACT_TIMEOUT, || async {
+        let plan =
+            support::kubectl_json(&["get", "backupplans.neverwiped.io", "nightly", "-n", ns]);
+        let conditions = plan["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        conditions
+            .into_iter()
+            .find(|c| c["type"] == "Ready" && c["status"] == "False")
+    })
+    .await;
+    assert_eq!(ready["reason"], reasons::SECRET_TYPE_NOT_ALLOWED, "{ready}");
+    let message = ready["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Secret \"reader-token\" named by spec.repository.passwordSecretRef is of type kubernetes.io/service-account-token"),
+        "{message}"
+    );
+    let jobs = support::kubectl(&["get", "jobs", "-n", ns, "-o", "name"]);
+    assert_eq!(jobs.trim(), "", "no Job is made");
+    assert!(operator.is_running(), "{}", operator.logs());
+}
