@@ -10,6 +10,9 @@
 
 /// The sidecar binary's name, as the Job's `command`.
 pub const SIDECAR_BINARY: &str = "neverwiped-sidecar";
+/// Where the sidecar image installs the binary: the Job's `command`, by absolute path, so that
+/// nothing mounted over a directory of `PATH` can stand in for it.
+pub const SIDECAR_PATH: &str = "/usr/local/bin/neverwiped-sidecar";
 
 /// Environment variables the sidecar reads. None of their values is ever put in an argument.
 pub mod env {

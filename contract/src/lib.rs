@@ -137,6 +137,10 @@ pub struct RunResult {
     /// The snapshot written (backup) or read (restore).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,
+    /// RFC 3339 time of that snapshot (when it was taken): for a restore of `latest`, which point
+    /// in time came back, so a gate that withholds the newest snapshots shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_time: Option<String>,
     /// RFC 3339 time the run started.
     pub started_at: String,
     /// RFC 3339 time the run ended.
@@ -225,6 +229,7 @@ mod tests {
             operation: Operation::Backup,
             status: ExitStatus::Partial,
             snapshot_id: Some("ab12".into()),
+            snapshot_time: Some("2026-11-30T00:59:58Z".into()),
             started_at: "2026-11-30T01:00:00Z".into(),
             finished_at: "2026-11-30T01:00:05Z".into(),
             duration_secs: 5.0,

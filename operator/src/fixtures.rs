@@ -41,6 +41,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         version: RESULT_FORMAT_VERSION,
         operation,
         status,
+        snapshot_time: None,
         snapshot_id: matches!(status, ExitStatus::Success | ExitStatus::Partial)
             .then(|| "4f2a9c1b0d".into()),
         started_at: "2026-11-30T02:00:00Z".into(),

@@ -5,13 +5,17 @@
 //! runs), [`job`] (which Job for which plan or restore), [`status`] (what a finished Job means);
 //! [`conditions`] lists the condition types and reasons, which are part of the API. The
 //! [`controller`] fetches, calls them, and applies the result; [`recorder`] publishes its Events.
-//! [`leader`] elects one replica on a Lease (its decisions pure too); [`csi`] declares the CSI
+//! [`admission`] refuses what a tenant may not ask for (names that would become paths, service-account
+//! tokens, what the cluster's [`tenant_policy`] does not allow); [`expansion`] keeps user text in
+//! arguments literal. [`leader`] elects one replica on a Lease (its decisions pure too); [`csi`] declares the CSI
 //! snapshot API the operator uses.
 
+pub mod admission;
 pub mod api;
 pub mod conditions;
 pub mod controller;
 pub mod csi;
+pub mod expansion;
 pub mod http;
 pub mod job;
 pub mod leader;
@@ -20,6 +24,7 @@ pub mod plan;
 pub mod recorder;
 pub mod schedule;
 pub mod status;
+pub mod tenant_policy;
 pub mod volumes;
 
 #[cfg(test)]

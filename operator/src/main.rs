@@ -7,6 +7,8 @@
 //! - `NEVERWIPED_HTTP_ADDR`: where `/healthz`, `/readyz` and `/metrics` listen (`0.0.0.0:8080`).
 //! - `NEVERWIPED_CATCH_UP_WINDOW`: how late a missed run may still start (`24h`).
 //! - `NEVERWIPED_WATCH_NAMESPACE`: reconcile only this namespace's resources (default: all).
+//! - `NEVERWIPED_TENANT_POLICY`: the cluster admin's limits on plans and Restores, as JSON
+//!   (the chart's `policy` values; default: none).
 //! - `NEVERWIPED_LEADER_ELECTION`: `false` runs the controllers without a Lease (one replica only).
 //! - `NEVERWIPED_LEASE_NAME` (`neverwiped-operator`), `NEVERWIPED_LEASE_NAMESPACE` (default: the
 //!   pod's namespace, `POD_NAMESPACE` or the service account's), `NEVERWIPED_LEASE_DURATION`
@@ -25,6 +27,7 @@ use neverwiped_operator::http::{self, Health};
 use neverwiped_operator::leader::{LeaderElector, LeaderSettings};
 use neverwiped_operator::metrics::Metrics;
 use neverwiped_operator::schedule::parse_duration;
+use neverwiped_operator::tenant_policy::{TenantPolicy, POLICY_ENV};
 use tracing_subscriber::EnvFilter;
 
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -49,6 +52,8 @@ async fn main() -> anyhow::Result<()> {
         settings.catch_up_window = parse_duration(&window).context("NEVERWIPED_CATCH_UP_WINDOW")?;
     }
     settings.watch_namespace = non_empty_env("NEVERWIPED_WATCH_NAMESPACE");
+    settings.tenant_policy =
+        TenantPolicy::from_json(&std::env::var(POLICY_ENV).unwrap_or_default())?;
     let leader_settings = leader_settings()?;
     let address = std::env::var("NEVERWIPED_HTTP_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
 

@@ -74,6 +74,8 @@ pub enum Problem {
     TargetVolumeNotFound { name: String, field: String },
     #[error("{field}: PersistentVolumeClaim {name:?} already exists, and createClaim only creates new ones; remove createClaim to restore into it")]
     TargetVolumeExists { name: String, field: String },
+    #[error(transparent)]
+    Refused(#[from] crate::admission::Refusal),
 }
 
 impl Problem {
@@ -99,6 +101,7 @@ impl Problem {
             Problem::UnknownDatabase { .. } => reasons::UNKNOWN_DATABASE,
             Problem::TargetVolumeNotFound { .. } => reasons::TARGET_VOLUME_NOT_FOUND,
             Problem::TargetVolumeExists { .. } => reasons::TARGET_VOLUME_EXISTS,
+            Problem::Refused(refusal) => refusal.reason(),
         }
     }
 }

@@ -550,6 +550,8 @@ pub fn finish_restore(
     status.completion_time = Some(Time(end.completion_time.unwrap_or(now)));
     if let Some(result) = &end.result {
         status.snapshot_id = result.snapshot_id.clone().or(status.snapshot_id.take());
+        let taken = result.snapshot_time.as_deref().and_then(|t| t.parse().ok());
+        status.snapshot_time = taken.map(Time).or(status.snapshot_time.take());
         status.files_restored = Some(to_i64(result.files));
         status.bytes_restored = Some(to_i64(result.bytes_read));
     }

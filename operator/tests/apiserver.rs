@@ -118,6 +118,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         operation: Operation::Backup,
         status: ExitStatus::Success,
         snapshot_id: Some("0123456789abcdef".into()),
+        snapshot_time: None,
         started_at: "2026-11-30T02:30:00Z".into(),
         finished_at: "2026-11-30T02:31:00Z".into(),
         duration_secs: 60.0,

@@ -176,7 +176,7 @@ async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() 
     assert_eq!(container.image.as_deref(), Some(SIDECAR_IMAGE));
     assert_eq!(
         container.command.as_deref(),
-        Some(&["neverwiped-sidecar".to_string()][..])
+        Some(&["/usr/local/bin/neverwiped-sidecar".to_string()][..])
     );
     let args = args_of(&job);
     assert_eq!(

@@ -18,6 +18,7 @@ fails: under CI=true it does). Install them with
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import json
 import re
@@ -37,6 +38,8 @@ NAMESPACE = "neverwiped-system"
 try:
     import tomllib  # Python 3.11
 
+    import bcrypt
+    import cel
     import helm_python as helm
     import kubernetes_validate
     import promql_parser
@@ -258,6 +261,8 @@ def default_values_render_the_operator_and_nothing_optional() -> None:
         ("RoleBinding", "neverwiped-operator-leader"),
         ("Deployment", "neverwiped-operator"),
         ("Service", "neverwiped-operator-metrics"),
+        ("ValidatingAdmissionPolicy", "neverwiped-read-access"),
+        ("ValidatingAdmissionPolicyBinding", "neverwiped-read-access"),
     }, f"default objects: {sorted(rendered.kinds_and_names())}")
     expect(rendered.operator()["spec"]["replicas"] == 1, "one replica by default")
     everything = Rendered(EVERYTHING_ON)
@@ -336,6 +341,10 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
      "/metrics/prometheusRule/backupFailed/window"),
     ({"nodeSelector": {"disktype": 1}}, "/nodeSelector/disktype"),
     ({"restServer": {"enabled": "yes"}}, "/restServer/enabled"),
+    ({"policy": {"allowedTolerations": [{"key": "x", "operator": "Maybe"}]}},
+     "/policy/allowedTolerations/0/operator"),
+    ({"policy": {"allowedRepositoryPrefixes": ["https://user@gate.example.com/"]}},
+     "/policy/allowedRepositoryPrefixes/0"),
 ]
 
 
@@ -598,6 +607,10 @@ def scheduling_values_reach_the_operator_pod() -> None:
     expect(pod["metadata"]["labels"]["team"] == "storage", "podLabels")
 
 
+def bcrypt_matches(password: str, hashed: str) -> bool:
+    return bcrypt.checkpw(password.encode(), hashed.encode())
+
+
 def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in selector.items())
 
@@ -702,7 +715,8 @@ def the_rest_server_is_off_by_default_and_marked_not_for_production() -> None:
            f"the stock image: {container['image']}")
     env = {e["name"]: e["value"] for e in container["env"]}
     expect(env == {"DATA_DIRECTORY": "/data", "PASSWORD_FILE": "/etc/rest-server/.htpasswd",
-                   "OPTIONS": "--listen :8000 --append-only"}, f"environment {env}")
+                   "OPTIONS": "--listen :8000 --append-only --private-repos"}, f"environment {env}")
+    expect(not rendered.all("Secret"), "a Secret of one's own: none generated")
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     expect(volumes["data"]["persistentVolumeClaim"]["claimName"] == "neverwiped-rest-server",
            "data on the PVC")
@@ -716,10 +730,134 @@ def the_rest_server_is_off_by_default_and_marked_not_for_production() -> None:
     bare = Rendered({"restServer": {"enabled": True}})
     container = bare.one("Deployment", "neverwiped-rest-server")["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in container["containers"][0]["env"]}
-    expect(env.get("DISABLE_AUTHENTICATION") == "1" and env["OPTIONS"] == "--listen :8000",
-           f"without htpasswd: no authentication ({env})")
-    expect(container["volumes"] == [{"name": "data", "emptyDir": {}}], "an emptyDir")
+    expect(env == {"DATA_DIRECTORY": "/data", "PASSWORD_FILE": "/etc/rest-server/.htpasswd",
+                   "OPTIONS": "--listen :8000 --private-repos"},
+           f"by default: a login and private repositories ({env})")
+    volumes = {v["name"]: v for v in container["volumes"]}
+    expect(volumes["data"] == {"name": "data", "emptyDir": {}}, "an emptyDir")
+    expect(volumes["htpasswd"]["secret"]["secretName"] == "neverwiped-rest-server-login",
+           f"the generated login: {volumes['htpasswd']}")
     expect(not bare.all("PersistentVolumeClaim"), "no PVC without persistence")
+    login = bare.one("Secret", "neverwiped-rest-server-login")
+    expect(login["type"] == "kubernetes.io/basic-auth"
+           and login["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep",
+           "the login is a basic-auth Secret kept on uninstall")
+    data = {key: base64.b64decode(value).decode() for key, value in login["data"].items()}
+    expect(data["username"] == "neverwiped" and len(data["password"]) == 32,
+           "a user and a random password of 32 characters")
+    user, hashed = data[".htpasswd"].split(":", 1)
+    expect(user == "neverwiped" and hashed.startswith("$2a$"),
+           f"an htpasswd line with a bcrypt hash: {data['.htpasswd']}")
+    expect(bcrypt_matches(data["password"], hashed), "the htpasswd hash is of the password")
+    again = Rendered({"restServer": {"enabled": True}}).one("Secret", "neverwiped-rest-server-login")
+    expect(base64.b64decode(again["data"]["password"]).decode() != data["password"],
+           "each install draws its own password")
+
+    open_server = Rendered({"restServer": {"enabled": True, "authentication": False,
+                                           "privateRepos": False}})
+    container = open_server.one("Deployment", "neverwiped-rest-server")["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in container["containers"][0]["env"]}
+    expect(env.get("DISABLE_AUTHENTICATION") == "1" and env["OPTIONS"] == "--listen :8000",
+           f"authentication off: no login ({env})")
+    expect(not open_server.all("Secret"), "authentication off: no login Secret")
+
+
+SAMPLE_PLAN = {"apiVersion": "neverwiped.io/v1alpha1", "kind": "BackupPlan",
+               "metadata": {"name": "nightly", "namespace": "shop"},
+               "spec": {"schedule": "@daily",
+                        "repository": {"url": "https://gate.example.com/shop",
+                                       "passwordSecretRef": {"name": "repo", "key": "password"},
+                                       "credentialsSecretRef": {"name": "gate"},
+                                       "caSecretRef": {"name": "gate-ca", "key": "ca.crt"}},
+                        "volumes": [{"claimName": "data"}, {"selector": {"matchLabels": {"a": "b"}}}],
+                        "databases": [{"name": "orders", "type": "postgresql", "host": "pg",
+                                       "credentialsSecretRef": {"name": "orders-db"}}]}}
+SAMPLE_RESTORE = {"apiVersion": "neverwiped.io/v1alpha1", "kind": "Restore",
+                  "metadata": {"name": "back", "namespace": "shop"},
+                  "spec": {"backupPlanName": "nightly",
+                           "volumes": [{"sourceClaimName": "data", "targetClaimName": "data-new"}],
+                           "databases": [{"name": "orders", "host": "pg2",
+                                          "credentialsSecretRef": {"name": "pg2-admin"}}]}}
+
+
+def policy_variables(policy: dict[str, Any], obj: dict[str, Any], resource: str) -> dict[str, Any]:
+    """The policy's variables evaluated (with the cel crate) for a request that creates `obj`."""
+    request = {"operation": "CREATE", "namespace": "shop", "kind": {"kind": obj["kind"]},
+               "resource": {"group": "neverwiped.io", "version": "v1alpha1", "resource": resource}}
+    variables: dict[str, Any] = {}
+    for variable in policy["spec"]["variables"]:
+        context = {"object": obj, "oldObject": None, "request": request, "variables": variables}
+        variables[variable["name"]] = cel.evaluate(variable["expression"], context)
+    return variables
+
+
+@check
+def the_admission_policy_requires_read_access_to_what_a_plan_or_restore_names() -> None:
+    rendered = Rendered(None)
+    policy = rendered.one("ValidatingAdmissionPolicy", "neverwiped-read-access")
+    binding = rendered.one("ValidatingAdmissionPolicyBinding", "neverwiped-read-access")
+    expect(binding["spec"]["policyName"] == policy["metadata"]["name"]
+           and binding["spec"]["validationActions"] == ["Deny"]
+           and "matchResources" not in binding["spec"], f"the binding: {binding['spec']}")
+    spec = policy["spec"]
+    expect(spec["failurePolicy"] == "Fail", "a policy that cannot be evaluated refuses")
+    rules = spec["matchConstraints"]["resourceRules"]
+    expect(rules == [{"apiGroups": ["neverwiped.io"], "apiVersions": ["*"],
+                      "operations": ["CREATE", "UPDATE"],
+                      "resources": ["backupplans", "restores"]}], f"what it matches: {rules}")
+    # Every expression parses as CEL (the cel crate's parser; the API server's type checks, with
+    # the authorizer library, run only on a cluster).
+    expressions = [c["expression"] for c in spec["matchConditions"]]
+    expressions += [v["expression"] for v in spec["variables"]]
+    for validation in spec["validations"]:
+        expressions.append(validation["expression"])
+        expressions.extend(v for k, v in validation.items() if k == "messageExpression")
+    for expression in expressions:
+        try:
+            cel.compile(expression)
+        except ValueError as error:
+            raise CheckFailed(f"a CEL expression of the admission policy does not parse: {error}")
+    checks = " ".join(v["expression"] for v in spec["validations"])
+    for part in ["resource('secrets')", "resource('persistentvolumeclaims')", "check('get')",
+                 "check('list')", "resource('backupplans')", "namespace(request.namespace)"]:
+        expect(part in checks, f"the validations lack {part}")
+    # What each kind names, as the policy's variables find it.
+    plan = policy_variables(policy, SAMPLE_PLAN, "backupplans")
+    expect(plan["secretNames"] == ["repo", "gate", "gate-ca", "orders-db"]
+           and plan["claimNames"] == ["data"] and plan["selectsClaims"] is True,
+           f"a plan's names: {plan}")
+    minimal = copy.deepcopy(SAMPLE_PLAN)
+    del minimal["spec"]["repository"]["credentialsSecretRef"]
+    del minimal["spec"]["repository"]["caSecretRef"]
+    del minimal["spec"]["databases"]
+    minimal["spec"]["volumes"] = [{"claimName": "data"}]
+    plan = policy_variables(policy, minimal, "backupplans")
+    expect(plan["secretNames"] == ["repo"] and plan["selectsClaims"] is False,
+           f"a minimal plan's names: {plan}")
+    restore = policy_variables(policy, SAMPLE_RESTORE, "restores")
+    expect(restore["secretNames"] == ["pg2-admin"] and restore["claimNames"] == ["data-new"]
+           and restore["selectsClaims"] is False, f"a Restore's names: {restore}")
+
+    expect(not Rendered({"policy": {"requireReadAccess": False}}).all("ValidatingAdmissionPolicy"),
+           "policy.requireReadAccess: false installs no policy")
+    scoped = Rendered(NAMESPACED).one("ValidatingAdmissionPolicyBinding")
+    expect(scoped["spec"]["matchResources"] == {"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "shop"}}}, "with watchNamespace: that namespace only")
+
+
+@check
+def the_tenant_policy_reaches_the_operator_as_json() -> None:
+    expect("NEVERWIPED_TENANT_POLICY" not in Rendered(None).operator_env(),
+           "no limits by default")
+    limits = {"allowedRepositoryPrefixes": ["https://gate.example.com/"],
+              "allowedTolerations": [{"key": "dedicated", "value": "backup"}],
+              "allowedNodeSelectors": {"pool": ["backup"]},
+              "allowedPriorityClasses": []}
+    env = Rendered({"policy": limits}).operator_env()
+    expect(json.loads(env["NEVERWIPED_TENANT_POLICY"]) == limits,
+           f"the limits as JSON: {env.get('NEVERWIPED_TENANT_POLICY')}")
+    main_rs = (ROOT / "operator" / "src" / "main.rs").read_text()
+    expect("`NEVERWIPED_TENANT_POLICY`" in main_rs, "main.rs documents NEVERWIPED_TENANT_POLICY")
 
 
 @check
@@ -735,9 +873,14 @@ def notes_tell_the_user_what_to_apply_next() -> None:
                  "http://neverwiped-rest-server.neverwiped-system.svc:8000/",
                  "namespace shop only", "kubectl -n shop create secret", "2 replicas"]:
         expect(part in notes, f"NOTES.txt (everything on) lacks {part!r}:\n{notes}")
-    notes = Rendered({"restServer": {"enabled": True}}).notes
+    notes = Rendered({"restServer": {"enabled": True, "authentication": False}}).notes
     expect("no authentication" in notes and "emptyDir" in notes,
            f"NOTES.txt warns of an open, volatile REST server:\n{notes}")
+    notes = Rendered({"restServer": {"enabled": True}}).notes
+    for part in ["get secret neverwiped-rest-server-login -o jsonpath='{.data.password}'",
+                 "http://neverwiped-rest-server.neverwiped-system.svc:8000/neverwiped/NAMESPACE-PLAN"]:
+        expect(part in notes, f"NOTES.txt (generated login) lacks {part!r}:\n{notes}")
+    expect("no authentication" not in notes, "the default REST server asks for a login")
 
 
 def leaf_keys(values: dict[str, Any], prefix: str = "") -> set[str]:

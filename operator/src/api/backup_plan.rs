@@ -6,6 +6,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{CredentialsSecretRef, DatabaseType, PodSettings, SecretKeyRef};
+use super::names::{
+    DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, HOST_PATTERN, PATH_PATTERN, REPOSITORY_URL_PATTERN,
+    REPOSITORY_URL_RULE,
+};
 
 /// The schedule field's shape: a `@` macro or five whitespace-separated fields. The operator
 /// parses the fields themselves (`Ready=False`, reason `InvalidSchedule`, when they do not parse).
@@ -90,7 +94,7 @@ pub struct BackupPlanSpec {
     /// volume's CSI driver, or its only class. With `Auto`, only the volumes of this class's
     /// driver are snapshotted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub volume_snapshot_class_name: Option<String>,
     /// Database servers to dump into the same snapshot as the volumes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -127,12 +131,15 @@ fn default_deadline() -> String {
 }
 
 /// The repository on the gate: its URL, the password that encrypts it, and how to log in.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Repository {
     /// URL of the repository on the gate or any restic REST server, e.g.
     /// `https://gate.example.com/team-a/shop`.
-    #[schemars(length(min = 8, max = 2048), regex(pattern = r"^https?://[^\s]+$"))]
+    #[schemars(length(min = 8, max = 2048), regex(pattern = REPOSITORY_URL_PATTERN))]
+    #[x_kube(validation = Rule::new(REPOSITORY_URL_RULE).message(
+        "the URL may have no '.' or '..' segment, user, query, fragment or backslash"
+    ))]
     pub url: String,
     /// The repository password: it encrypts everything; without it nothing can be restored.
     pub password_secret_ref: SecretKeyRef,
@@ -152,7 +159,7 @@ pub struct Repository {
 pub struct BackupVolume {
     /// Name of a PersistentVolumeClaim in this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub claim_name: Option<String>,
     /// Selects PersistentVolumeClaims of this namespace by label; at least one must match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,7 +167,10 @@ pub struct BackupVolume {
     /// Glob patterns of paths to leave out, relative to the volume's root: `cache` leaves out
     /// every file or directory named `cache`, `/tmp` only the one at the root, `*.log` all logs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256), inner(length(min = 1, max = 4096)))]
+    #[schemars(
+        length(max = 256),
+        inner(length(min = 1, max = 4096), regex(pattern = PATH_PATTERN))
+    )]
     pub excludes: Vec<String>,
 }
 
@@ -192,16 +202,13 @@ pub enum CopyMethod {
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseSource {
     /// Name of this entry: the dump is stored under `/databases/<name>/` in the snapshot.
-    #[schemars(
-        length(min = 1, max = 63),
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    )]
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
     pub name: String,
     /// The server's engine.
     #[serde(rename = "type")]
     pub engine: DatabaseType,
     /// Host name or address of the server, e.g. `postgres.shop.svc`.
-    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[^\s/@:]+$"))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = HOST_PATTERN))]
     pub host: String,
     /// Port of the server; by default 5432 for PostgreSQL and 3306 for MariaDB and MySQL.
     #[serde(default, skip_serializing_if = "Option::is_none")]

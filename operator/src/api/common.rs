@@ -6,12 +6,14 @@ use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::names::DNS_SUBDOMAIN_PATTERN;
+
 /// One key of a Secret in the same namespace as the resource.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
     /// Name of the Secret.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub name: String,
     /// Key of the value within the Secret.
     #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
@@ -24,7 +26,7 @@ pub struct SecretKeyRef {
 #[serde(rename_all = "camelCase")]
 pub struct CredentialsSecretRef {
     /// Name of the Secret.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub name: String,
     /// Key of the user name within the Secret.
     #[serde(default = "default_username_key")]
@@ -102,6 +104,6 @@ pub struct PodSettings {
     pub resources: Option<ResourceRequirements>,
     /// PriorityClass of the Job's pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub priority_class_name: Option<String>,
 }

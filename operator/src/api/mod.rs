@@ -4,6 +4,7 @@
 
 mod backup_plan;
 mod common;
+pub mod names;
 mod restore;
 
 use kube::CustomResourceExt;

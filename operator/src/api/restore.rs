@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{CredentialsSecretRef, DatabaseType, PodSettings};
+use super::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, HOST_PATTERN, PATH_PATTERN};
 
 /// `latest`, or a snapshot id or a prefix of one (at least 8 hex digits).
 pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
@@ -28,6 +29,7 @@ pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Plan","type":"string","jsonPath":".spec.backupPlanName"}"#,
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.snapshotId"}"#,
+    printcolumn = r#"{"name":"Taken","type":"date","jsonPath":".status.snapshotTime"}"#,
     printcolumn = r#"{"name":"Bytes Restored","type":"integer","jsonPath":".status.bytesRestored"}"#,
     printcolumn = r#"{"name":"Completed","type":"date","jsonPath":".status.completionTime","priority":1}"#,
     printcolumn = r#"{"name":"Message","type":"string","jsonPath":".status.message","priority":1}"#,
@@ -44,7 +46,7 @@ pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
 #[serde(rename_all = "camelCase")]
 pub struct RestoreSpec {
     /// The BackupPlan, in this namespace, whose repository and snapshots to restore from.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub backup_plan_name: String,
     /// `latest` (the plan's newest snapshot), or a snapshot id or a unique prefix of one.
     #[serde(default = "default_snapshot")]
@@ -71,22 +73,25 @@ fn default_snapshot() -> String {
 }
 
 /// One backed-up volume and the PersistentVolumeClaim it is restored into.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreVolume {
     /// The name of the PersistentVolumeClaim as it was backed up.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub source_claim_name: String,
     /// The PersistentVolumeClaim to restore into. It must exist, unless `createClaim` is set.
     /// Files in the snapshot overwrite files of the same path; other files are left alone.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub target_claim_name: String,
     /// Creates the target PersistentVolumeClaim; it must not exist yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_claim: Option<NewClaim>,
     /// Paths inside the volume to restore (a directory brings all below it); empty restores all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256), inner(length(min = 1, max = 4096)))]
+    #[schemars(
+        length(max = 256),
+        inner(length(min = 1, max = 4096), regex(pattern = PATH_PATTERN))
+    )]
     pub includes: Vec<String>,
 }
 
@@ -98,7 +103,7 @@ pub struct NewClaim {
     pub storage: Quantity,
     /// StorageClass of the volume; by default the cluster's default class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub storage_class_name: Option<String>,
     /// Access modes of the volume; by default `ReadWriteOnce`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -132,16 +137,13 @@ impl AccessMode {
 #[serde(rename_all = "camelCase")]
 pub struct RestoreDatabase {
     /// The name of the plan's database entry (`spec.databases[].name`) that was dumped.
-    #[schemars(
-        length(min = 1, max = 63),
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    )]
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
     pub name: String,
     /// The target server's engine; by default the engine of the plan's entry of that name.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<DatabaseType>,
     /// Host name or address of the target server.
-    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[^\s/@:]+$"))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = HOST_PATTERN))]
     pub host: String,
     /// Port of the target server; by default 5432 for PostgreSQL and 3306 for MariaDB and MySQL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,6 +208,10 @@ pub struct RestoreStatus {
     /// The snapshot restored (its full id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,
+    /// When the snapshot restored was taken. For `snapshot: latest`, compare it with the plan's
+    /// `status.lastSuccessfulTime`: an older time means the repository did not offer the newest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -20,6 +20,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
+use crate::admission::{is_dns_subdomain, SecretTypes};
 use crate::api::{BackupPlan, Restore};
 use crate::conditions::ConditionStatus;
 use crate::job::JobSettings;
@@ -76,6 +77,8 @@ pub struct Settings {
     pub watch_namespace: Option<String>,
     /// How often a run waiting for its VolumeSnapshots looks at them again.
     pub snapshot_poll: Duration,
+    /// What the cluster admin allows plans and Restores to ask for.
+    pub tenant_policy: crate::tenant_policy::TenantPolicy,
 }
 
 impl Settings {
@@ -92,6 +95,7 @@ impl Settings {
             not_ready_recheck: Duration::from_secs(120),
             watch_namespace: None,
             snapshot_poll: Duration::from_secs(5),
+            tenant_policy: Default::default(),
         }
     }
 }
@@ -384,23 +388,28 @@ where
     restores.await;
 }
 
-/// Fetches the keys of the Secrets `uses` names; a Secret that does not exist is left out.
+/// Fetches the keys and the types of the Secrets `uses` names; a Secret that does not exist is
+/// left out.
 async fn fetch_secret_keys(
     client: &Client,
     namespace: &str,
     uses: &[SecretUse],
-) -> Result<SecretKeys, Error> {
+) -> Result<(SecretKeys, SecretTypes), Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let names: BTreeSet<&str> = uses.iter().map(|u| u.name.as_str()).collect();
     let mut found = BTreeMap::new();
-    for name in names {
+    let mut types = SecretTypes::new();
+    // A name that is not an object name would be a path in the request: never fetched.
+    for name in names.into_iter().filter(|name| is_dns_subdomain(name)) {
         if let Some(secret) = api.get_opt(name).await? {
             let mut keys: BTreeSet<String> = secret.data.unwrap_or_default().into_keys().collect();
             keys.extend(secret.string_data.unwrap_or_default().into_keys());
             found.insert(name.to_owned(), keys);
+            let type_ = secret.type_.unwrap_or_else(|| "Opaque".into());
+            types.insert(name.to_owned(), type_);
         }
     }
-    Ok(found)
+    Ok((found, types))
 }
 
 /// The pod of a Job: owned by it, or labelled with its name; the newest when there are several.

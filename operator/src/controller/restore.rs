@@ -16,6 +16,7 @@ use kube::ResourceExt;
 
 use super::effects::{execute, Create, Delete, Effects, PlannedEvent};
 use super::{events, fetch_secret_keys, pod_of, Context, Error, Settings};
+use crate::admission::{check_restore, is_dns_subdomain, SecretTypes};
 use crate::api::{BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus};
 use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
@@ -35,6 +36,8 @@ pub struct ObservedRestore {
     pub plan: Option<BackupPlan>,
     /// Keys of the Secrets the plan's repository and the Restore's databases name.
     pub secrets: SecretKeys,
+    /// Types of the same Secrets.
+    pub secret_types: SecretTypes,
     /// The target claims that exist, by name.
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     /// The restore Job, once created.
@@ -241,10 +244,18 @@ fn start_or_wait(
 ) {
     let generation = restore.metadata.generation;
     let Checked {
-        problems,
+        mut problems,
         database_types,
         deadline,
     } = checked;
+    let plan_spec = observed.plan.as_ref().map(|plan| &plan.spec);
+    let refusals = check_restore(
+        &restore.spec,
+        plan_spec,
+        &observed.secret_types,
+        &settings.tenant_policy,
+    );
+    problems.splice(0..0, refusals.into_iter().map(Problem::Refused));
     let mut status = std::mem::take(&mut decision.status);
     let ready_before = find_condition(&status.conditions, types::READY)
         .map(|c| (c.status.clone(), c.reason.clone()));
@@ -335,9 +346,7 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::await_change());
     }
     let client = &ctx.client;
-    let plan = Api::<BackupPlan>::namespaced(client.clone(), &namespace)
-        .get_opt(&restore.spec.backup_plan_name)
-        .await?;
+    let plan = fetch_plan(client, &namespace, &restore.spec.backup_plan_name).await?;
     let mut uses = Vec::new();
     if let Some(plan) = &plan {
         uses.extend(repository_secrets_used(&plan.spec.repository));
@@ -346,12 +355,7 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         uses.extend(credentials_used(&database.credentials_secret_ref, ""));
     }
     let claims_api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace);
-    let mut claims = BTreeMap::new();
-    for volume in &restore.spec.volumes {
-        if let Some(claim) = claims_api.get_opt(&volume.target_claim_name).await? {
-            claims.insert(volume.target_claim_name.clone(), claim);
-        }
-    }
+    let claims = fetch_target_claims(&claims_api, &restore).await?;
     let job = Api::<Job>::namespaced(client.clone(), &namespace)
         .get_opt(&restore_job_name(&restore))
         .await?;
@@ -364,9 +368,11 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         }
         None => Vec::new(),
     };
+    let (secrets, secret_types) = fetch_secret_keys(client, &namespace, &uses).await?;
     let observed = ObservedRestore {
         plan,
-        secrets: fetch_secret_keys(client, &namespace, &uses).await?,
+        secrets,
+        secret_types,
         claims,
         job,
         pods,
@@ -378,6 +384,38 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         .requeue_after
         .map(Action::requeue)
         .unwrap_or_else(Action::await_change))
+}
+
+/// The Restore's BackupPlan. A name that is not an object name would be a path in the request
+/// (`../secrets/x`): it is never fetched, and [`decide`] refuses it.
+async fn fetch_plan(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<BackupPlan>, Error> {
+    if !is_dns_subdomain(name) {
+        return Ok(None);
+    }
+    Ok(Api::<BackupPlan>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await?)
+}
+
+/// The Restore's target claims that exist, by name (those with a valid name, as [`fetch_plan`]).
+async fn fetch_target_claims(
+    api: &Api<PersistentVolumeClaim>,
+    restore: &Restore,
+) -> Result<BTreeMap<String, PersistentVolumeClaim>, Error> {
+    let mut claims = BTreeMap::new();
+    for volume in &restore.spec.volumes {
+        let name = &volume.target_claim_name;
+        if is_dns_subdomain(name) {
+            if let Some(claim) = api.get_opt(name).await? {
+                claims.insert(name.clone(), claim);
+            }
+        }
+    }
+    Ok(claims)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The backup Job of a plan's run: its volumes mounted read-only under `/data/<claim>`, its
 //! databases' credentials, and the sidecar's `backup` arguments with the plan's keep rules.
 
+use crate::expansion::literal;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -106,7 +107,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     let hostname = lock_hostname(&namespace, &plan_name);
     let args = BackupArgs {
         paths,
-        repository: cli::rest_repository(&spec.repository.url),
+        repository: literal(&cli::rest_repository(&spec.repository.url)),
         result_file: RESULT_FILE.into(),
         host: Some(format!("{namespace}/{plan_name}")),
         tags: vec![("plan".into(), plan_name.clone())],
@@ -167,8 +168,8 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
 /// anything else matches at any depth below it.
 fn scoped_exclude(volume_path: &str, pattern: &str) -> String {
     match pattern.strip_prefix('/') {
-        Some(anchored) => format!("{volume_path}/{anchored}"),
-        None => format!("{volume_path}/**/{pattern}"),
+        Some(anchored) => format!("{volume_path}/{}", literal(anchored)),
+        None => format!("{volume_path}/**/{}", literal(pattern)),
     }
 }
 
@@ -195,7 +196,7 @@ fn database_args(pod: &mut PodBuilder, sources: &[DatabaseSource]) -> Vec<Databa
             for (index, name) in database.databases.iter().enumerate() {
                 databases.push(DatabaseArg {
                     name: database.name.clone(),
-                    uri: format!("{base}/{name}"),
+                    uri: format!("{base}/{}", literal(name)),
                     password_file: (index == 0).then(|| password_file.clone()),
                 });
             }

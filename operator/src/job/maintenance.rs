@@ -1,5 +1,6 @@
 //! The prune and check Jobs of a plan: no volumes, a non-root user without capabilities.
 
+use crate::expansion::literal;
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
@@ -74,7 +75,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
         spec.repository.ca_secret_ref.as_ref(),
     );
     let hostname = lock_hostname(&namespace, &plan_name);
-    let repository = cli::rest_repository(&spec.repository.url);
+    let repository = literal(&cli::rest_repository(&spec.repository.url));
     let remove_locks_of_host = run.remove_stale_locks.then(|| hostname.clone());
     let args = match run.kind {
         MaintenanceKind::Check => CheckArgs {

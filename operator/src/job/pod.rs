@@ -209,7 +209,7 @@ impl PodBuilder {
             name: SIDECAR_CONTAINER.into(),
             image: Some(pod.settings.image.clone()),
             image_pull_policy: pod.settings.image_pull_policy.clone(),
-            command: Some(vec![cli::SIDECAR_BINARY.into()]),
+            command: Some(vec![cli::SIDECAR_PATH.into()]),
             args: Some(pod.args.clone()),
             env: Some(self.env),
             volume_mounts: Some(self.mounts),

@@ -1,6 +1,7 @@
 //! The Job of a Restore: its target claims mounted writable under `/restore/data/<source>`, its
 //! databases' credentials, and the sidecar's `restore` arguments.
 
+use crate::expansion::literal;
 use std::collections::BTreeMap;
 
 use jiff::SignedDuration;
@@ -60,10 +61,9 @@ pub fn restore_job(
             includes.push(snapshot_path);
         } else {
             includes.extend(
-                volume
-                    .includes
-                    .iter()
-                    .map(|path| format!("{snapshot_path}/{}", path.trim_start_matches('/'))),
+                volume.includes.iter().map(|path| {
+                    format!("{snapshot_path}/{}", literal(path.trim_start_matches('/')))
+                }),
             );
         }
     }
@@ -73,7 +73,7 @@ pub fn restore_job(
     let latest = spec.snapshot == "latest";
     let args = RestoreArgs {
         snapshot: spec.snapshot.clone(),
-        repository: cli::rest_repository(&repository.url),
+        repository: literal(&cli::rest_repository(&repository.url)),
         result_file: RESULT_FILE.into(),
         target: (!spec.volumes.is_empty()).then(|| RESTORE_ROOT.to_owned()),
         includes,

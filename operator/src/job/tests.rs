@@ -99,7 +99,7 @@ fn backup_job_runs_the_sidecar_with_the_documented_arguments() {
     let container = container(&job);
     assert_eq!(
         container.command.as_deref(),
-        Some(&["neverwiped-sidecar".to_string()][..])
+        Some(&["/usr/local/bin/neverwiped-sidecar".to_string()][..])
     );
     assert_eq!(
         container.args.as_deref().unwrap(),

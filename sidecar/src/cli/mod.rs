@@ -99,6 +99,7 @@ pub fn run_result(
         operation,
         status,
         snapshot_id: outcome.snapshot_id.clone(),
+        snapshot_time: None,
         started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         finished_at: finished.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         duration_secs: (finished - started).num_milliseconds() as f64 / 1000.0,

@@ -52,7 +52,7 @@ pub fn decide(
     };
 
     // What the spec names; then what starts or moves on.
-    let ready = resolve(plan, observed);
+    let ready = resolve(plan, observed, &settings.tenant_policy);
     let ready_message = match &ready {
         Err(_) => {
             decision.status.next_schedule_time = None;

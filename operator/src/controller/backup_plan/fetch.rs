@@ -6,6 +6,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 
+use crate::admission::SecretTypes;
 use crate::api::{BackupPlan, CopyMethod};
 use crate::controller::{fetch_secret_keys, list_if_served, Error};
 use crate::csi::{VolumeSnapshot, VolumeSnapshotClass};
@@ -21,6 +22,8 @@ pub struct ObservedPlan {
     pub pods: Vec<Pod>,
     /// Keys of the Secrets the plan names.
     pub secrets: SecretKeys,
+    /// Types of the Secrets the plan names.
+    pub secret_types: SecretTypes,
     /// The PersistentVolumeClaims of the namespace (the clones of the plan's runs among them).
     pub claims: Vec<PersistentVolumeClaim>,
     /// The VolumeSnapshots of the plan's runs.
@@ -62,6 +65,8 @@ pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, E
     let spec = &plan.spec;
     let may_snapshot = !spec.volumes.is_empty() && spec.copy_method != CopyMethod::Direct;
     let all = ListParams::default();
+    let (secrets, secret_types) =
+        fetch_secret_keys(client, &namespace, &secrets_used(spec)).await?;
     Ok(ObservedPlan {
         // Backups, prunes and checks (the decision keeps those the plan owns).
         jobs: Api::<Job>::namespaced(client.clone(), &namespace)
@@ -72,7 +77,8 @@ pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, E
             .list(&all)
             .await?
             .items,
-        secrets: fetch_secret_keys(client, &namespace, &secrets_used(spec)).await?,
+        secrets,
+        secret_types,
         claims: if spec.volumes.is_empty() {
             Vec::new()
         } else {

@@ -5,9 +5,11 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 
 use super::fetch::ObservedPlan;
+use crate::admission::check_backup_plan;
 use crate::api::BackupPlan;
 use crate::job::LABEL_RUN;
 use crate::plan::{resolve_plan, Problem, ResolvedPlan};
+use crate::tenant_policy::TenantPolicy;
 use crate::volumes::{choose_reads, direct_placement, SnapshotSupport, VolumeRead};
 
 /// A plan whose spec resolved: everything it names exists, and every volume can be read.
@@ -38,9 +40,18 @@ impl ReadyPlan {
     }
 }
 
-/// Resolves `plan`'s spec; the problems that keep it from running otherwise.
-pub fn resolve(plan: &BackupPlan, observed: &ObservedPlan) -> Result<ReadyPlan, Vec<Problem>> {
+/// Resolves `plan`'s spec; the problems that keep it from running otherwise (what the cluster's
+/// policy refuses first).
+pub fn resolve(
+    plan: &BackupPlan,
+    observed: &ObservedPlan,
+    policy: &TenantPolicy,
+) -> Result<ReadyPlan, Vec<Problem>> {
     let spec = &plan.spec;
+    let mut problems: Vec<Problem> = check_backup_plan(spec, &observed.secret_types, policy)
+        .into_iter()
+        .map(Problem::Refused)
+        .collect();
     // The clones of the plan's own runs are never backed up.
     let claims: Vec<PersistentVolumeClaim> = observed
         .claims
@@ -48,7 +59,13 @@ pub fn resolve(plan: &BackupPlan, observed: &ObservedPlan) -> Result<ReadyPlan, 
         .filter(|c| !c.labels().contains_key(LABEL_RUN))
         .cloned()
         .collect();
-    let resolved = resolve_plan(spec, &observed.secrets, &claims)?;
+    let resolved = match resolve_plan(spec, &observed.secrets, &claims) {
+        Ok(resolved) => resolved,
+        Err(found) => {
+            problems.extend(found);
+            return Err(problems);
+        }
+    };
     let mut ready = ReadyPlan {
         plan: resolved,
         reads: Vec::new(),
@@ -56,9 +73,12 @@ pub fn resolve(plan: &BackupPlan, observed: &ObservedPlan) -> Result<ReadyPlan, 
         claims,
     };
     if ready.plan.claims.is_empty() {
-        return Ok(ready);
+        return if problems.is_empty() {
+            Ok(ready)
+        } else {
+            Err(problems)
+        };
     }
-    let mut problems = Vec::new();
     let plan_claims: Vec<&PersistentVolumeClaim> = ready
         .plan
         .claims

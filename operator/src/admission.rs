@@ -1,0 +1,427 @@
+//! What a tenant who may create BackupPlans and Restores in a namespace may ask for, checked by
+//! the operator before it builds a Job: every spec string that becomes a mount path, a file path,
+//! an argument or an object name has its safe shape (again after the CRD schema, for objects
+//! stored before a rule existed); no Secret it names is a service-account token; and the cluster
+//! admin's [`TenantPolicy`] allows its repository and its pods' placement. Pure functions: each
+//! finding is a [`Refusal`], which the reconcilers turn into `Ready=False` and an Event.
+
+use std::collections::BTreeMap;
+
+use crate::api::{BackupPlanSpec, CredentialsSecretRef, PodSettings, Repository, RestoreSpec};
+use crate::tenant_policy::TenantPolicy;
+
+/// The type of each Secret a spec names, by name, as fetched (`Opaque` when it has none).
+pub type SecretTypes = BTreeMap<String, String>;
+
+/// The Secret type the operator never hands to a Job: it would give the Job, and whoever reads
+/// its repository or gate, the service account's API token.
+pub const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+
+/// Condition and Event reasons of refusals (part of the API, like those of
+/// [`crate::conditions::reasons`]).
+pub mod reasons {
+    /// A name that becomes a path or an object name has the wrong shape.
+    pub const INVALID_NAME: &str = "InvalidName";
+    /// A path or pattern has a control character or a `..` component.
+    pub const INVALID_PATH: &str = "InvalidPath";
+    /// The repository URL has a `.`/`..` segment, a user, a query, a fragment or a backslash.
+    pub const INVALID_REPOSITORY_URL: &str = "InvalidRepositoryURL";
+    /// A Secret named as a credential is a service-account token.
+    pub const SECRET_TYPE_NOT_ALLOWED: &str = "SecretTypeNotAllowed";
+    /// The cluster's policy does not allow the repository URL.
+    pub const REPOSITORY_NOT_ALLOWED: &str = "RepositoryNotAllowed";
+    /// The cluster's policy does not allow a toleration of the pod.
+    pub const TOLERATION_NOT_ALLOWED: &str = "TolerationNotAllowed";
+    /// The cluster's policy does not allow a node selector of the pod.
+    pub const NODE_SELECTOR_NOT_ALLOWED: &str = "NodeSelectorNotAllowed";
+    /// The cluster's policy does not allow the pod's PriorityClass.
+    pub const PRIORITY_CLASS_NOT_ALLOWED: &str = "PriorityClassNotAllowed";
+}
+
+/// The shape a name must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameShape {
+    /// A DNS-1123 subdomain: an object name.
+    DnsSubdomain,
+    /// A DNS-1123 label: a database entry's name.
+    DnsLabel,
+    /// A host name or IPv4 address.
+    Host,
+}
+
+impl std::fmt::Display for NameShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NameShape::DnsSubdomain => "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most 253 characters)",
+            NameShape::DnsLabel => "a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)",
+            NameShape::Host => "a host name or IPv4 address (letters, digits, '-' and '.')",
+        })
+    }
+}
+
+/// Why a path, pattern or URL is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathFault {
+    ControlCharacter,
+    ParentComponent,
+    DotSegment,
+    UserQueryOrFragment,
+}
+
+impl std::fmt::Display for PathFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PathFault::ControlCharacter => "it has a control character",
+            PathFault::ParentComponent => {
+                "it has a '..' component, which reaches outside the volume"
+            }
+            PathFault::DotSegment => "it has a '.' or '..' segment (also percent-encoded)",
+            PathFault::UserQueryOrFragment => "it has a user, a query, a fragment or a backslash",
+        })
+    }
+}
+
+/// Something a tenant asked for that the operator will not do; fixed by changing the spec (or,
+/// for the policy's refusals, by the cluster admin), never by retrying.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("{field}: {value:?} is not {shape}")]
+    InvalidName {
+        field: String,
+        value: String,
+        shape: NameShape,
+    },
+    #[error("{field}: {value:?} is refused: {fault}")]
+    InvalidPath {
+        field: String,
+        value: String,
+        fault: PathFault,
+    },
+    #[error("spec.repository.url: {url:?} is refused: {fault}")]
+    InvalidRepositoryUrl { url: String, fault: PathFault },
+    #[error("Secret {name:?} named by {field} is of type {SERVICE_ACCOUNT_TOKEN_TYPE}; the operator never passes a service account's token to a Job: name a Secret that holds only the credential")]
+    ServiceAccountToken { name: String, field: String },
+    #[error("{field}: the cluster's policy does not allow backups to {url:?} (policy.allowedRepositoryPrefixes); ask the cluster admin, or use an allowed gate")]
+    RepositoryNotAllowed { url: String, field: String },
+    #[error("{field}: the cluster's policy does not allow the toleration {toleration} (policy.allowedTolerations)")]
+    TolerationNotAllowed { field: String, toleration: String },
+    #[error("{field}: the cluster's policy does not allow the node selector {key}={value:?} (policy.allowedNodeSelectors)")]
+    NodeSelectorNotAllowed {
+        field: String,
+        key: String,
+        value: String,
+    },
+    #[error("{field}: the cluster's policy does not allow PriorityClass {name:?} (policy.allowedPriorityClasses)")]
+    PriorityClassNotAllowed { field: String, name: String },
+}
+
+impl Refusal {
+    /// The condition and Event reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::InvalidName { .. } => reasons::INVALID_NAME,
+            Refusal::InvalidPath { .. } => reasons::INVALID_PATH,
+            Refusal::InvalidRepositoryUrl { .. } => reasons::INVALID_REPOSITORY_URL,
+            Refusal::ServiceAccountToken { .. } => reasons::SECRET_TYPE_NOT_ALLOWED,
+            Refusal::RepositoryNotAllowed { .. } => reasons::REPOSITORY_NOT_ALLOWED,
+            Refusal::TolerationNotAllowed { .. } => reasons::TOLERATION_NOT_ALLOWED,
+            Refusal::NodeSelectorNotAllowed { .. } => reasons::NODE_SELECTOR_NOT_ALLOWED,
+            Refusal::PriorityClassNotAllowed { .. } => reasons::PRIORITY_CLASS_NOT_ALLOWED,
+        }
+    }
+}
+
+/// Everything a BackupPlan asks for that the operator refuses.
+pub fn check_backup_plan(
+    spec: &BackupPlanSpec,
+    secret_types: &SecretTypes,
+    policy: &TenantPolicy,
+) -> Vec<Refusal> {
+    let mut found = Findings::default();
+    found.repository(&spec.repository, "spec.repository", policy);
+    for (index, volume) in spec.volumes.iter().enumerate() {
+        let field = format!("spec.volumes[{index}]");
+        if let Some(claim) = &volume.claim_name {
+            found.name(
+                &format!("{field}.claimName"),
+                claim,
+                NameShape::DnsSubdomain,
+            );
+        }
+        found.paths(&format!("{field}.excludes"), &volume.excludes);
+    }
+    if let Some(class) = &spec.volume_snapshot_class_name {
+        found.name(
+            "spec.volumeSnapshotClassName",
+            class,
+            NameShape::DnsSubdomain,
+        );
+    }
+    for (index, database) in spec.databases.iter().enumerate() {
+        let field = format!("spec.databases[{index}]");
+        found.name(
+            &format!("{field}.name"),
+            &database.name,
+            NameShape::DnsLabel,
+        );
+        found.name(&format!("{field}.host"), &database.host, NameShape::Host);
+        found.credentials(
+            &format!("{field}.credentialsSecretRef"),
+            &database.credentials_secret_ref,
+        );
+    }
+    found.pod("spec.pod", spec.pod.as_ref(), policy);
+    found.secrets_of_type(secret_types);
+    found.refusals
+}
+
+/// Everything a Restore asks for that the operator refuses; `plan` is the spec of the BackupPlan
+/// it restores from, whose repository and (unless the Restore sets its own) pod settings the
+/// restore Job uses.
+pub fn check_restore(
+    spec: &RestoreSpec,
+    plan: Option<&BackupPlanSpec>,
+    secret_types: &SecretTypes,
+    policy: &TenantPolicy,
+) -> Vec<Refusal> {
+    let mut found = Findings::default();
+    found.name(
+        "spec.backupPlanName",
+        &spec.backup_plan_name,
+        NameShape::DnsSubdomain,
+    );
+    for (index, volume) in spec.volumes.iter().enumerate() {
+        let field = format!("spec.volumes[{index}]");
+        let source = &volume.source_claim_name;
+        found.name(
+            &format!("{field}.sourceClaimName"),
+            source,
+            NameShape::DnsSubdomain,
+        );
+        let target = &volume.target_claim_name;
+        found.name(
+            &format!("{field}.targetClaimName"),
+            target,
+            NameShape::DnsSubdomain,
+        );
+        found.paths(&format!("{field}.includes"), &volume.includes);
+        let class = volume
+            .create_claim
+            .as_ref()
+            .and_then(|c| c.storage_class_name.as_ref());
+        if let Some(class) = class {
+            let field = format!("{field}.createClaim.storageClassName");
+            found.name(&field, class, NameShape::DnsSubdomain);
+        }
+    }
+    for (index, database) in spec.databases.iter().enumerate() {
+        let field = format!("spec.databases[{index}]");
+        found.name(
+            &format!("{field}.name"),
+            &database.name,
+            NameShape::DnsLabel,
+        );
+        found.name(&format!("{field}.host"), &database.host, NameShape::Host);
+        found.credentials(
+            &format!("{field}.credentialsSecretRef"),
+            &database.credentials_secret_ref,
+        );
+    }
+    let plan_field = format!("BackupPlan {:?}'s spec.repository", spec.backup_plan_name);
+    if let Some(plan) = plan {
+        found.repository(&plan.repository, &plan_field, policy);
+    }
+    match &spec.pod {
+        Some(pod) => found.pod("spec.pod", Some(pod), policy),
+        None => {
+            let field = format!("BackupPlan {:?}'s spec.pod", spec.backup_plan_name);
+            found.pod(&field, plan.and_then(|p| p.pod.as_ref()), policy);
+        }
+    }
+    found.secrets_of_type(secret_types);
+    found.refusals
+}
+
+/// Whether `text` is a DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn is_dns_label(text: &str) -> bool {
+    text.len() <= 63 && is_label(text, |c| c.is_ascii_lowercase() || c.is_ascii_digit())
+}
+
+/// Whether `text` is a DNS-1123 subdomain: dot-separated labels, at most 253 characters.
+pub fn is_dns_subdomain(text: &str) -> bool {
+    text.len() <= 253
+        && text
+            .split('.')
+            .all(|label| is_label(label, |c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+}
+
+/// Whether `text` is a host name or IPv4 address the connection URI can take as it is.
+pub fn is_host(text: &str) -> bool {
+    text.len() <= 253
+        && text
+            .split('.')
+            .all(|label| is_label(label, |c| c.is_ascii_alphanumeric()))
+}
+
+/// A non-empty run of `alphanumeric` characters and inner `-`, starting and ending with one of
+/// the former.
+fn is_label(text: &str, alphanumeric: impl Fn(char) -> bool) -> bool {
+    let ends_ok = text.starts_with(&alphanumeric) && text.ends_with(&alphanumeric);
+    ends_ok && text.chars().all(|c| alphanumeric(c) || c == '-')
+}
+
+/// Why a path or pattern inside a volume is refused, if it is.
+pub fn path_fault(path: &str) -> Option<PathFault> {
+    if path.chars().any(char::is_control) {
+        Some(PathFault::ControlCharacter)
+    } else if path.split('/').any(|component| component == "..") {
+        Some(PathFault::ParentComponent)
+    } else {
+        None
+    }
+}
+
+/// Why a repository URL is refused, if it is: a `.` or `..` segment (as written or
+/// percent-encoded) would let an HTTP client normalise it out of an allowed prefix; a user,
+/// query or fragment would change what the prefix means.
+pub fn repository_url_fault(url: &str) -> Option<PathFault> {
+    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Some(PathFault::ControlCharacter);
+    }
+    if url.contains(['?', '#', '@', '\\']) {
+        return Some(PathFault::UserQueryOrFragment);
+    }
+    let decoded = url
+        .to_ascii_lowercase()
+        .replace("%2f", "/")
+        .replace("%2e", ".");
+    let after_scheme = decoded
+        .split_once("://")
+        .map_or(decoded.as_str(), |(_, rest)| rest);
+    after_scheme
+        .split('/')
+        .any(|segment| segment == "." || segment == "..")
+        .then_some(PathFault::DotSegment)
+}
+
+/// The refusals found so far, and the Secrets named (by name, with the field that names it).
+#[derive(Default)]
+struct Findings {
+    refusals: Vec<Refusal>,
+    secrets: Vec<(String, String)>,
+}
+
+impl Findings {
+    fn name(&mut self, field: &str, value: &str, shape: NameShape) {
+        let valid = match shape {
+            NameShape::DnsSubdomain => is_dns_subdomain(value),
+            NameShape::DnsLabel => is_dns_label(value),
+            NameShape::Host => is_host(value),
+        };
+        if !valid {
+            self.refusals.push(Refusal::InvalidName {
+                field: field.to_owned(),
+                value: value.to_owned(),
+                shape,
+            });
+        }
+    }
+
+    fn paths(&mut self, field: &str, paths: &[String]) {
+        for (index, path) in paths.iter().enumerate() {
+            if let Some(fault) = path_fault(path) {
+                self.refusals.push(Refusal::InvalidPath {
+                    field: format!("{field}[{index}]"),
+                    value: path.clone(),
+                    fault,
+                });
+            }
+        }
+    }
+
+    fn secret(&mut self, field: &str, name: &str) {
+        self.name(&format!("{field}.name"), name, NameShape::DnsSubdomain);
+        self.secrets.push((name.to_owned(), field.to_owned()));
+    }
+
+    fn credentials(&mut self, field: &str, credentials: &CredentialsSecretRef) {
+        self.secret(field, &credentials.name);
+    }
+
+    fn repository(&mut self, repository: &Repository, field: &str, policy: &TenantPolicy) {
+        let url = &repository.url;
+        if let Some(fault) = repository_url_fault(url) {
+            let url = url.clone();
+            self.refusals
+                .push(Refusal::InvalidRepositoryUrl { url, fault });
+        } else if !policy.allows_repository(url) {
+            self.refusals.push(Refusal::RepositoryNotAllowed {
+                url: url.clone(),
+                field: format!("{field}.url"),
+            });
+        }
+        self.secret(
+            &format!("{field}.passwordSecretRef"),
+            &repository.password_secret_ref.name,
+        );
+        if let Some(credentials) = &repository.credentials_secret_ref {
+            self.credentials(&format!("{field}.credentialsSecretRef"), credentials);
+        }
+        if let Some(ca) = &repository.ca_secret_ref {
+            self.secret(&format!("{field}.caSecretRef"), &ca.name);
+        }
+    }
+
+    fn pod(&mut self, field: &str, pod: Option<&PodSettings>, policy: &TenantPolicy) {
+        let Some(pod) = pod else {
+            return;
+        };
+        for (index, toleration) in pod.tolerations.iter().enumerate() {
+            if !policy.allows_toleration(toleration) {
+                self.refusals.push(Refusal::TolerationNotAllowed {
+                    field: format!("{field}.tolerations[{index}]"),
+                    toleration: serde_json::to_string(toleration).unwrap_or_default(),
+                });
+            }
+        }
+        for (key, value) in &pod.node_selector {
+            if !policy.allows_node_selector(key, value) {
+                self.refusals.push(Refusal::NodeSelectorNotAllowed {
+                    field: format!("{field}.nodeSelector"),
+                    key: key.clone(),
+                    value: value.clone(),
+                });
+            }
+        }
+        if let Some(class) = &pod.priority_class_name {
+            let class_field = format!("{field}.priorityClassName");
+            self.name(&class_field, class, NameShape::DnsSubdomain);
+            if !policy.allows_priority_class(class) {
+                self.refusals.push(Refusal::PriorityClassNotAllowed {
+                    field: class_field,
+                    name: class.clone(),
+                });
+            }
+        }
+    }
+
+    /// One refusal per Secret named that is a service-account token (at its first use).
+    fn secrets_of_type(&mut self, secret_types: &SecretTypes) {
+        let mut refused: Vec<&str> = Vec::new();
+        for (name, field) in &self.secrets {
+            let is_token =
+                secret_types.get(name).map(String::as_str) == Some(SERVICE_ACCOUNT_TOKEN_TYPE);
+            if is_token && !refused.contains(&name.as_str()) {
+                refused.push(name);
+                self.refusals.push(Refusal::ServiceAccountToken {
+                    name: name.clone(),
+                    field: field.clone(),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "admission_tests.rs"]
+mod tests;

@@ -1,0 +1,251 @@
+//! The cluster admin's limits on what BackupPlans and Restores may ask for: which repository URLs
+//! backups may be sent to, and which tolerations, node selectors and priority classes their pods
+//! may use. Set in the chart's `policy` values, passed to the operator as JSON in
+//! [`POLICY_ENV`]; a limit left out allows anything.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Toleration;
+use serde::Deserialize;
+
+/// The environment variable holding the policy as JSON (the chart's `policy` values).
+pub const POLICY_ENV: &str = "NEVERWIPED_TENANT_POLICY";
+
+/// A limit: anything (the value was left out), or only what is listed (an empty list allows
+/// nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(from = "Option<T>")]
+pub enum Allowed<T> {
+    #[default]
+    Any,
+    Only(T),
+}
+
+impl<T> From<Option<T>> for Allowed<T> {
+    fn from(value: Option<T>) -> Self {
+        value.map_or(Allowed::Any, Allowed::Only)
+    }
+}
+
+/// What tenants' plans and Restores may use.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantPolicy {
+    /// URL prefixes a repository URL must start with, e.g. `https://gate.example.com/`. A prefix
+    /// matches only up to a `/`: `https://gate.example.com` does not allow
+    /// `https://gate.example.com.evil.test/`.
+    #[serde(default)]
+    pub allowed_repository_prefixes: Allowed<Vec<String>>,
+    /// Tolerations a pod may have: each of the pod's must match one rule.
+    #[serde(default)]
+    pub allowed_tolerations: Allowed<Vec<TolerationRule>>,
+    /// Node labels a pod's node selector may name, each with the values it may take (an empty
+    /// list: any value).
+    #[serde(default)]
+    pub allowed_node_selectors: Allowed<BTreeMap<String, Vec<String>>>,
+    /// PriorityClasses a pod may use.
+    #[serde(default)]
+    pub allowed_priority_classes: Allowed<Vec<String>>,
+}
+
+/// One allowed toleration: every field set must equal the pod toleration's; a field left out
+/// matches anything.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TolerationRule {
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub operator: Option<String>,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub effect: Option<String>,
+}
+
+/// The policy could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{POLICY_ENV} is not a valid tenant policy: {0}")]
+pub struct PolicyError(#[from] serde_json::Error);
+
+impl TenantPolicy {
+    /// Reads the policy from its JSON; an empty text is the policy that allows anything.
+    pub fn from_json(text: &str) -> Result<TenantPolicy, PolicyError> {
+        if text.trim().is_empty() {
+            return Ok(TenantPolicy::default());
+        }
+        Ok(serde_json::from_str(text)?)
+    }
+
+    /// Whether backups may be sent to `url`.
+    pub fn allows_repository(&self, url: &str) -> bool {
+        match &self.allowed_repository_prefixes {
+            Allowed::Any => true,
+            Allowed::Only(prefixes) => prefixes.iter().any(|prefix| url_has_prefix(url, prefix)),
+        }
+    }
+
+    /// Whether a pod may have `toleration`.
+    pub fn allows_toleration(&self, toleration: &Toleration) -> bool {
+        match &self.allowed_tolerations {
+            Allowed::Any => true,
+            Allowed::Only(rules) => rules.iter().any(|rule| rule.matches(toleration)),
+        }
+    }
+
+    /// Whether a pod's node selector may require label `key` to be `value`.
+    pub fn allows_node_selector(&self, key: &str, value: &str) -> bool {
+        match &self.allowed_node_selectors {
+            Allowed::Any => true,
+            Allowed::Only(keys) => keys
+                .get(key)
+                .is_some_and(|values| values.is_empty() || values.iter().any(|v| v == value)),
+        }
+    }
+
+    /// Whether a pod may use PriorityClass `name`.
+    pub fn allows_priority_class(&self, name: &str) -> bool {
+        match &self.allowed_priority_classes {
+            Allowed::Any => true,
+            Allowed::Only(names) => names.iter().any(|allowed| allowed == name),
+        }
+    }
+}
+
+impl TolerationRule {
+    fn matches(&self, toleration: &Toleration) -> bool {
+        // Kubernetes reads a toleration without an operator as `Equal`.
+        let operator = toleration.operator.as_deref().unwrap_or("Equal");
+        let field_matches = |rule: &Option<String>, actual: Option<&str>| {
+            rule.as_deref()
+                .is_none_or(|wanted| wanted == actual.unwrap_or_default())
+        };
+        field_matches(&self.key, toleration.key.as_deref())
+            && field_matches(&self.operator, Some(operator))
+            && field_matches(&self.value, toleration.value.as_deref())
+            && field_matches(&self.effect, toleration.effect.as_deref())
+    }
+}
+
+/// `url` starts with `prefix`, and the prefix ends at a `/` (its own last character, or the next
+/// one of the URL), so a host name or path segment is never matched by its beginning only.
+fn url_has_prefix(url: &str, prefix: &str) -> bool {
+    let Some(rest) = url.strip_prefix(prefix) else {
+        return false;
+    };
+    prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(json: &str) -> TenantPolicy {
+        TenantPolicy::from_json(json).unwrap()
+    }
+
+    #[test]
+    fn an_empty_policy_allows_anything() {
+        let any = policy("");
+        assert_eq!(any, TenantPolicy::default());
+        assert!(any.allows_repository("https://anywhere.example/"));
+        assert!(any.allows_priority_class("system-node-critical"));
+        assert!(any.allows_node_selector("node-role.kubernetes.io/control-plane", ""));
+        assert!(any.allows_toleration(&Toleration {
+            operator: Some("Exists".into()),
+            ..Toleration::default()
+        }));
+        assert_eq!(policy("{}"), any);
+        assert_eq!(policy(r#"{"allowedTolerations": null}"#), any);
+    }
+
+    #[test]
+    fn an_empty_list_allows_nothing() {
+        let none = policy(
+            r#"{"allowedRepositoryPrefixes": [], "allowedTolerations": [],
+                "allowedNodeSelectors": {}, "allowedPriorityClasses": []}"#,
+        );
+        assert!(!none.allows_repository("https://gate.example.com/shop"));
+        assert!(!none.allows_priority_class("low"));
+        assert!(!none.allows_node_selector("pool", "backup"));
+        assert!(!none.allows_toleration(&Toleration::default()));
+    }
+
+    #[test]
+    fn repository_prefixes_match_only_up_to_a_slash() {
+        let gate = policy(
+            r#"{"allowedRepositoryPrefixes": ["https://gate.example.com", "https://b.example/team-a/"]}"#,
+        );
+        assert!(gate.allows_repository("https://gate.example.com/shop"));
+        assert!(gate.allows_repository("https://gate.example.com"));
+        assert!(!gate.allows_repository("https://gate.example.com.evil.test/shop"));
+        assert!(!gate.allows_repository("https://gate.example.com:8443/shop"));
+        assert!(gate.allows_repository("https://b.example/team-a/shop"));
+        assert!(!gate.allows_repository("https://b.example/team-ab/shop"));
+        assert!(!gate.allows_repository("http://gate.example.com/shop"));
+    }
+
+    #[test]
+    fn tolerations_must_match_a_rule_field_by_field() {
+        let rules = policy(
+            r#"{"allowedTolerations": [{"key": "dedicated", "value": "backup"},
+                                       {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]}"#,
+        );
+        let toleration = |key: &str,
+                          operator: Option<&str>,
+                          value: Option<&str>,
+                          effect: Option<&str>| Toleration {
+            key: Some(key.into()),
+            operator: operator.map(Into::into),
+            value: value.map(Into::into),
+            effect: effect.map(Into::into),
+            toleration_seconds: None,
+        };
+        assert!(rules.allows_toleration(&toleration("dedicated", None, Some("backup"), None)));
+        assert!(rules.allows_toleration(&toleration(
+            "dedicated",
+            Some("Equal"),
+            Some("backup"),
+            Some("NoExecute")
+        )));
+        assert!(!rules.allows_toleration(&toleration("dedicated", None, Some("db"), None)));
+        assert!(rules.allows_toleration(&toleration(
+            "spot",
+            Some("Exists"),
+            None,
+            Some("NoSchedule")
+        )));
+        assert!(!rules.allows_toleration(&toleration("spot", Some("Exists"), None, None)));
+        // Tolerating every taint (no key, `Exists`) matches no rule that names a key.
+        assert!(!rules.allows_toleration(&Toleration {
+            operator: Some("Exists".into()),
+            ..Toleration::default()
+        }));
+        assert!(!rules.allows_toleration(&toleration(
+            "node-role.kubernetes.io/control-plane",
+            Some("Exists"),
+            None,
+            None
+        )));
+    }
+
+    #[test]
+    fn node_selectors_and_priority_classes_are_allowed_by_name() {
+        let limits = policy(
+            r#"{"allowedNodeSelectors": {"pool": ["backup", "general"], "kubernetes.io/os": []},
+                "allowedPriorityClasses": ["backup-low"]}"#,
+        );
+        assert!(limits.allows_node_selector("pool", "backup"));
+        assert!(!limits.allows_node_selector("pool", "control"));
+        assert!(limits.allows_node_selector("kubernetes.io/os", "linux"));
+        assert!(!limits.allows_node_selector("node-role.kubernetes.io/control-plane", ""));
+        assert!(limits.allows_priority_class("backup-low"));
+        assert!(!limits.allows_priority_class("system-cluster-critical"));
+    }
+
+    #[test]
+    fn a_misspelt_limit_is_an_error_not_a_policy_that_allows_anything() {
+        let error = TenantPolicy::from_json(r#"{"allowedTolerationz": []}"#).unwrap_err();
+        assert!(error.to_string().contains("allowedTolerationz"), "{error}");
+    }
+}
