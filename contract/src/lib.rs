@@ -167,7 +167,7 @@ pub struct RunResult {
     /// The repository after the run (backup, prune, check), when it could be measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<RepositoryStats>,
-    /// Snapshots the backup's retention rules removed (`backup --keep-*`).
+    /// Snapshots removed by retention rules (`backup --keep-*`, or `forget`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshots_forgotten: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -272,7 +272,22 @@ fn no_result(
 /// The outcome, reason and message the sidecar's own result gives.
 fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) {
     match result.status {
-        ExitStatus::Success => (RunOutcome::Succeeded, reasons::SUCCEEDED, None),
+        ExitStatus::Success if result.warnings_total == 0 => {
+            (RunOutcome::Succeeded, reasons::SUCCEEDED, None)
+        }
+        // Complete, with warnings that lost nothing readable (e.g. a retention the gate refused).
+        ExitStatus::Success => {
+            let first = result.warnings.first().map(String::as_str).unwrap_or("");
+            let message = format!(
+                "the run succeeded with {} warning(s); the first: {first}",
+                result.warnings_total
+            );
+            (
+                RunOutcome::SucceededWithWarnings,
+                reasons::SUCCEEDED_WITH_WARNINGS,
+                Some(message),
+            )
+        }
         ExitStatus::Partial => {
             let first = result
                 .warnings
@@ -712,6 +727,29 @@ mod tests {
             .message
             .unwrap()
             .contains("2 files could not be read; the first: /data/app/secret.key"));
+    }
+
+    #[test]
+    fn a_complete_run_with_warnings_succeeds_with_warnings_and_says_the_first() {
+        let mut warned = result(ExitStatus::Success);
+        warned.warnings_total = 1;
+        warned.warnings = vec!["retention not applied: 403 Forbidden".into()];
+        let job = job(Some(("Complete", "CompletionsReached")));
+        let end = job_end(
+            &job,
+            Some(&pod(terminated(
+                0,
+                "Completed",
+                &warned.to_termination_message(),
+            ))),
+        )
+        .unwrap();
+        assert_eq!(end.outcome, RunOutcome::SucceededWithWarnings);
+        assert_eq!(end.reason, "SucceededWithWarnings");
+        assert!(end
+            .message
+            .unwrap()
+            .contains("1 warning(s); the first: retention not applied"));
     }
 
     #[test]

@@ -13,12 +13,17 @@ use std::process::ExitCode;
 #[tokio::main]
 async fn main() -> ExitCode {
     let started = chrono::Utc::now();
-    cli::hardening::disable_core_dumps();
+    let hardened = cli::hardening::disable_core_dumps();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(error, started),
     };
     let closing = cli::init_logging(cli.log_format, cli.quiet);
+    if let Err(error) = hardened {
+        // A hardened kernel may already forbid both; the run goes on.
+        tracing::warn!(%error, "cannot disable core dumps");
+    }
+    let databases = std::sync::Arc::new(cli::DatabaseRecord::default());
     let operation = cli::operation_of(&cli.command);
     // As PID 1 of a Job's container the process has no default SIGTERM handler: without this,
     // a deleted or timed-out Job would wait out its whole grace period before being killed. The
@@ -28,8 +33,8 @@ async fn main() -> ExitCode {
         started,
         cli.result_file.clone(),
         closing,
+        databases.clone(),
     ));
-    let databases = cli::DatabaseRecord::default();
     let run = cli::run(&cli, &databases).await;
     let (status, result) = match run {
         Ok(outcome) => {
@@ -98,6 +103,7 @@ async fn exit_on_stop_signal(
     started: chrono::DateTime<chrono::Utc>,
     result_file: Option<std::path::PathBuf>,
     closing: Closing,
+    databases: std::sync::Arc<cli::DatabaseRecord>,
 ) {
     let signal = stop_signal().await;
     let message = format!(
@@ -106,7 +112,7 @@ async fn exit_on_stop_signal(
     closing.error(&message);
     if let Some(path) = result_file {
         // Exiting at once matters more than saying that the result file could not be written.
-        let _ = write_failed_result(&path, operation, started, message);
+        let _ = write_failed_result(&path, operation, started, databases.results(true), message);
     }
     std::process::exit(ExitStatus::Failed.code());
 }
@@ -116,6 +122,7 @@ fn write_failed_result(
     path: &std::path::Path,
     operation: Operation,
     started: chrono::DateTime<chrono::Utc>,
+    databases: Vec<neverwiped_contract::DatabaseResult>,
     message: String,
 ) -> std::io::Result<()> {
     let result = cli::run_result(
@@ -123,7 +130,7 @@ fn write_failed_result(
         ExitStatus::Failed,
         started,
         &cli::NO_OUTCOME,
-        Vec::new(),
+        databases,
         Some(message),
     );
     std::fs::write(path, result.to_termination_message())
@@ -169,7 +176,9 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
     }
     if let Some(path) = partial.result_file {
         let operation = partial.operation.unwrap_or(Operation::Backup);
-        if let Err(write_error) = write_failed_result(&path, operation, started, message) {
+        if let Err(write_error) =
+            write_failed_result(&path, operation, started, Vec::new(), message)
+        {
             closing.error(&format!(
                 "cannot write the result file {}: {write_error}",
                 path.display()

@@ -1893,7 +1893,21 @@ fn prune_and_check_report_what_they_did_in_the_result_file() {
     sidecar.run(&["backup", text(&source)]).expect_ok();
     fs::write(source.join("c.bin"), Noise::new(6).bytes(400_000)).unwrap();
     sidecar.run(&["backup", text(&source)]).expect_ok();
-    sidecar.run(&["forget", "--keep-last", "1"]).expect_ok();
+    let forget_result = work.path().join("forget.json");
+    sidecar
+        .run(&[
+            "forget",
+            "--keep-last",
+            "1",
+            "--result-file",
+            text(&forget_result),
+        ])
+        .expect_ok();
+    // Forget counts snapshots, not files.
+    let forgotten = read_result(&forget_result);
+    assert_eq!(forgotten.operation, Operation::Forget);
+    assert_eq!(forgotten.snapshots_forgotten, Some(1), "{forgotten:?}");
+    assert_eq!(forgotten.files, 0, "{forgotten:?}");
 
     let result_file = work.path().join("prune.json");
     sidecar

@@ -1182,6 +1182,60 @@ fn mariadb_a_control_character_in_the_password_cannot_add_an_option_to_the_optio
 const HALF_A_DUMP: &str = "--\n-- PostgreSQL database cluster dump\n--\n\nCREATE ROLE admin;\n";
 
 #[test]
+fn a_backup_stopped_by_sigterm_mid_dump_reports_the_database_it_did_not_finish() {
+    let mut sidecar = Sidecar::init(None);
+    let fakes = sidecar.work.path().join("fake-bin");
+    fs::create_dir(&fakes).unwrap();
+    // The start of a dump, then a trickle: the run is stopped while the dump is running, and
+    // the fake tool ends at its first write after the sidecar is gone.
+    write_script(
+        &fakes.join("pg_dumpall"),
+        &format!(
+            "#!/bin/sh\nprintf -- '{}'\nwhile printf -- '--\\n'; do sleep 0.2; done\n",
+            HALF_A_DUMP.replace('\n', "\\n")
+        ),
+    );
+    sidecar.path_prefix.push(fakes);
+    let result_file = sidecar.work.path().join("stopped.json");
+    let mut command = sidecar.command();
+    command
+        .args([
+            "backup",
+            "--database",
+            "main=postgresql://admin@db.example.com:6000",
+        ])
+        .arg("--result-file")
+        .arg(&result_file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    // Wait until the dump has started (its bytes were read), then stop the run.
+    let started = Instant::now();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert!(started.elapsed().as_secs() < 30, "the run stopped at once");
+    let result = support::sidecar::read_result(&result_file);
+    assert!(result.error.unwrap().contains("stopped by SIGTERM"));
+    assert_eq!(result.databases.len(), 1, "{:?}", result.databases);
+    let database = &result.databases[0];
+    assert_eq!(database.name, "main");
+    assert!(
+        database
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("not done")),
+        "{database:?}"
+    );
+    assert_eq!(sidecar.snapshot_count(), 0);
+}
+
+#[test]
 fn a_dump_tool_that_exits_0_without_its_completion_line_fails_the_backup() {
     let mut sidecar = Sidecar::init(None);
     let fakes = sidecar.work.path().join("fake-bin");

@@ -160,7 +160,7 @@ pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> 
         );
     }
     Ok(Outcome {
-        files: removed,
+        snapshots_forgotten: Some(removed),
         ..Outcome::default()
     })
 }

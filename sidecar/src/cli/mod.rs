@@ -313,23 +313,8 @@ async fn backup(cli: &Cli, args: &BackupArgs, databases: &DatabaseRecord) -> Res
     display.finish();
     let report = report?;
     let summary = &report.snapshot.summary;
-    if cli.json {
-        println!(
-            "{}",
-            serde_json::to_string(
-                &serde_json::json!({"snapshotId": report.snapshot_id, "summary": summary})
-            )?
-        );
-    } else if !cli.quiet {
-        println!(
-            "snapshot {} saved: {}, {} in, {} added in {:.1}s",
-            report.snapshot_id.short(),
-            output::file_counts(summary, report.hard_links),
-            bytes(summary.bytes_read),
-            bytes(summary.bytes_added),
-            summary.duration_millis as f64 / 1000.0
-        );
-    }
+    // Printing cannot fail the run any more: the snapshot is stored.
+    output::print_backup(&report, cli.json, cli.quiet);
     let mut warnings = report.notices;
     let snapshots_forgotten = apply_retention(
         &repo,

@@ -171,3 +171,27 @@ pub fn file_counts(
     }
     format!("{} files ({})", summary.files, parts.join(", "))
 }
+
+/// What a stored backup prints: one JSON object with `json`, else one line unless `quiet`.
+pub fn print_backup(report: &neverwiped::archive::BackupReport, json: bool, quiet: bool) {
+    let summary = &report.snapshot.summary;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "snapshotId": report.snapshot_id,
+                "summary": summary,
+                "hardLinks": report.hard_links,
+            })
+        );
+    } else if !quiet {
+        println!(
+            "snapshot {} saved: {}, {} in, {} added in {:.1}s",
+            report.snapshot_id.short(),
+            file_counts(summary, report.hard_links),
+            bytes(summary.bytes_read),
+            bytes(summary.bytes_added),
+            summary.duration_millis as f64 / 1000.0
+        );
+    }
+}
