@@ -23,7 +23,7 @@ async fn main() -> ExitCode {
         // A hardened kernel may already forbid both; the run goes on.
         tracing::warn!(%error, "cannot disable core dumps");
     }
-    let databases = std::sync::Arc::new(cli::DatabaseRecord::default());
+    let record = std::sync::Arc::new(cli::RunRecord::default());
     let operation = cli::operation_of(&cli.command);
     // As PID 1 of a Job's container the process has no default SIGTERM handler: without this,
     // a deleted or timed-out Job would wait out its whole grace period before being killed. The
@@ -33,9 +33,10 @@ async fn main() -> ExitCode {
         started,
         cli.result_file.clone(),
         closing,
-        databases.clone(),
+        record.clone(),
     ));
-    let run = cli::run(&cli, &databases).await;
+    let run = cli::run(&cli, &record).await;
+    let databases = &record.databases;
     let (status, result) = match run {
         Ok(outcome) => {
             let status = if outcome.incomplete.is_empty() {
@@ -95,45 +96,48 @@ async fn main() -> ExitCode {
     ExitCode::from(status.code() as u8)
 }
 
-/// On SIGTERM or SIGINT: reports the run as failed (result file, one error line) and exits at
-/// once. Nothing is lost: a snapshot only exists once it is complete, and the locks left behind
-/// are removed by the next run of the same host.
+/// On SIGTERM or SIGINT: reports the run (result file, one closing line) and exits at once. A
+/// backup whose snapshot is already stored succeeded, with a warning that what follows the
+/// snapshot (retention) did not run; any other run failed. Nothing is lost: a snapshot only
+/// exists once it is complete, and the locks left behind are removed by the next run of the same
+/// host.
 async fn exit_on_stop_signal(
     operation: Operation,
     started: chrono::DateTime<chrono::Utc>,
     result_file: Option<std::path::PathBuf>,
     closing: Closing,
-    databases: std::sync::Arc<cli::DatabaseRecord>,
+    record: std::sync::Arc<cli::RunRecord>,
 ) {
     let signal = stop_signal().await;
-    let message = format!(
-        "stopped by {signal} before the run was complete; nothing after its last committed step was saved (the next run continues from there)"
-    );
-    closing.error(&message);
+    let (status, outcome, error) = match record.snapshot.get() {
+        Some(snapshot_id) => {
+            let message = format!(
+                "stopped by {signal} after snapshot {} was stored: what follows a backup (retention) did not run",
+                snapshot_id.short()
+            );
+            closing.warning(&message);
+            let outcome = cli::Outcome {
+                snapshot_id: Some(snapshot_id.to_hex()),
+                warnings: vec![message],
+                ..cli::Outcome::default()
+            };
+            (ExitStatus::Success, outcome, None)
+        }
+        None => {
+            let message = format!(
+                "stopped by {signal} before the run was complete; nothing after its last committed step was saved (the next run continues from there)"
+            );
+            closing.error(&message);
+            (ExitStatus::Failed, cli::Outcome::default(), Some(message))
+        }
+    };
     if let Some(path) = result_file {
+        let databases = record.databases.results(error.is_some());
+        let result = cli::run_result(operation, status, started, &outcome, databases, error);
         // Exiting at once matters more than saying that the result file could not be written.
-        let _ = write_failed_result(&path, operation, started, databases.results(true), message);
+        let _ = std::fs::write(&path, result.to_termination_message());
     }
-    std::process::exit(ExitStatus::Failed.code());
-}
-
-/// Writes the result of a run that failed before it did anything worth counting.
-fn write_failed_result(
-    path: &std::path::Path,
-    operation: Operation,
-    started: chrono::DateTime<chrono::Utc>,
-    databases: Vec<neverwiped_contract::DatabaseResult>,
-    message: String,
-) -> std::io::Result<()> {
-    let result = cli::run_result(
-        operation,
-        ExitStatus::Failed,
-        started,
-        &cli::NO_OUTCOME,
-        databases,
-        Some(message),
-    );
-    std::fs::write(path, result.to_termination_message())
+    std::process::exit(status.code());
 }
 
 /// Waits for SIGTERM or SIGINT; returns the signal's name.
@@ -176,9 +180,15 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
     }
     if let Some(path) = partial.result_file {
         let operation = partial.operation.unwrap_or(Operation::Backup);
-        if let Err(write_error) =
-            write_failed_result(&path, operation, started, Vec::new(), message)
-        {
+        let result = cli::run_result(
+            operation,
+            ExitStatus::Failed,
+            started,
+            &cli::NO_OUTCOME,
+            Vec::new(),
+            Some(message),
+        );
+        if let Err(write_error) = std::fs::write(&path, result.to_termination_message()) {
             closing.error(&format!(
                 "cannot write the result file {}: {write_error}",
                 path.display()

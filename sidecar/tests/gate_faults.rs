@@ -64,6 +64,19 @@ impl Run {
         self
     }
 
+    /// A finished process and the result file it wrote, if any.
+    fn of(output: std::process::Output, result_file: &Path) -> Run {
+        let result = fs::read_to_string(result_file)
+            .ok()
+            .map(|json| RunResult::from_json(&json).expect("a RunResult"));
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            result,
+        }
+    }
+
     fn result(&self) -> &RunResult {
         self.result.as_ref().expect("a result file")
     }
@@ -123,6 +136,16 @@ impl Gate {
     /// Runs the sidecar through the proxy (or `straight` to the server) with a short retry
     /// budget and short pauses, and reads its result file.
     async fn run(&self, straight: bool, budget: &str, args: &[OsString]) -> Run {
+        let (mut command, result_file) = self.command(straight, budget, args);
+        // The proxy runs on this runtime: wait for the child on another thread.
+        let output = tokio::task::spawn_blocking(move || command.output().unwrap())
+            .await
+            .unwrap();
+        Run::of(output, &result_file)
+    }
+
+    /// The sidecar's command for [`Gate::run`], and where it writes its result.
+    fn command(&self, straight: bool, budget: &str, args: &[OsString]) -> (Command, PathBuf) {
         let url = if straight {
             self.server.repo_url(TEST_REPO)
         } else {
@@ -147,19 +170,7 @@ impl Gate {
             .arg("--result-file")
             .arg(&result_file)
             .args(args);
-        // The proxy runs on this runtime: wait for the child on another thread.
-        let output = tokio::task::spawn_blocking(move || command.output().unwrap())
-            .await
-            .unwrap();
-        let result = fs::read_to_string(&result_file)
-            .ok()
-            .map(|json| RunResult::from_json(&json).expect("a RunResult"));
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-            result,
-        }
+        (command, result_file)
     }
 
     async fn backup(&self, source: &Path, budget: &str) -> Run {
@@ -520,4 +531,73 @@ async fn a_lock_that_cannot_be_released_after_the_snapshot_leaves_the_backup_suc
     assert_eq!(run.result().error, None);
     assert_eq!(gate.listed_snapshots().await, vec![snapshot.clone()]);
     gate.restore_and_compare(&snapshot, &source).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_stopped_after_its_snapshot_was_stored_is_reported_succeeded_with_its_snapshot() {
+    let test = "a_backup_stopped_after_its_snapshot_was_stored";
+    // Retention's delete of the older snapshot reaches the server, its answer is held back: the
+    // run is stopped while it waits, after its own snapshot was stored.
+    let stalled_snapshot_deletes = FaultPlan {
+        faults: vec![Fault::StallAnswer],
+        only: Some(("DELETE", "/snapshots/")),
+        stall: Duration::from_secs(60),
+        ..FaultPlan::every_fault(5, 100)
+    };
+    let Some(gate) = Gate::start(test, stalled_snapshot_deletes).await else {
+        return;
+    };
+    let source = gate.work.path().join("app");
+    build_mixed_data(&source, 1, 4);
+    let first = gate.backup(&source, "60s").await.expect_code(0);
+    let first = first.result().snapshot_id.clone().expect("a snapshot id");
+    change_tree(&source, 1);
+    let args = [
+        OsString::from("backup"),
+        source.as_os_str().to_owned(),
+        OsString::from("--keep-last"),
+        OsString::from("1"),
+    ];
+    let (mut command, result_file) = gate.command(false, "60s", &args);
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let second = loop {
+        let listed = gate.listed_snapshots().await;
+        if let Some(second) = listed.into_iter().find(|id| *id != first) {
+            break second;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second snapshot was never stored"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let run = Run::of(output, &result_file).expect_code(0);
+    let result = run.result();
+    assert_eq!(result.status, ExitStatus::Success);
+    assert_eq!(result.snapshot_id.as_deref(), Some(second.as_str()));
+    assert_eq!(result.error, None);
+    assert!(
+        result
+            .warnings
+            .iter()
+            .any(|w| w.contains("stopped by SIGTERM after snapshot")),
+        "{:?}",
+        result.warnings
+    );
+    gate.proxy.set_plan(FaultPlan::none());
+    assert!(gate.listed_snapshots().await.contains(&second));
+    gate.restore_and_compare(&second, &source).await;
 }

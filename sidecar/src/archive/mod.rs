@@ -143,6 +143,25 @@ pub struct BackupOptions {
     /// empty input is most often a producer that failed (`pg_dumpall … |` without `pipefail`).
     pub allow_empty: bool,
     pub progress: Arc<Progress>,
+    /// Set the moment the snapshot object is stored, for whoever must report a run that is
+    /// stopped after that point (a signal): its snapshot exists.
+    pub stored: Arc<StoredSnapshot>,
+}
+
+/// The id of a backup's snapshot once it is stored; empty before.
+#[derive(Debug, Default)]
+pub struct StoredSnapshot(std::sync::OnceLock<SnapshotId>);
+
+impl StoredSnapshot {
+    fn record(&self, id: SnapshotId) {
+        // A backup stores one snapshot: a second record cannot happen.
+        let _ = self.0.set(id);
+    }
+
+    /// The stored snapshot's id, if the backup got that far.
+    pub fn get(&self) -> Option<SnapshotId> {
+        self.0.get().copied()
+    }
 }
 
 impl BackupOptions {
@@ -159,6 +178,7 @@ impl BackupOptions {
             upload_memory_bytes: DEFAULT_UPLOAD_MEMORY_BYTES,
             allow_empty: false,
             progress: Arc::new(Progress::default()),
+            stored: Arc::default(),
         }
     }
 }
@@ -277,6 +297,7 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
         lock.ensure_still_held().await?;
         // Last: the snapshot makes the backup visible only once everything it needs is stored.
         let snapshot_id = repo.write_object(ObjectKind::Snapshots, &snapshot).await?;
+        options.stored.record(snapshot_id);
         Ok(BackupReport {
             snapshot_id,
             snapshot,

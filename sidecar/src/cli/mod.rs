@@ -11,7 +11,9 @@ mod select;
 
 use anyhow::{Context, Result};
 use args::{BackupArgs, Cli, Command, RestoreArgs};
-use neverwiped::archive::{self, BackupOptions, Excludes, ParentChoice, Source, StreamSource};
+use neverwiped::archive::{
+    self, BackupOptions, Excludes, ParentChoice, Source, StoredSnapshot, StreamSource,
+};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
 use neverwiped::backend::retry::{self, RetryPolicy};
@@ -211,12 +213,21 @@ async fn open_indexed(cli: &Cli) -> Result<IndexedRepository> {
     Ok(open_repository(cli).await?.load_index().await?)
 }
 
-/// Runs the command; the databases it dumps or restores are entered in `databases` as they
-/// start, so the result shows how each went whichever way the run ends.
-pub async fn run(cli: &Cli, databases: &DatabaseRecord) -> Result<Outcome> {
+/// What a run has done so far, kept where a stop signal can read it: the databases it dumps or
+/// restores, entered as they start, and a backup's snapshot, the moment it is stored. The result
+/// tells the truth whichever way the run ends.
+#[derive(Debug, Default)]
+pub struct RunRecord {
+    pub databases: DatabaseRecord,
+    pub snapshot: Arc<StoredSnapshot>,
+}
+
+/// Runs the command, entering what it has done in `record`.
+pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
+    let databases = &record.databases;
     match &cli.command {
         Command::Init => init(cli).await,
-        Command::Backup(args) => backup(cli, args, databases).await,
+        Command::Backup(args) => backup(cli, args, record).await,
         Command::Snapshots => listing::snapshots(&open_repository(cli).await?, cli.json).await,
         Command::Ls(args) => listing::ls(&open_indexed(cli).await?, args, cli.json).await,
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
@@ -261,7 +272,8 @@ async fn init(cli: &Cli) -> Result<Outcome> {
     Ok(Outcome::default())
 }
 
-async fn backup(cli: &Cli, args: &BackupArgs, databases: &DatabaseRecord) -> Result<Outcome> {
+async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outcome> {
+    let databases = &record.databases;
     if args.paths.is_empty() && !args.stdin && args.databases.is_empty() {
         anyhow::bail!("nothing to back up: give paths, --stdin or --database");
     }
@@ -302,6 +314,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, databases: &DatabaseRecord) -> Res
         options.upload_memory_bytes = bytes;
     }
     options.allow_empty = args.allow_empty;
+    options.stored = record.snapshot.clone();
     options.parent = match (&args.parent, args.force) {
         (_, true) => ParentChoice::None,
         (Some(spec), false) => ParentChoice::Snapshot(select::find(&repo, spec).await?.0),
