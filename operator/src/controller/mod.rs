@@ -37,8 +37,6 @@ pub mod events {
     pub const BACKUP_STARTED: &str = "BackupStarted";
     /// A backup wrote a snapshot.
     pub const BACKUP_SUCCEEDED: &str = "BackupSucceeded";
-    /// A backup failed; the note says why.
-    pub const BACKUP_FAILED: &str = "BackupFailed";
     /// A run's trigger annotation could not be read.
     pub const UNKNOWN_TRIGGER: &str = "UnknownTrigger";
     /// Scheduled runs were missed.
@@ -47,8 +45,6 @@ pub mod events {
     pub const RESTORE_STARTED: &str = "RestoreStarted";
     /// A restore finished.
     pub const RESTORE_SUCCEEDED: &str = "RestoreSucceeded";
-    /// A restore failed; the note says why.
-    pub const RESTORE_FAILED: &str = "RestoreFailed";
     /// A PersistentVolumeClaim was created for a restore.
     pub const CLAIM_CREATED: &str = "ClaimCreated";
     /// A prune or check Job was created.
@@ -57,9 +53,11 @@ pub mod events {
     /// A prune freed space, a check found no problem.
     pub const PRUNE_SUCCEEDED: &str = "PruneSucceeded";
     pub const CHECK_SUCCEEDED: &str = "CheckSucceeded";
-    /// A prune or check failed (a check that found problems among them); the note says why.
-    pub const PRUNE_FAILED: &str = "PruneFailed";
-    pub const CHECK_FAILED: &str = "CheckFailed";
+    /// A backup, restore, prune or check failed (a check that found problems among them); the
+    /// note says why. The same reasons as the runs' records: one constant each.
+    pub use crate::conditions::reasons::{
+        BACKUP_FAILED, CHECK_FAILED, PRUNE_FAILED, RESTORE_FAILED,
+    };
 }
 
 /// Operator-wide settings.
