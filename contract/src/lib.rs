@@ -129,6 +129,11 @@ pub struct RunResult {
     /// The snapshot written (backup) or read (restore).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,
+    /// RFC 3339 time of that snapshot, as it records it: a restore of `latest` states which
+    /// snapshot it took, so a gate that withholds the newest ones is seen. Absent from results of
+    /// writers before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_time: Option<String>,
     /// RFC 3339 time the run started.
     pub started_at: String,
     /// RFC 3339 time the run ended.
@@ -216,6 +221,7 @@ mod tests {
             version: RESULT_FORMAT_VERSION,
             operation: Operation::Backup,
             status: ExitStatus::Partial,
+            snapshot_time: None,
             snapshot_id: Some("ab12".into()),
             started_at: "2026-11-30T01:00:00Z".into(),
             finished_at: "2026-11-30T01:00:05Z".into(),

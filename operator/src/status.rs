@@ -597,6 +597,7 @@ mod tests {
             version: RESULT_FORMAT_VERSION,
             operation: Operation::Backup,
             status,
+            snapshot_time: None,
             snapshot_id: (status == ExitStatus::Success || status == ExitStatus::Partial)
                 .then(|| "4f2a9c1b0d".into()),
             started_at: "2026-11-30T02:00:01Z".into(),

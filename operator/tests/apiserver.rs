@@ -176,6 +176,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         version: RESULT_FORMAT_VERSION,
         operation: Operation::Backup,
         status: ExitStatus::Success,
+        snapshot_time: None,
         snapshot_id: Some("0123456789abcdef".into()),
         started_at: "2026-11-30T02:30:00Z".into(),
         finished_at: "2026-11-30T02:31:00Z".into(),

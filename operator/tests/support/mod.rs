@@ -348,6 +348,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         version: RESULT_FORMAT_VERSION,
         operation,
         status,
+        snapshot_time: None,
         snapshot_id: matches!(status, ExitStatus::Success | ExitStatus::Partial)
             .then(|| "5f0c3e9a1b2d4c6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f506".into()),
         started_at: (now - jiff::SignedDuration::from_secs(61)).to_string(),
