@@ -2154,3 +2154,47 @@ fn sigterm_stops_a_run_at_once_with_a_result_and_no_snapshot() {
     assert!(result.snapshot_id.is_none() && result.status == ExitStatus::Failed);
     assert!(sidecar.snapshots().is_empty());
 }
+
+/// Issue 13 item 6: a restore of `latest` states which snapshot it took, and when it was taken,
+/// on standard output and in the result file, so that a gate withholding the newest snapshots
+/// is seen.
+#[test]
+fn a_restore_of_latest_states_the_snapshot_id_and_time_it_used() {
+    let (work, _repo, sidecar) = initialised();
+    let source = work.path().join("source");
+    fs::create_dir(&source).unwrap();
+    fs::write(source.join("a.txt"), b"first").unwrap();
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+    fs::write(source.join("a.txt"), b"second").unwrap();
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+    let snapshots = sidecar.snapshots();
+    let newest = snapshots
+        .iter()
+        .max_by_key(|s| s["time"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or_else(|| panic!("no snapshots: {snapshots:?}"));
+    let (id, time) = (
+        newest["id"].as_str().unwrap().to_owned(),
+        newest["time"].as_str().unwrap().to_owned(),
+    );
+
+    let target = tempfile::tempdir().unwrap();
+    let result_file = work.path().join("restore-result.json");
+    let run = sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--target",
+            text(target.path()),
+            "--result-file",
+            text(&result_file),
+        ])
+        .expect_ok();
+    assert!(
+        run.stdout.contains(&id[..8]) && run.stdout.contains(&time),
+        "the output does not name snapshot {id} of {time}:\n{}",
+        run.stdout
+    );
+    let result = read_result(&result_file);
+    assert_eq!(result.snapshot_id.as_deref(), Some(id.as_str()));
+    assert_eq!(result.snapshot_time.as_deref(), Some(time.as_str()));
+}

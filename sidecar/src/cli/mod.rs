@@ -36,6 +36,8 @@ pub use output::init_logging;
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub snapshot_id: Option<String>,
+    /// The time the snapshot records (restore: the one it took).
+    pub snapshot_time: Option<String>,
     pub files: u64,
     pub bytes_read: u64,
     pub bytes_added: u64,
@@ -73,6 +75,7 @@ pub fn operation_of(command: &Command) -> Operation {
 /// What a run that did nothing reports.
 pub static NO_OUTCOME: Outcome = Outcome {
     snapshot_id: None,
+    snapshot_time: None,
     files: 0,
     bytes_read: 0,
     bytes_added: 0,
@@ -101,7 +104,7 @@ pub fn run_result(
         operation,
         status,
         snapshot_id: outcome.snapshot_id.clone(),
-        snapshot_time: None,
+        snapshot_time: outcome.snapshot_time.clone(),
         started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         finished_at: finished.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         duration_secs: (finished - started).num_milliseconds() as f64 / 1000.0,
@@ -413,10 +416,32 @@ async fn restore_snapshot(
     if let Some(bytes) = args.fetch_memory {
         options.memory_budget_bytes = bytes;
     }
+    // Said before anything is written: `latest` is whichever snapshot the repository shows.
+    tracing::info!(
+        "restoring snapshot {} of {} taken at {}",
+        snapshot_id.short(),
+        snapshot.hostname,
+        snapshot.time
+    );
     let display = ProgressDisplay::start(options.progress.clone(), cli.quiet, true);
     let report = restore::restore(&repo, snapshot.tree, &options).await;
     display.finish();
-    let report = report?;
+    let taken = Outcome {
+        snapshot_id: Some(snapshot_id.to_hex()),
+        snapshot_time: Some(snapshot.time.clone()),
+        ..Outcome::default()
+    };
+    let report = match report {
+        Err(error @ neverwiped::error::Error::RestoreIncomplete { .. }) => {
+            let message = error.to_string();
+            return Err(FailedAfter {
+                message,
+                outcome: taken,
+            }
+            .into());
+        }
+        report => report?,
+    };
     for warning in &report.warnings {
         tracing::warn!("{warning}");
     }
@@ -425,6 +450,7 @@ async fn restore_snapshot(
             "{}",
             serde_json::json!({
                 "snapshotId": snapshot_id.to_hex(),
+                "snapshotTime": snapshot.time,
                 "target": target,
                 "files": report.files,
                 "bytesWritten": report.bytes_written,
@@ -434,20 +460,20 @@ async fn restore_snapshot(
         );
     } else if !cli.quiet {
         println!(
-            "restored snapshot {} to {}: {} files, {}",
+            "restored snapshot {} (taken at {}) to {}: {} files, {}",
             snapshot_id.short(),
+            snapshot.time,
             target.display(),
             report.files,
             bytes(report.bytes_written)
         );
     }
     Ok(Outcome {
-        snapshot_id: Some(snapshot_id.to_hex()),
         files: report.files,
         bytes_read: report.bytes_written,
         bytes_added: 0,
         bytes_transferred: report.bytes_fetched,
         incomplete: report.warnings,
-        ..Outcome::default()
+        ..taken
     })
 }

@@ -190,14 +190,18 @@ fn create_one(
                 SFlag::S_IFBLK
             };
             clear(path)?;
-            if let Err(error) = mknod(path, kind, Mode::from_bits_truncate(0o600), *rdev) {
-                if privileged {
-                    return Err(io(error.into()));
-                }
-                warnings.push(format!(
-                    "cannot create the device file {}: {error} (restore as root)",
+            match mknod(path, kind, Mode::from_bits_truncate(0o600), *rdev) {
+                Ok(()) => {}
+                // Creating device files takes CAP_MKNOD, which a restore pod may lack.
+                Err(nix::errno::Errno::EPERM) => warnings.push(format!(
+                    "skipped the device file {}: creating it needs root with CAP_MKNOD",
                     path.display()
-                ));
+                )),
+                Err(error) if !privileged => warnings.push(format!(
+                    "skipped the device file {}: {error} (restore as root)",
+                    path.display()
+                )),
+                Err(error) => return Err(io(error.into())),
             }
         }
     }
@@ -265,7 +269,14 @@ fn timespec(secs: i64, nanos: u32) -> TimeSpec {
 }
 
 /// Owner, mode and times of one entry (owner only when privileged; mode not for symlinks).
-fn set_metadata(path: &Path, kind: &NodeKind, meta: &Metadata, privileged: bool) -> Result<()> {
+/// Returns a warning when a set-user-ID or set-group-ID bit did not hold: the kernel clears
+/// set-group-ID without an error where the process lacks CAP_FSETID and the file's group.
+fn set_metadata(
+    path: &Path,
+    kind: &NodeKind,
+    meta: &Metadata,
+    privileged: bool,
+) -> Result<Option<String>> {
     let what =
         |e: nix::Error| Error::io(format!("setting metadata of {}", path.display()), e.into());
     let is_symlink = matches!(kind, NodeKind::Symlink { .. });
@@ -291,7 +302,25 @@ fn set_metadata(path: &Path, kind: &NodeKind, meta: &Metadata, privileged: bool)
         &mtime,
         nix::sys::stat::UtimensatFlags::NoFollowSymlink,
     )
-    .map_err(what)
+    .map_err(what)?;
+    Ok(special_bits_lost(path, kind, meta.mode))
+}
+
+/// A warning when `path` lacks set-user-ID or set-group-ID bits `mode` asks for.
+fn special_bits_lost(path: &Path, kind: &NodeKind, mode: u32) -> Option<String> {
+    let wanted = mode & 0o6000;
+    if wanted == 0 || matches!(kind, NodeKind::Symlink { .. }) {
+        return None;
+    }
+    let has = fs::symlink_metadata(path).ok()?.permissions().mode() & 0o6000;
+    (has != wanted).then(|| {
+        format!(
+            "the set-user-ID or set-group-ID bit of {} was not restored (mode {:04o} asked, {:04o} set): it needs root with CAP_FSETID",
+            path.display(),
+            mode,
+            has | (mode & 0o1777)
+        )
+    })
 }
 
 /// Sets metadata on every entry: files first, then directories deepest first (writing into a
@@ -302,7 +331,7 @@ pub fn apply_metadata(
     paths: &[PathBuf],
     privileged: bool,
 ) -> Result<Vec<String>> {
-    let warnings = Vec::new();
+    let mut warnings = Vec::new();
     for (number, entry) in entries.iter().enumerate() {
         if matches!(entry.node.kind, NodeKind::Dir { .. }) || hard_links.contains_key(&number) {
             continue;
@@ -314,21 +343,21 @@ pub fn apply_metadata(
         {
             continue; // not created, already warned about
         }
-        set_metadata(
+        warnings.extend(set_metadata(
             &paths[number],
             &entry.node.kind,
             &entry.node.meta,
             privileged,
-        )?;
+        )?);
     }
     for (number, entry) in entries.iter().enumerate().rev() {
         if matches!(entry.node.kind, NodeKind::Dir { .. }) {
-            set_metadata(
+            warnings.extend(set_metadata(
                 &paths[number],
                 &entry.node.kind,
                 &entry.node.meta,
                 privileged,
-            )?;
+            )?);
         }
     }
     Ok(warnings)

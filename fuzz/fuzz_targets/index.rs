@@ -1,0 +1,10 @@
+//! Index objects.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use neverwiped::backend::ObjectKind;
+use neverwiped::format::index::IndexFile;
+
+fuzz_target!(|data: &[u8]| {
+    neverwiped_fuzz::open_object_both_ways::<IndexFile>(ObjectKind::Index, data);
+});
