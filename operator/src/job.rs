@@ -435,6 +435,11 @@ pub fn restore_job(
         repository.ca_secret_ref.as_ref(),
     );
 
+    if !spec.volumes.is_empty() {
+        // The restore also sets the metadata of the folders above the claims (/restore/data):
+        // on the read-only root they need a writable folder of their own, which the claims sit in.
+        pod.mount_empty_dir("restore-root", RESTORE_ROOT);
+    }
     let mut includes = Vec::new();
     for (index, volume) in spec.volumes.iter().enumerate() {
         let snapshot_path = format!("{DATA_ROOT}/{}", volume.source_claim_name);
@@ -710,6 +715,19 @@ impl PodBuilder {
             ..VolumeMount::default()
         });
         format!("{mount_path}/{file}")
+    }
+
+    fn mount_empty_dir(&mut self, volume: &str, path: &str) {
+        self.volumes.push(Volume {
+            name: volume.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        });
+        self.mounts.push(VolumeMount {
+            name: volume.into(),
+            mount_path: path.into(),
+            ..VolumeMount::default()
+        });
     }
 
     fn mount_claim(&mut self, volume: &str, claim: &str, path: &str, read_only: bool) {
