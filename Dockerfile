@@ -112,7 +112,10 @@ RUN set -eux; \
       > /apt-config/sources.list.d/postgresql.sources
 
 # Debian unstable, signed by Debian's archive keys, pinned below the release so that apt takes
-# from it only what the release lacks: postgresql-client-$PG_MAJOR and its libpq5.
+# from it only the PostgreSQL client and its libpq5 (at the release's priority, so the newer
+# version wins: the client needs the libpq of its own major version). Its Release file
+# is signed, but valid for a week only: a mirror frozen at a date (a snapshot, a closed network's
+# copy) would be refused after that, so the validity period is not checked for this source.
 FROM ${DEBIAN_IMAGE} AS pg-apt-debian-unstable
 RUN set -eux; \
     mkdir -p /apt-config/sources.list.d /apt-config/preferences.d; \
@@ -122,11 +125,16 @@ RUN set -eux; \
       'Suites: unstable' \
       'Components: main' \
       'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+      'Check-Valid-Until: no' \
       > /apt-config/sources.list.d/postgresql.sources; \
     printf '%s\n' \
       'Package: *' \
       'Pin: release a=unstable' \
       'Pin-Priority: 100' \
+      '' \
+      'Package: postgresql-client-* libpq5' \
+      'Pin: release a=unstable' \
+      'Pin-Priority: 500' \
       > /apt-config/preferences.d/postgresql.pref
 
 FROM pg-apt-${PG_APT_SOURCE} AS pg-apt

@@ -146,6 +146,20 @@ impl PodBuilder {
         format!("{mount_path}/{file}")
     }
 
+    /// An `emptyDir` volume mounted at `path`.
+    pub(super) fn mount_empty_dir(&mut self, volume: &str, path: &str) {
+        self.volumes.push(Volume {
+            name: volume.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        });
+        self.mounts.push(VolumeMount {
+            name: volume.into(),
+            mount_path: path.into(),
+            ..VolumeMount::default()
+        });
+    }
+
     pub(super) fn mount_claim(&mut self, volume: &str, claim: &str, path: &str, read_only: bool) {
         self.mounts_claims = true;
         self.volumes.push(Volume {
@@ -190,16 +204,7 @@ impl PodBuilder {
     /// The Job: the sidecar container with everything mounted so far, in a pod that runs once.
     pub(super) fn finish(mut self, pod: FinishedPod<'_>) -> Job {
         // The root filesystem is read-only; the sidecar's scratch space is an emptyDir.
-        self.volumes.push(Volume {
-            name: "tmp".into(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
-            ..Volume::default()
-        });
-        self.mounts.push(VolumeMount {
-            name: "tmp".into(),
-            mount_path: "/tmp".into(),
-            ..VolumeMount::default()
-        });
+        self.mount_empty_dir("tmp", "/tmp");
         self.env_value("TMPDIR", "/tmp".into());
         let run_as_user = match pod.privileges {
             Privileges::Root(_) => 0,

@@ -47,6 +47,11 @@ pub fn restore_job(
         repository.ca_secret_ref.as_ref(),
     );
 
+    if !spec.volumes.is_empty() {
+        // The restore also sets the metadata of the folders above the claims (/restore/data):
+        // on the read-only root they need a writable folder of their own, which the claims sit in.
+        pod.mount_empty_dir("restore-root", RESTORE_ROOT);
+    }
     let mut includes = Vec::new();
     for (index, volume) in spec.volumes.iter().enumerate() {
         let snapshot_path = format!("{DATA_ROOT}/{}", volume.source_claim_name);
