@@ -1299,3 +1299,62 @@ fn a_dump_tool_that_exits_0_without_its_completion_line_fails_the_backup() {
         "the PGPASSFILE is removed after the dump"
     );
 }
+
+#[test]
+fn postgres_files_and_a_database_restore_together_from_one_snapshot() {
+    let test = "postgres_files_and_a_database_restore_together";
+    let Some(server) = Postgres::start(test) else {
+        return;
+    };
+    create_postgres_data(&server, 2_000);
+    let mut sidecar = Sidecar::init(None);
+    sidecar.path_prefix.push(server.bin_dir().to_path_buf());
+    let password_file = sidecar.password_file("shop-db", ADMIN_PASSWORD);
+    let database = format!("shop-db={}", server.uri(Some("shop")));
+    let work = tempfile::tempdir().unwrap();
+    let volume = work.path().join("volume");
+    fs::create_dir_all(volume.join("uploads")).unwrap();
+    fs::write(volume.join("uploads/invoice.pdf"), b"%PDF-1.7 invoice 42").unwrap();
+    fs::write(volume.join("config.yaml"), b"shop: open\n").unwrap();
+    let volume_arg = volume.to_str().unwrap();
+    sidecar
+        .run(
+            &DatabaseRun::backup()
+                .arg(volume_arg)
+                .database(&database, &password_file)
+                .args()[..],
+        )
+        .expect_ok();
+
+    let before = postgres_state(&server);
+    server.psql("postgres", "DROP DATABASE shop WITH (FORCE)");
+    server.psql("postgres", "CREATE DATABASE shop OWNER app");
+    let target = work.path().join("target");
+    let run = sidecar
+        .run(
+            &DatabaseRun::restore("latest")
+                .arg("--target")
+                .arg(target.to_str().unwrap())
+                .arg("--include")
+                .arg(volume_arg)
+                .database(&database, &password_file)
+                .args()[..],
+        )
+        .expect_ok();
+    assert_same_state(&before, &postgres_state(&server));
+    let restored = target.join(volume.strip_prefix("/").unwrap());
+    assert_eq!(
+        fs::read(restored.join("uploads/invoice.pdf")).unwrap(),
+        b"%PDF-1.7 invoice 42"
+    );
+    assert_eq!(
+        fs::read(restored.join("config.yaml")).unwrap(),
+        b"shop: open\n"
+    );
+    // The dump was streamed into the server, not written among the files.
+    assert!(!target.join("databases").exists());
+    let result = run.result();
+    assert_eq!(result.databases.len(), 1, "{:?}", result.databases);
+    assert_eq!(result.databases[0].error, None);
+    assert_eq!(result.files, 3, "two files and one dump: {result:?}");
+}

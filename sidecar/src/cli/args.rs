@@ -189,13 +189,9 @@ pub struct LsArgs {
 pub struct RestoreArgs {
     /// Snapshot id prefix, or "latest".
     pub snapshot: String,
-    /// Folder to restore into; /data/x of the snapshot lands in TARGET/data/x.
-    #[arg(
-        long,
-        short = 't',
-        required_unless_present = "databases",
-        conflicts_with = "databases"
-    )]
+    /// Folder to restore into; /data/x of the snapshot lands in TARGET/data/x. With --database
+    /// too, files and databases come from the same snapshot, files first.
+    #[arg(long, short = 't', required_unless_present = "databases")]
     pub target: Option<PathBuf>,
     /// Only these snapshot paths and what is below them (repeatable).
     #[arg(long = "include", short = 'i')]

@@ -8,6 +8,9 @@ use anyhow::{bail, Context, Result};
 use neverwiped::archive::Source;
 use neverwiped::dump::child::{DumpState, DumpStatus};
 use neverwiped::dump::{self, DatabaseTarget, DatabaseUri};
+use neverwiped::format::snapshot::Snapshot;
+use neverwiped::ids::SnapshotId;
+use neverwiped::repository::IndexedRepository;
 use neverwiped_contract::DatabaseResult;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -140,54 +143,94 @@ pub async fn restore(
     args: &RestoreArgs,
     record: &DatabaseRecord,
 ) -> Result<Outcome> {
-    let targets = targets(&args.databases, &args.database_password_files)?;
-    let statuses: Vec<Arc<DumpStatus>> = targets
-        .iter()
-        .map(|target| {
-            let status = Arc::new(DumpStatus::default());
-            record.enter(&target.label(), status.clone());
-            status
-        })
-        .collect();
+    let restores = DatabaseRestores::enter(args, record)?;
     let repo = open_indexed(cli).await?;
     let (snapshot_id, snapshot) = super::select::for_restore(&repo, args).await?;
-    let mut outcome = Outcome {
-        snapshot_id: Some(snapshot_id.to_hex()),
-        ..Outcome::default()
-    };
-    for (target, status) in targets.iter().zip(statuses) {
-        let overwrite = args.overwrite_databases || args.overwrite_database.contains(&target.name);
-        let reports =
-            dump::restore::restore_database(&repo, snapshot.tree, target, overwrite, status)
-                .await
-                .with_context(|| format!("database {}", target.label()))?;
-        for report in reports {
-            let into = target.uri.with_database(report.database.clone());
-            if cli.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "entry": report.entry,
-                        "snapshotId": snapshot_id.to_hex(),
-                        "database": report.database,
-                        "bytes": report.bytes,
-                    })
-                );
-            } else if !cli.quiet {
-                println!(
-                    "restored {} of snapshot {} into {}: {}{}",
-                    report.entry,
-                    snapshot_id.short(),
-                    into,
-                    bytes(report.bytes),
-                    renamed_note(&report.entry, report.database.as_deref())
-                );
-            }
-            outcome.files += 1;
-            outcome.bytes_read += report.bytes;
-        }
+    restores.run(cli, args, &repo, snapshot_id, &snapshot).await
+}
+
+/// The databases a restore puts back, entered in the run's record before anything starts.
+pub struct DatabaseRestores {
+    targets: Vec<(DatabaseTarget, Arc<DumpStatus>)>,
+}
+
+impl DatabaseRestores {
+    /// Reads `--database` and `--database-password-file`; an entry for each in `record`.
+    pub fn enter(args: &RestoreArgs, record: &DatabaseRecord) -> Result<DatabaseRestores> {
+        let targets = targets(&args.databases, &args.database_password_files)?
+            .into_iter()
+            .map(|target| {
+                let status = Arc::new(DumpStatus::default());
+                record.enter(&target.label(), status.clone());
+                (target, status)
+            })
+            .collect();
+        Ok(DatabaseRestores { targets })
     }
-    Ok(outcome)
+
+    /// Streams each database's dump of `snapshot` into its server.
+    pub async fn run(
+        self,
+        cli: &super::args::Cli,
+        args: &RestoreArgs,
+        repo: &IndexedRepository,
+        snapshot_id: SnapshotId,
+        snapshot: &Snapshot,
+    ) -> Result<Outcome> {
+        let mut outcome = Outcome {
+            snapshot_id: Some(snapshot_id.to_hex()),
+            snapshot_time: Some(snapshot.time.clone()),
+            ..Outcome::default()
+        };
+        for (target, status) in &self.targets {
+            let chosen = (snapshot_id, snapshot);
+            restore_one(cli, args, repo, chosen, target, status, &mut outcome).await?;
+        }
+        Ok(outcome)
+    }
+}
+
+/// One `--database` entry: its dump (or dumps) into the server, each said and counted.
+async fn restore_one(
+    cli: &super::args::Cli,
+    args: &RestoreArgs,
+    repo: &IndexedRepository,
+    (snapshot_id, snapshot): (SnapshotId, &Snapshot),
+    target: &DatabaseTarget,
+    status: &Arc<DumpStatus>,
+    outcome: &mut Outcome,
+) -> Result<()> {
+    let overwrite = args.overwrite_databases || args.overwrite_database.contains(&target.name);
+    let reports =
+        dump::restore::restore_database(repo, snapshot.tree, target, overwrite, status.clone())
+            .await
+            .with_context(|| format!("database {}", target.label()))?;
+    for report in reports {
+        let into = target.uri.with_database(report.database.clone());
+        if cli.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "entry": report.entry,
+                    "snapshotId": snapshot_id.to_hex(),
+                    "database": report.database,
+                    "bytes": report.bytes,
+                })
+            );
+        } else if !cli.quiet {
+            println!(
+                "restored {} of snapshot {} into {}: {}{}",
+                report.entry,
+                snapshot_id.short(),
+                into,
+                bytes(report.bytes),
+                renamed_note(&report.entry, report.database.as_deref())
+            );
+        }
+        outcome.files += 1;
+        outcome.bytes_read += report.bytes;
+    }
+    Ok(())
 }
 
 /// Says so when the dump of one database went into a database of another name (a URI naming

@@ -409,6 +409,7 @@ async fn restore_snapshot(
     let Some(target) = &args.target else {
         return databases::restore(cli, args, databases).await;
     };
+    let database_restores = databases::DatabaseRestores::enter(args, databases)?;
     let repo = open_indexed(cli).await?;
     let (snapshot_id, snapshot) = select::for_restore(&repo, args).await?;
     let mut options = RestoreOptions::new(target);
@@ -468,12 +469,24 @@ async fn restore_snapshot(
             bytes(report.bytes_written)
         );
     }
-    Ok(Outcome {
+    let restored = Outcome {
         files: report.files,
         bytes_read: report.bytes_written,
         bytes_added: 0,
         bytes_transferred: report.bytes_fetched,
         incomplete: report.warnings,
         ..taken
+    };
+    if args.databases.is_empty() {
+        return Ok(restored);
+    }
+    // The databases of the same snapshot, once its files are back.
+    let dumps = database_restores
+        .run(cli, args, &repo, snapshot_id, &snapshot)
+        .await?;
+    Ok(Outcome {
+        files: restored.files + dumps.files,
+        bytes_read: restored.bytes_read + dumps.bytes_read,
+        ..restored
     })
 }
