@@ -28,6 +28,7 @@
 //! dump of every database carries them, and the databases' owners, settings and privileges.
 
 use super::child::{find_program, SecretFile, ToolCommand, Trailer};
+use super::older_server::{OlderServerFilter, TRANSACTION_TIMEOUT_SINCE};
 use super::script::{PassThrough, PreparedRestore, ScriptFilter};
 use super::uri::DatabaseUri;
 use super::DatabaseTarget;
@@ -260,7 +261,7 @@ pub fn prepare_cluster_restore(
     }
     Ok(PreparedRestore {
         command: psql(target, "postgres")?,
-        filter: Box::new(ClusterScriptFilter::new(&target.uri)),
+        filter: for_server(target, Box::new(ClusterScriptFilter::new(&target.uri)))?,
         database: None,
         dropped,
     })
@@ -310,10 +311,22 @@ pub fn prepare_database_restore(
     command.arg("--single-transaction");
     Ok(PreparedRestore {
         command,
-        filter: Box::new(PassThrough),
+        filter: for_server(target, Box::new(PassThrough))?,
         database: Some(database.to_owned()),
         dropped,
     })
+}
+
+/// `filter`, behind the one that leaves out what the server's version refuses of a newer
+/// pg_dump's script (see [`OlderServerFilter`]).
+fn for_server(
+    target: &DatabaseTarget,
+    filter: Box<dyn ScriptFilter>,
+) -> Result<Box<dyn ScriptFilter>> {
+    if server_version(target)? >= TRANSACTION_TIMEOUT_SINCE {
+        return Ok(filter);
+    }
+    Ok(Box::new(OlderServerFilter::new(filter)))
 }
 
 /// Parses the role name at the start of `text` as pg_dumpall writes it (`fmtId`): a quoted
