@@ -105,10 +105,41 @@ impl ObjectId {
     }
 }
 
-/// A pack of blobs is a stored object like any other.
-pub type PackId = ObjectId;
-/// A snapshot object.
-pub type SnapshotId = ObjectId;
+id_type!(
+    /// A pack of blobs: a `data/` object, named by the SHA-256 of its stored bytes.
+    PackId
+);
+id_type!(
+    /// A snapshot: a `snapshots/` object, named by the SHA-256 of its stored bytes.
+    SnapshotId
+);
+
+/// Packs and snapshots are stored objects: each id names its object, and an object listed in
+/// `data/` or `snapshots/` is a pack or a snapshot.
+macro_rules! stored_object_id {
+    ($name:ident) => {
+        impl $name {
+            /// The id of stored bytes: their SHA-256.
+            pub fn of_bytes(stored: &[u8]) -> $name {
+                $name(ObjectId::of_bytes(stored).0)
+            }
+        }
+
+        impl From<$name> for ObjectId {
+            fn from(id: $name) -> ObjectId {
+                ObjectId(id.0)
+            }
+        }
+
+        impl From<ObjectId> for $name {
+            fn from(id: ObjectId) -> $name {
+                $name(id.0)
+            }
+        }
+    };
+}
+stored_object_id!(PackId);
+stored_object_id!(SnapshotId);
 
 /// What a blob holds; part of its sealed identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

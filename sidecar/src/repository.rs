@@ -225,6 +225,18 @@ impl Repository {
     }
 
     /// The ids of all objects of a kind.
+    /// Stores a snapshot: the object that makes a backup visible, written last.
+    pub async fn write_snapshot(&self, snapshot: &Snapshot) -> Result<SnapshotId> {
+        let id = self.write_object(ObjectKind::Snapshots, snapshot).await?;
+        Ok(SnapshotId::from(id))
+    }
+
+    /// Reads and opens one snapshot.
+    pub async fn read_snapshot(&self, id: SnapshotId) -> Result<Snapshot> {
+        self.read_object(ObjectKind::Snapshots, &ObjectId::from(id))
+            .await
+    }
+
     pub async fn list_ids(&self, kind: ObjectKind) -> Result<Vec<ObjectId>> {
         let infos = self.backend.list(kind).await?;
         Ok(infos
@@ -247,7 +259,12 @@ impl Repository {
     pub async fn snapshots_and_damage(
         &self,
     ) -> Result<(Vec<(SnapshotId, Snapshot)>, Vec<DamagedObject>)> {
-        self.read_every(ObjectKind::Snapshots).await
+        let (readable, damaged) = self.read_every(ObjectKind::Snapshots).await?;
+        let readable = readable
+            .into_iter()
+            .map(|(id, snapshot)| (SnapshotId::from(id), snapshot))
+            .collect();
+        Ok((readable, damaged))
     }
 
     /// Reads every object of `kind`. One that fails authentication or decoding (junk posted with
@@ -335,7 +352,10 @@ impl Repository {
             .collect();
         match matches.as_slice() {
             [] => Err(Error::SnapshotNotFound(spec.into())),
-            [id] => Ok((*id, self.read_object(ObjectKind::Snapshots, id).await?)),
+            [id] => {
+                let id = SnapshotId::from(*id);
+                Ok((id, self.read_snapshot(id).await?))
+            }
             _ => Err(Error::AmbiguousSnapshot {
                 prefix: spec.into(),
                 count: matches.len(),

@@ -10,7 +10,7 @@ use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::{ObjectKind, SharedBackend};
 use neverwiped::format::key::KeyFile;
-use neverwiped::ids::{BlobId, ObjectId};
+use neverwiped::ids::{BlobId, ObjectId, PackId};
 use neverwiped::index::BlobLocation;
 use neverwiped::maintenance::check::{check, ReadData};
 use neverwiped::maintenance::prune::plan_prune;
@@ -100,16 +100,16 @@ impl Fixture {
     }
 
     /// The path of a pack.
-    fn pack_path(&self, pack: &ObjectId) -> PathBuf {
+    fn pack_path(&self, pack: &PackId) -> PathBuf {
         let name = pack.to_hex();
         self.repo.join("data").join(&name[..2]).join(name)
     }
 
     /// Every blob of the index, grouped by pack.
-    async fn blobs_by_pack(&self) -> BTreeMap<ObjectId, Vec<(BlobId, BlobLocation)>> {
+    async fn blobs_by_pack(&self) -> BTreeMap<PackId, Vec<(BlobId, BlobLocation)>> {
         let repo = open_indexed(&self.repo).await.unwrap();
         let index = repo.index();
-        let mut out: BTreeMap<ObjectId, Vec<(BlobId, BlobLocation)>> = BTreeMap::new();
+        let mut out: BTreeMap<PackId, Vec<(BlobId, BlobLocation)>> = BTreeMap::new();
         for id in index.blob_ids() {
             let location = index.get(&id).unwrap();
             out.entry(location.pack).or_default().push((id, location));

@@ -40,10 +40,7 @@ async fn backup_dir(repo: &IndexedRepository, source: &Path) -> SnapshotId {
 }
 
 async fn restore_matches(repo: &IndexedRepository, snapshot: &SnapshotId, source: &Path) {
-    let snapshot: Snapshot = repo
-        .read_object(ObjectKind::Snapshots, snapshot)
-        .await
-        .unwrap();
+    let snapshot: Snapshot = repo.read_snapshot(*snapshot).await.unwrap();
     let target = tempfile::tempdir().unwrap();
     restore(repo, snapshot.tree, &RestoreOptions::new(target.path()))
         .await
@@ -81,10 +78,7 @@ async fn a_year_of_nightly_snapshots_keeps_exactly_the_policy_set_on_rest_server
     let backend: SharedBackend = Arc::new(RestBackend::new(server.rest_config()).unwrap());
     let repo = init(backend.clone()).await;
     let real = backup_dir(&repo, work.path()).await;
-    let template: Snapshot = repo
-        .read_object(ObjectKind::Snapshots, &real)
-        .await
-        .unwrap();
+    let template: Snapshot = repo.read_snapshot(real).await.unwrap();
     backend
         .delete(ObjectKind::Snapshots, &real.to_hex())
         .await

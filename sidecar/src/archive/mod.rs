@@ -12,7 +12,6 @@ mod walker;
 pub use source::{CountedReader, Source, StreamSource};
 pub use uploader::Throttle;
 
-use crate::backend::ObjectKind;
 use crate::error::{Error, Result};
 use crate::format::snapshot::{Snapshot, SnapshotPath, SnapshotSummary};
 use crate::ids::{BlobId, SnapshotId};
@@ -296,7 +295,7 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
         // A prune that took the repository over a lost lock may have deleted our packs.
         lock.ensure_still_held().await?;
         // Last: the snapshot makes the backup visible only once everything it needs is stored.
-        let snapshot_id = repo.write_object(ObjectKind::Snapshots, &snapshot).await?;
+        let snapshot_id = repo.write_snapshot(&snapshot).await?;
         options.stored.record(snapshot_id);
         Ok(BackupReport {
             snapshot_id,
@@ -323,7 +322,7 @@ async fn find_parent(
     match choice {
         ParentChoice::None => Ok(None),
         ParentChoice::Snapshot(id) => {
-            let snapshot: Snapshot = repo.read_object(ObjectKind::Snapshots, id).await?;
+            let snapshot = repo.read_snapshot(*id).await?;
             Ok(Some((*id, snapshot.tree)))
         }
         ParentChoice::Latest => Ok(repo

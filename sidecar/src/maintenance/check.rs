@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::format::index::IndexedPack;
 use crate::format::pack::read_header;
 use crate::format::tree::NodeKind;
-use crate::ids::{BlobId, ObjectId};
+use crate::ids::{BlobId, PackId};
 use crate::repository::{open_blob, IndexedRepository};
 use std::collections::{HashMap, HashSet};
 
@@ -45,7 +45,7 @@ impl CheckReport {
 pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let index_files = repo.index_files().await?;
-    let mut packs: HashMap<ObjectId, IndexedPack> = HashMap::new();
+    let mut packs: HashMap<PackId, IndexedPack> = HashMap::new();
     for (_, file) in index_files {
         for pack in file.packs {
             packs.insert(pack.id, pack);
@@ -214,7 +214,7 @@ fn verify_pack_bytes(
     bytes: &[u8],
 ) -> Vec<String> {
     let name = pack.id.to_hex();
-    if ObjectId::of_bytes(bytes) != pack.id {
+    if PackId::of_bytes(bytes) != pack.id {
         // Still look inside, to name the damaged blobs.
         let mut problems = vec![format!(
             "pack {name}: its bytes do not match its name (SHA-256): damaged"

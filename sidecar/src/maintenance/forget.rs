@@ -154,7 +154,7 @@ pub async fn forget(
 mod tests {
     use super::*;
     use crate::format::snapshot::SnapshotSummary;
-    use crate::ids::{BlobId, ObjectId};
+    use crate::ids::{BlobId, SnapshotId};
 
     fn snapshot_at(time: DateTime<Utc>, n: u8) -> (SnapshotId, Snapshot) {
         let snapshot = Snapshot {
@@ -171,7 +171,7 @@ mod tests {
         let mut id = [0u8; 32];
         id[..8].copy_from_slice(&time.timestamp().to_le_bytes());
         id[8] = n;
-        (ObjectId::from_bytes(id), snapshot)
+        (SnapshotId::from_bytes(id), snapshot)
     }
 
     #[test]
