@@ -484,6 +484,10 @@ impl MariaDb {
             .tempdir()
             .unwrap();
         let data = dir.path().join("data");
+        // A temporary folder of its own: servers set up at once must not meet in /tmp (an
+        // install was seen failing on temporary tables that vanished from under it).
+        let tmp = dir.path().join("tmp");
+        fs::create_dir(&tmp).unwrap();
         let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
             .ok()
             .flatten()
@@ -497,6 +501,7 @@ impl MariaDb {
             .arg("--auth-root-authentication-method=normal")
             .arg("--skip-test-db")
             .arg("--skip-name-resolve")
+            .arg(format!("--tmpdir={}", tmp.display()))
             .current_dir(dir.path());
         output_text(command, "mariadb-install-db").unwrap_or_else(|e| panic!("{e}"));
 
@@ -517,6 +522,7 @@ impl MariaDb {
                     dir.path().join("mysqld.pid").display()
                 ))
                 .arg(format!("--log-error={}", log_path.display()))
+                .arg(format!("--tmpdir={}", tmp.display()))
                 .arg(format!("--port={port}"))
                 .arg("--bind-address=127.0.0.1")
                 .arg("--skip-name-resolve")
