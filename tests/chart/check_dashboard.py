@@ -8,7 +8,11 @@
   exports: the families operator/src/metrics.rs registers, with the sample names their types give
   (a counter's `_total`, a histogram's `_bucket`, `_sum`, `_count`);
 - the JSON has the structure Grafana loads: unique panel ids, panels on its 24-column grid without
-  overlaps, a Prometheus data source variable that every panel and query uses, unique refIds.
+  overlaps, a Prometheus data source variable that every panel and query uses, unique refIds;
+- it passes Grafana's own dashboard schema: the TypeScript types of npm's @grafana/schema, checked
+  by the TypeScript compiler with no unknown field allowed (tests/chart/grafana-schema, installed by
+  `npm ci --prefix tests/chart/grafana-schema`; without it the check says so and passes, except
+  under CI=true).
 
 check_chart.py runs these checks with its own (`python3 tests/chart/check_chart.py`); alone:
 
@@ -18,8 +22,11 @@ check_chart.py runs these checks with its own (`python3 tests/chart/check_chart.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,6 +34,7 @@ import check_chart
 from check_chart import CHART, ROOT, CheckFailed, Rendered, expect, metric_names
 
 DASHBOARD = CHART / "dashboards" / "neverwiped.json"
+SCHEMA_CHECK = ROOT / "tests" / "chart" / "grafana-schema"
 METRICS_SOURCE = ROOT / "operator" / "src" / "metrics.rs"
 
 # What Grafana puts in place of its variables before it sends a query (any valid value will do
@@ -193,6 +201,40 @@ def the_dashboard_has_the_structure_grafana_loads() -> None:
                    f"{title!r}: an empty query")
     expect(len(board["panels"]) - sum(p["type"] == "row" for p in board["panels"]) >= 10,
            "the dashboard has its panels")
+
+
+# The dashboard as a TypeScript value of Grafana's Dashboard type. Json<T> turns the schema's
+# string enums into their values (JSON holds "absolute", not ThresholdsMode.Absolute); every other
+# constraint stays, unknown fields included (TypeScript's excess property check).
+SCHEMA_PROGRAM = """import type { Dashboard } from '@grafana/schema';
+type Json<T> = T extends string ? `${T}`
+  : T extends Array<infer U> ? Array<Json<U>>
+  : T extends object ? { [K in keyof T]: Json<T[K]> }
+  : T;
+const dashboard: Json<Dashboard> = DASHBOARD;
+export default dashboard;
+"""
+
+
+@check
+def the_dashboard_passes_grafanas_own_schema() -> None:
+    compiler = SCHEMA_CHECK / "node_modules" / "typescript" / "bin" / "tsc"
+    if not (compiler.is_file() and (SCHEMA_CHECK / "node_modules" / "@grafana" / "schema").is_dir()):
+        message = (f"Grafana's schema is not installed: npm ci --prefix {SCHEMA_CHECK.relative_to(ROOT)}")
+        expect(os.environ.get("CI") != "true", f"CI=true but {message}")
+        print(f"SKIPPED the_dashboard_passes_grafanas_own_schema: {message}")
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".ts", dir=SCHEMA_CHECK, delete=False) as source:
+        source.write(SCHEMA_PROGRAM.replace("DASHBOARD", DASHBOARD.read_text().strip()))
+    try:
+        checked = subprocess.run(
+            ["node", str(compiler), "--noEmit", "--strict", "--skipLibCheck", "--module", "esnext",
+             "--moduleResolution", "bundler", "--target", "es2022", source.name],
+            cwd=SCHEMA_CHECK, capture_output=True, text=True, timeout=300)
+    finally:
+        os.unlink(source.name)
+    expect(checked.returncode == 0, "the dashboard does not match Grafana's schema "
+           f"(@grafana/schema; lines of the dashboard file + 5):\n{checked.stdout}{checked.stderr}")
 
 
 def run_checks() -> int:
