@@ -78,6 +78,8 @@ pub enum Operation {
     Unlock,
     /// `key list|add|remove|passwd`.
     Key,
+    /// `mount`: serves the snapshots as a FUSE file system.
+    Mount,
 }
 
 /// One database dump that was part of a backup.

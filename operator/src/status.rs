@@ -319,7 +319,8 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) 
                     | Operation::Snapshots
                     | Operation::Ls
                     | Operation::Unlock
-                    | Operation::Key => reasons::BACKUP_FAILED,
+                    | Operation::Key
+                    | Operation::Mount => reasons::BACKUP_FAILED,
                 },
             };
             let message = result

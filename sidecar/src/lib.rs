@@ -5,6 +5,7 @@
 //!   [`repository::IndexedRepository`] once the index is loaded.
 //! - [`archive::backup`]: files, folders and streams into a new snapshot.
 //! - [`restore::restore`]: a snapshot (or part of it) back onto disk.
+//! - [`mount::serve`]: the snapshots as a read-only FUSE file system.
 //! - `docs/repository-format.md` specifies every stored byte.
 
 pub mod archive;
@@ -20,6 +21,7 @@ pub mod ids;
 pub mod index;
 pub mod locking;
 pub mod maintenance;
+pub mod mount;
 pub mod progress;
 pub mod repository;
 pub mod restore;

@@ -28,13 +28,16 @@ async fn main() -> ExitCode {
     // As PID 1 of a Job's container the process has no default SIGTERM handler: without this,
     // a deleted or timed-out Job would wait out its whole grace period before being killed. The
     // handler runs on a worker thread, so it answers even while the command blocks the main one.
-    tokio::spawn(exit_on_stop_signal(
-        operation,
-        started,
-        cli.result_file.clone(),
-        closing,
-        record.clone(),
-    ));
+    // `mount` answers them itself: it unmounts first.
+    if !matches!(cli.command, cli::args::Command::Mount(_)) {
+        tokio::spawn(exit_on_stop_signal(
+            operation,
+            started,
+            cli.result_file.clone(),
+            closing,
+            record.clone(),
+        ));
+    }
     let run = cli::run(&cli, &record).await;
     let databases = &record.databases;
     let (status, result) = match run {

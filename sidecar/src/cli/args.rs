@@ -118,6 +118,8 @@ pub enum Command {
     /// Manage the passwords (key objects) that open the repository.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Serve the snapshots as a read-only file system (FUSE) until interrupted or unmounted.
+    Mount(super::mount::MountArgs),
 }
 
 #[derive(Debug, Args)]
@@ -433,6 +435,7 @@ pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
         "forget" => Operation::Forget,
         "prune" => Operation::Prune,
         "key" => Operation::Key,
+        "mount" => Operation::Mount,
         _ => return None,
     })
 }
@@ -452,6 +455,7 @@ impl Command {
             Command::Forget(_) => Operation::Forget,
             Command::Prune(_) => Operation::Prune,
             Command::Key(_) => Operation::Key,
+            Command::Mount(_) => Operation::Mount,
         }
     }
 }

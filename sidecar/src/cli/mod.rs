@@ -5,6 +5,7 @@ mod databases;
 pub mod hardening;
 mod listing;
 mod maintenance;
+pub mod mount;
 pub mod output;
 mod secrets;
 mod select;
@@ -243,6 +244,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
             let password = secrets::repository_password(cli.password_file.as_deref())?;
             maintenance::key(&open_repository(cli).await?, &password, command, cli.json).await
         }
+        Command::Mount(args) => mount::mount(open_indexed(cli).await?, args, cli.quiet).await,
         Command::Unlock(args) => {
             let repo = open_repository(cli).await?;
             let removed = neverwiped::locking::remove_locks(&repo, args.remove_all).await?;
