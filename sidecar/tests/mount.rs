@@ -183,6 +183,16 @@ async fn a_mounted_snapshot_is_the_source_byte_for_byte_in_restics_layout() {
     assert_eq!(create.unwrap_err().raw_os_error(), Some(libc::EROFS));
     assert!(fs::remove_file(latest_source.join("small.txt")).is_err());
 
+    // Content that is gone from the repository is an I/O error for its file, not other bytes.
+    // The file (9 MiB) is larger than the cache and this snapshot's copy was never read.
+    for pack in fixtures::walk(&work.path().join("repo/data")) {
+        if pack.is_file() {
+            fs::remove_file(pack).unwrap();
+        }
+    }
+    let lost = fs::read(older.join("dir/large.bin"));
+    assert_eq!(lost.unwrap_err().raw_os_error(), Some(libc::EIO));
+
     handle.unmount().await.unwrap();
     assert!(!is_mounted(&mountpoint), "the mount is gone");
     assert!(
