@@ -361,3 +361,32 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
     // The lock of the mount is gone with it: an exclusive operation can run.
     run_ok(&mut sidecar(&["prune"]));
 }
+
+#[test]
+fn mount_help_names_the_layout_and_its_own_options_before_the_global_ones() {
+    let mut command = bare_command();
+    command.args(["mount", "--help"]);
+    let help = support::sidecar::run(command).expect_ok().stdout;
+    for wanted in [
+        "snapshots/TIME/",
+        "hosts/HOST/TIME/",
+        "--host",
+        "--tag",
+        "--cache",
+        "--allow-other",
+    ] {
+        assert!(
+            help.contains(wanted),
+            "mount --help lacks {wanted:?}:\n{help}"
+        );
+    }
+    let own = help.find("\nOptions:").expect("own options");
+    let global = help.find("\nGlobal options:").expect("global options");
+    assert!(own < global, "its own options come first:\n{help}");
+    // No mount point: a usage error (exit 1, as every failed run), before anything is opened.
+    let mut command = bare_command();
+    command.args(["--repo", "/nonexistent", "mount"]);
+    let run = support::sidecar::run(command);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("<MOUNTPOINT>"), "{run:?}");
+}
