@@ -358,6 +358,34 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
             "no secret in the output"
         );
     }
+    // A mount in use (a process works inside it) cannot be unmounted: SIGTERM detaches it, so
+    // that it is gone from the mount table at once, and the command still ends.
+    let mut child = start_cli_mount(&repo, &password_file, &gate, &mountpoint);
+    wait_for_mount(&mut child, &mountpoint);
+    let mut inside_it = Command::new("sleep")
+        .arg("60")
+        .current_dir(mountpoint.join("snapshots/latest"))
+        .spawn()
+        .unwrap();
+    run_ok(
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string()),
+    );
+    let (code, stderr) = wait_for_exit(child);
+    inside_it.kill().unwrap();
+    inside_it.wait().unwrap();
+    assert_eq!(
+        code,
+        Some(0),
+        "a busy mount stopped by SIGTERM exits 0:\n{stderr}"
+    );
+    assert!(
+        !is_mounted(&mountpoint),
+        "the busy mount was detached:\n{stderr}"
+    );
+    assert!(stderr.contains("is in use: detaching it"), "{stderr}");
+
     // The lock of the mount is gone with it: an exclusive operation can run.
     run_ok(&mut sidecar(&["prune"]));
 }

@@ -6,7 +6,8 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 /// Values by key, evicting the least recently used once their sizes add up to more than the
-/// budget. A value larger than the whole budget is handed back but not kept.
+/// budget. A value larger than the whole budget is kept alone (everything else is evicted): the
+/// tree of a huge folder must stay while its entries are looked up one by one.
 pub struct ByteBoundedCache<K, V> {
     budget_bytes: u64,
     held_bytes: u64,
@@ -45,10 +46,7 @@ impl<K: Hash + Eq + Clone, V> ByteBoundedCache<K, V> {
             self.held_bytes -= size;
             self.by_use.remove(&used);
         }
-        if size_bytes > self.budget_bytes {
-            return;
-        }
-        while self.held_bytes + size_bytes > self.budget_bytes {
+        while self.held_bytes > 0 && self.held_bytes + size_bytes > self.budget_bytes {
             let Some((_, oldest)) = self.by_use.pop_first() else {
                 break;
             };
@@ -85,12 +83,17 @@ mod tests {
         assert_eq!(cache.get(&"a").as_deref(), Some(&1));
         assert_eq!(cache.get(&"c").as_deref(), Some(&3));
         assert_eq!(cache.held_bytes(), 8);
-        cache.insert("huge", Arc::new(4), 11);
-        assert!(cache.get(&"huge").is_none());
-        assert_eq!(cache.held_bytes(), 8);
         cache.insert("a", Arc::new(5), 10);
         assert_eq!(cache.held_bytes(), 10);
         assert!(cache.get(&"c").is_none());
         assert_eq!(cache.get(&"a").as_deref(), Some(&5));
+        // Larger than the budget: kept alone, until anything else comes.
+        cache.insert("huge", Arc::new(4), 11);
+        assert_eq!(cache.get(&"huge").as_deref(), Some(&4));
+        assert!(cache.get(&"a").is_none());
+        assert_eq!(cache.held_bytes(), 11);
+        cache.insert("b", Arc::new(6), 1);
+        assert!(cache.get(&"huge").is_none());
+        assert_eq!(cache.held_bytes(), 1);
     }
 }

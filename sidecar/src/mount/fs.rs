@@ -32,7 +32,12 @@ pub(crate) struct SnapshotFs {
     /// The layouts of open files, by handle.
     open_files: HashMap<u64, Arc<FileLayout>>,
     next_handle: u64,
+    /// The folder listed last and its entries (with `.` and `..`): a large folder is listed in
+    /// many requests, each continuing where the one before stopped.
+    listing: Option<(u64, Arc<Listing>)>,
 }
+
+type Listing = Vec<(Vec<u8>, u64, EntryKind)>;
 
 fn system_time(time: Timestamp) -> SystemTime {
     let nanos = Duration::from_nanos(u64::from(time.nanos));
@@ -94,6 +99,7 @@ impl SnapshotFs {
             inodes,
             open_files: HashMap::new(),
             next_handle: 1,
+            listing: None,
         }
     }
 
@@ -116,6 +122,17 @@ impl SnapshotFs {
                 (node.name.clone(), child, self.kind_of(child))
             })
             .collect())
+    }
+
+    /// `.`, `..` and the entries of folder `number`.
+    fn listing_of(&mut self, number: u64) -> Result<Arc<Listing>, i32> {
+        let entries = self.entries(number)?;
+        let parent = self.inodes.get(number).map_or(number, |inode| inode.parent);
+        let mut listing = Vec::with_capacity(entries.len() + 2);
+        listing.push((b".".to_vec(), number, EntryKind::Directory));
+        listing.push((b"..".to_vec(), parent, EntryKind::Directory));
+        listing.extend(entries);
+        Ok(Arc::new(listing))
     }
 
     fn kind_of(&self, number: u64) -> EntryKind {
@@ -263,24 +280,25 @@ impl Filesystem for SnapshotFs {
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
-        let entries = match self.entries(ino) {
-            Ok(entries) => entries,
-            Err(errno) => return reply.error(errno),
+        let listing = match &self.listing {
+            // A listing's first request reads the folder afresh; the rest continue it.
+            Some((listed, listing)) if *listed == ino && offset > 0 => listing.clone(),
+            _ => match self.listing_of(ino) {
+                Ok(listing) => {
+                    self.listing = Some((ino, listing.clone()));
+                    listing
+                }
+                Err(errno) => return reply.error(errno),
+            },
         };
-        let parent = self.inodes.get(ino).map_or(ino, |inode| inode.parent);
-        let dots = [
-            (b".".to_vec(), ino, EntryKind::Directory),
-            (b"..".to_vec(), parent, EntryKind::Directory),
-        ];
         let skip = usize::try_from(offset).unwrap_or(0);
-        for (index, (name, number, kind)) in dots.into_iter().chain(entries).enumerate().skip(skip)
-        {
+        for (index, (name, number, kind)) in listing.iter().enumerate().skip(skip) {
             // The offset of an entry is where the next listing starts.
             if reply.add(
-                number,
+                *number,
                 index as i64 + 1,
-                file_type(kind),
-                OsStr::from_bytes(&name),
+                file_type(*kind),
+                OsStr::from_bytes(name),
             ) {
                 break;
             }

@@ -210,8 +210,8 @@ impl MountHandle {
 }
 
 /// Whether a neverwiped FUSE file system is mounted at `mountpoint`, from the kernel's table
-/// (`/proc/self/mountinfo`: the mount point is the fifth field, octal-escaped; the type follows
-/// the ` - ` separator).
+/// (`/proc/self/mountinfo`: the mount point is the fifth field, octal-escaped; the type and the
+/// source follow the ` - ` separator).
 fn is_mounted_here(mountpoint: &Path) -> bool {
     let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return false;
@@ -220,11 +220,11 @@ fn is_mounted_here(mountpoint: &Path) -> bool {
     table.lines().any(|line| {
         let mut fields = line.split(' ');
         let point = fields.nth(4).map(unescape_mountinfo);
-        let kind = line
-            .split(" - ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next());
-        point.as_deref() == Some(wanted) && kind == Some("fuse.neverwiped")
+        let mut after = line.split(" - ").nth(1).unwrap_or_default().split(' ');
+        let (kind, source) = (after.next().unwrap_or_default(), after.next());
+        // The type is `fuse` (`fuse.neverwiped` when mounted through fusermount3); the source
+        // is the FSName.
+        point.as_deref() == Some(wanted) && kind.starts_with("fuse") && source == Some("neverwiped")
     })
 }
 
