@@ -33,6 +33,11 @@ impl FileLayout {
     }
 }
 
+/// A name that stays in its folder: not empty, `.` or `..`, without `/` or NUL.
+fn is_plain_name(name: &[u8]) -> bool {
+    !(name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0))
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -58,6 +63,17 @@ impl SnapshotReader {
             what: format!("tree {id}"),
             reason: e.to_string(),
         })?;
+        // A name that is not a plain name would lead a reader of the mount (`cp -a`, `rsync`)
+        // out of the folder: the tree is refused as a restore refuses it.
+        if let Some(node) = tree.nodes.iter().find(|node| !is_plain_name(&node.name)) {
+            return Err(Error::Corrupt {
+                what: format!("tree {id}"),
+                reason: format!(
+                    "invalid entry name {:?}",
+                    String::from_utf8_lossy(&node.name)
+                ),
+            });
+        }
         let tree = Arc::new(tree);
         lock(&self.trees).insert(*id, tree.clone(), bytes.len() as u64 * TREE_SIZE_FACTOR);
         Ok(tree)
@@ -115,5 +131,20 @@ impl SnapshotReader {
             index += 1;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_plain_name;
+
+    #[test]
+    fn only_plain_names_are_shown() {
+        assert!(is_plain_name(b"a.txt"));
+        assert!(is_plain_name(b"..hidden"));
+        assert!(is_plain_name(&[0xff, b'x']));
+        for bad in [&b""[..], b".", b"..", b"a/b", b"../etc", b"a\0b"] {
+            assert!(!is_plain_name(bad), "{bad:?}");
+        }
     }
 }
