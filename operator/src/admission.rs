@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::api::{BackupPlanSpec, CredentialsSecretRef, PodSettings, Repository, RestoreSpec};
+use crate::conditions::Reason;
 use crate::tenant_policy::TenantPolicy;
 
 /// The type of each Secret a spec names, by name, as fetched (`Opaque` when it has none).
@@ -16,27 +17,6 @@ pub type SecretTypes = BTreeMap<String, String>;
 /// The Secret type the operator never hands to a Job: it would give the Job, and whoever reads
 /// its repository or gate, the service account's API token.
 pub const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
-
-/// Condition and Event reasons of refusals (part of the API, like those of
-/// [`crate::conditions::reasons`]).
-pub mod reasons {
-    /// A name that becomes a path or an object name has the wrong shape.
-    pub const INVALID_NAME: &str = "InvalidName";
-    /// A path or pattern has a control character or a `..` component.
-    pub const INVALID_PATH: &str = "InvalidPath";
-    /// The repository URL has a `.`/`..` segment, a user, a query, a fragment or a backslash.
-    pub const INVALID_REPOSITORY_URL: &str = "InvalidRepositoryURL";
-    /// A Secret named as a credential is a service-account token.
-    pub const SECRET_TYPE_NOT_ALLOWED: &str = "SecretTypeNotAllowed";
-    /// The cluster's policy does not allow the repository URL.
-    pub const REPOSITORY_NOT_ALLOWED: &str = "RepositoryNotAllowed";
-    /// The cluster's policy does not allow a toleration of the pod.
-    pub const TOLERATION_NOT_ALLOWED: &str = "TolerationNotAllowed";
-    /// The cluster's policy does not allow a node selector of the pod.
-    pub const NODE_SELECTOR_NOT_ALLOWED: &str = "NodeSelectorNotAllowed";
-    /// The cluster's policy does not allow the pod's PriorityClass.
-    pub const PRIORITY_CLASS_NOT_ALLOWED: &str = "PriorityClassNotAllowed";
-}
 
 /// The shape a name must have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,16 +97,16 @@ pub enum Refusal {
 
 impl Refusal {
     /// The condition and Event reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Refusal::InvalidName { .. } => reasons::INVALID_NAME,
-            Refusal::InvalidPath { .. } => reasons::INVALID_PATH,
-            Refusal::InvalidRepositoryUrl { .. } => reasons::INVALID_REPOSITORY_URL,
-            Refusal::ServiceAccountToken { .. } => reasons::SECRET_TYPE_NOT_ALLOWED,
-            Refusal::RepositoryNotAllowed { .. } => reasons::REPOSITORY_NOT_ALLOWED,
-            Refusal::TolerationNotAllowed { .. } => reasons::TOLERATION_NOT_ALLOWED,
-            Refusal::NodeSelectorNotAllowed { .. } => reasons::NODE_SELECTOR_NOT_ALLOWED,
-            Refusal::PriorityClassNotAllowed { .. } => reasons::PRIORITY_CLASS_NOT_ALLOWED,
+            Refusal::InvalidName { .. } => Reason::InvalidName,
+            Refusal::InvalidPath { .. } => Reason::InvalidPath,
+            Refusal::InvalidRepositoryUrl { .. } => Reason::InvalidRepositoryUrl,
+            Refusal::ServiceAccountToken { .. } => Reason::SecretTypeNotAllowed,
+            Refusal::RepositoryNotAllowed { .. } => Reason::RepositoryNotAllowed,
+            Refusal::TolerationNotAllowed { .. } => Reason::TolerationNotAllowed,
+            Refusal::NodeSelectorNotAllowed { .. } => Reason::NodeSelectorNotAllowed,
+            Refusal::PriorityClassNotAllowed { .. } => Reason::PriorityClassNotAllowed,
         }
     }
 }

@@ -27,7 +27,7 @@ fn restore() -> RestoreSpec {
     .unwrap()
 }
 
-fn reasons_of(refusals: &[Refusal]) -> Vec<&'static str> {
+fn reasons_of(refusals: &[Refusal]) -> Vec<Reason> {
     refusals.iter().map(Refusal::reason).collect()
 }
 
@@ -52,7 +52,7 @@ fn a_source_claim_name_that_walks_out_of_the_restore_directory_is_refused() {
         &SecretTypes::new(),
         &Default::default(),
     );
-    assert_eq!(reasons_of(&refusals), [reasons::INVALID_NAME]);
+    assert_eq!(reasons_of(&refusals), [Reason::InvalidName]);
     let message = refusals[0].to_string();
     assert!(
         message.starts_with("spec.volumes[0].sourceClaimName: \"../../usr/lib/postgresql/18/bin\" is not a DNS-1123 subdomain"),
@@ -133,7 +133,7 @@ fn excludes_and_includes_with_a_parent_component_or_a_control_character_are_refu
     let mut restore = restore();
     restore.volumes[0].includes = vec!["/uploads/../../../etc".into()];
     let refusals = check_restore(&restore, None, &SecretTypes::new(), &Default::default());
-    assert_eq!(reasons_of(&refusals), [reasons::INVALID_PATH]);
+    assert_eq!(reasons_of(&refusals), [Reason::InvalidPath]);
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn repository_urls_that_could_leave_an_allowed_prefix_are_refused() {
             &SecretTypes::new(),
             &Default::default()
         )),
-        [reasons::INVALID_REPOSITORY_URL]
+        [Reason::InvalidRepositoryUrl]
     );
 }
 
@@ -313,10 +313,10 @@ fn the_policy_limits_repositories_and_placement_of_plans_and_restores() {
     assert_eq!(
         reasons_of(&refusals),
         [
-            reasons::REPOSITORY_NOT_ALLOWED,
-            reasons::TOLERATION_NOT_ALLOWED,
-            reasons::NODE_SELECTOR_NOT_ALLOWED,
-            reasons::PRIORITY_CLASS_NOT_ALLOWED,
+            Reason::RepositoryNotAllowed,
+            Reason::TolerationNotAllowed,
+            Reason::NodeSelectorNotAllowed,
+            Reason::PriorityClassNotAllowed,
         ]
     );
     assert!(refusals[1]
@@ -333,7 +333,7 @@ fn the_policy_limits_repositories_and_placement_of_plans_and_restores() {
     let mut own_pod = restore_spec.clone();
     own_pod.pod = Some(PodSettings::default());
     let refusals = check_restore(&own_pod, Some(&spec), &SecretTypes::new(), &policy);
-    assert_eq!(reasons_of(&refusals), [reasons::REPOSITORY_NOT_ALLOWED]);
+    assert_eq!(reasons_of(&refusals), [Reason::RepositoryNotAllowed]);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Condition types and reasons: part of the API, since users and alerts match on them.
+//! Condition types and [`Reason`]s: part of the API, since users and alerts match on them.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -15,110 +15,223 @@ pub mod types {
     pub const COMPLETE: &str = "Complete";
 }
 
-/// Reasons of conditions, Events and run records.
-pub mod reasons {
+/// Declares [`Reason`]: each variant with its doc comment and the string the API carries. A new
+/// reason is one more line: `/// what it means` and `Variant => "Variant",`.
+macro_rules! reasons {
+    ($($(#[doc = $doc:literal])* $variant:ident => $wire:literal,)+) => {
+        /// Why a condition is as it is, why an Event was published, how a run ended: part of the
+        /// API (conditions, Events, run records, metric labels), since users and alerts match on
+        /// the strings [`Reason::as_str`] gives.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Reason {
+            $($(#[doc = $doc])* $variant,)+
+        }
+
+        impl Reason {
+            /// Every reason, in the order declared.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant,)+];
+
+            /// The string conditions, Events, run records and metrics carry.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$variant => $wire,)+
+                }
+            }
+        }
+    };
+}
+
+reasons! {
     // Ready=True.
     /// The spec is valid and everything it names exists.
-    pub const READY: &str = "Ready";
+    Ready => "Ready",
 
     // Ready=False: what only the operator can judge. Each comes with a message naming the field
     // and what to do.
     /// `spec.schedule` does not parse as cron.
-    pub const INVALID_SCHEDULE: &str = "InvalidSchedule";
+    InvalidSchedule => "InvalidSchedule",
     /// `spec.timeZone` is not an IANA time zone.
-    pub const INVALID_TIME_ZONE: &str = "InvalidTimeZone";
+    InvalidTimeZone => "InvalidTimeZone",
     /// `spec.deadline` does not parse.
-    pub const INVALID_DEADLINE: &str = "InvalidDeadline";
+    InvalidDeadline => "InvalidDeadline",
     /// A Secret the spec names does not exist.
-    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    SecretNotFound => "SecretNotFound",
     /// A Secret the spec names exists but lacks the key.
-    pub const SECRET_KEY_NOT_FOUND: &str = "SecretKeyNotFound";
+    SecretKeyNotFound => "SecretKeyNotFound",
     /// A PersistentVolumeClaim named by `claimName` does not exist.
-    pub const VOLUME_NOT_FOUND: &str = "VolumeNotFound";
+    VolumeNotFound => "VolumeNotFound",
     /// A volume `selector` matches no PersistentVolumeClaim.
-    pub const NO_VOLUMES_SELECTED: &str = "NoVolumesSelected";
+    NoVolumesSelected => "NoVolumesSelected",
     /// A volume `selector` is not a valid label selector.
-    pub const INVALID_SELECTOR: &str = "InvalidSelector";
+    InvalidSelector => "InvalidSelector",
     /// `Direct` mode: ReadWriteOnce volumes in use on different nodes cannot be read by one pod.
-    pub const VOLUMES_ON_DIFFERENT_NODES: &str = "VolumesOnDifferentNodes";
+    VolumesOnDifferentNodes => "VolumesOnDifferentNodes",
     /// `Direct` mode: a ReadWriteOncePod volume in use cannot be mounted by a second pod.
-    pub const VOLUME_IN_USE_EXCLUSIVELY: &str = "VolumeInUseExclusively";
+    VolumeInUseExclusively => "VolumeInUseExclusively",
     /// `copyMethod: Snapshot` in a cluster that does not serve the CSI snapshot API
     /// (`snapshot.storage.k8s.io/v1`).
-    pub const SNAPSHOT_NOT_AVAILABLE: &str = "SnapshotNotAvailable";
+    SnapshotNotAvailable => "SnapshotNotAvailable",
     /// `volumeSnapshotClassName` names a VolumeSnapshotClass that does not exist.
-    pub const VOLUME_SNAPSHOT_CLASS_NOT_FOUND: &str = "VolumeSnapshotClassNotFound";
+    VolumeSnapshotClassNotFound => "VolumeSnapshotClassNotFound",
     /// `copyMethod: Snapshot`: no VolumeSnapshotClass for a volume's CSI driver.
-    pub const NO_VOLUME_SNAPSHOT_CLASS: &str = "NoVolumeSnapshotClass";
+    NoVolumeSnapshotClass => "NoVolumeSnapshotClass",
     /// A Restore names a BackupPlan that does not exist.
-    pub const BACKUP_PLAN_NOT_FOUND: &str = "BackupPlanNotFound";
+    BackupPlanNotFound => "BackupPlanNotFound",
     /// A Restore's database entry has no `type` and the plan has no entry of that name.
-    pub const UNKNOWN_DATABASE: &str = "UnknownDatabase";
+    UnknownDatabase => "UnknownDatabase",
     /// A Restore's target PersistentVolumeClaim does not exist (and `createClaim` is not set).
-    pub const TARGET_VOLUME_NOT_FOUND: &str = "TargetVolumeNotFound";
+    TargetVolumeNotFound => "TargetVolumeNotFound",
     /// A Restore asks to create a PersistentVolumeClaim that already exists.
-    pub const TARGET_VOLUME_EXISTS: &str = "TargetVolumeExists";
+    TargetVolumeExists => "TargetVolumeExists",
+
+    // Ready=False: what a tenant may not ask for (`crate::admission`).
+    /// A name that becomes a path or an object name has the wrong shape.
+    InvalidName => "InvalidName",
+    /// A path or pattern has a control character or a `..` component.
+    InvalidPath => "InvalidPath",
+    /// The repository URL has a `.`/`..` segment, a user, a query, a fragment or a backslash.
+    InvalidRepositoryUrl => "InvalidRepositoryURL",
+    /// A Secret named as a credential is a service-account token.
+    SecretTypeNotAllowed => "SecretTypeNotAllowed",
+    /// The cluster's policy does not allow the repository URL.
+    RepositoryNotAllowed => "RepositoryNotAllowed",
+    /// The cluster's policy does not allow a toleration of the pod.
+    TolerationNotAllowed => "TolerationNotAllowed",
+    /// The cluster's policy does not allow a node selector of the pod.
+    NodeSelectorNotAllowed => "NodeSelectorNotAllowed",
+    /// The cluster's policy does not allow the pod's PriorityClass.
+    PriorityClassNotAllowed => "PriorityClassNotAllowed",
 
     // Running.
     /// A backup Job is running.
-    pub const BACKUP_RUNNING: &str = "BackupRunning";
+    BackupRunning => "BackupRunning",
     /// A run waits for its VolumeSnapshots to be ready before its Job starts.
-    pub const PREPARING_SNAPSHOTS: &str = "PreparingSnapshots";
+    PreparingSnapshots => "PreparingSnapshots",
     /// A prune Job is running.
-    pub const PRUNE_RUNNING: &str = "PruneRunning";
+    PruneRunning => "PruneRunning",
     /// A check Job is running.
-    pub const CHECK_RUNNING: &str = "CheckRunning";
+    CheckRunning => "CheckRunning",
     /// No backup, prune or check is running.
-    pub const IDLE: &str = "Idle";
+    Idle => "Idle",
 
-    // LastBackupSucceeded, run records, Restore's Complete.
+    // LastBackupSucceeded, run records, Restore's Complete; the `*Failed` ones are also the
+    // Warning Events of failed runs.
     /// No backup has finished yet.
-    pub const NO_BACKUP_YET: &str = "NoBackupYet";
+    NoBackupYet => "NoBackupYet",
     /// Everything asked for was done.
-    pub const SUCCEEDED: &str = "Succeeded";
+    Succeeded => "Succeeded",
     /// A snapshot was written, but some files could not be read.
-    pub const SUCCEEDED_WITH_WARNINGS: &str = "SucceededWithWarnings";
+    SucceededWithWarnings => "SucceededWithWarnings",
     /// The sidecar reported a failure of the backup.
-    pub const BACKUP_FAILED: &str = "BackupFailed";
+    BackupFailed => "BackupFailed",
     /// A VolumeSnapshot of the run failed, or was not ready within the run's deadline.
-    pub const SNAPSHOT_FAILED: &str = "SnapshotFailed";
+    SnapshotFailed => "SnapshotFailed",
     /// The sidecar reported a failure of the restore.
-    pub const RESTORE_FAILED: &str = "RestoreFailed";
+    RestoreFailed => "RestoreFailed",
     /// The sidecar reported a failure of a prune.
-    pub const PRUNE_FAILED: &str = "PruneFailed";
+    PruneFailed => "PruneFailed",
     /// A check could not be carried out.
-    pub const CHECK_FAILED: &str = "CheckFailed";
+    CheckFailed => "CheckFailed",
     /// A check found problems in the repository: data is missing or damaged.
-    pub const REPOSITORY_DAMAGED: &str = "RepositoryDamaged";
+    RepositoryDamaged => "RepositoryDamaged",
     /// The repository password opens no key of the repository.
-    pub const WRONG_PASSWORD: &str = "WrongPassword";
+    WrongPassword => "WrongPassword",
     /// There is no repository at the URL.
-    pub const REPOSITORY_NOT_FOUND: &str = "RepositoryNotFound";
+    RepositoryNotFound => "RepositoryNotFound",
     /// Another process holds the repository's lock.
-    pub const REPOSITORY_LOCKED: &str = "RepositoryLocked";
+    RepositoryLocked => "RepositoryLocked",
     /// The run was still going at its deadline and was stopped.
-    pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+    DeadlineExceeded => "DeadlineExceeded",
     /// The sidecar ran out of memory.
-    pub const OOM_KILLED: &str = "OOMKilled";
+    OomKilled => "OOMKilled",
     /// The sidecar image could not be pulled.
-    pub const IMAGE_PULL_FAILED: &str = "ImagePullFailed";
+    ImagePullFailed => "ImagePullFailed",
     /// The container could not be created, e.g. a Secret key it needs is missing.
-    pub const CONTAINER_CONFIG_ERROR: &str = "ContainerConfigError";
+    ContainerConfigError => "ContainerConfigError",
     /// The sidecar exited with an error and no result.
-    pub const SIDECAR_CRASHED: &str = "SidecarCrashed";
+    SidecarCrashed => "SidecarCrashed",
     /// The sidecar ended without writing a readable result.
-    pub const NO_RESULT: &str = "NoResult";
+    NoResult => "NoResult",
     /// The pod was evicted or otherwise stopped by Kubernetes.
-    pub const POD_FAILED: &str = "PodFailed";
+    PodFailed => "PodFailed",
     /// The Job failed for a reason its status gives, and no pod explains it.
-    pub const JOB_FAILED: &str = "JobFailed";
+    JobFailed => "JobFailed",
     /// The Job disappeared before it finished.
-    pub const JOB_LOST: &str = "JobLost";
+    JobLost => "JobLost",
+
+    // Events only (Normal ones, and a trigger that cannot be read).
+    /// A backup Job was created.
+    BackupStarted => "BackupStarted",
+    /// A backup wrote a snapshot.
+    BackupSucceeded => "BackupSucceeded",
+    /// A run's trigger annotation could not be read.
+    UnknownTrigger => "UnknownTrigger",
+    /// Scheduled runs were missed.
+    MissedRuns => "MissedRuns",
+    /// A restore Job was created.
+    RestoreStarted => "RestoreStarted",
+    /// A restore finished.
+    RestoreSucceeded => "RestoreSucceeded",
+    /// A PersistentVolumeClaim was created for a restore.
+    ClaimCreated => "ClaimCreated",
+    /// A prune Job was created.
+    PruneStarted => "PruneStarted",
+    /// A check Job was created.
+    CheckStarted => "CheckStarted",
+    /// A prune freed space.
+    PruneSucceeded => "PruneSucceeded",
+    /// A check found no problem.
+    CheckSucceeded => "CheckSucceeded",
+}
+
+impl Reason {
+    /// The reason whose string is `text`, as a condition or record stored by an operator holds it.
+    pub fn parse(text: &str) -> Option<Reason> {
+        Reason::ALL
+            .iter()
+            .copied()
+            .find(|reason| reason.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Reason> for String {
+    fn from(reason: Reason) -> String {
+        reason.as_str().to_owned()
+    }
 }
 
 /// Sets the condition of `type_`: a changed status moves `lastTransitionTime` to `now`, an
 /// unchanged one keeps it, so watchers see when things changed, not when they were last looked at.
 pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: Reason,
+    message: impl Into<String>,
+    observed_generation: Option<i64>,
+    now: Timestamp,
+) {
+    set_condition_as_stored(
+        conditions,
+        type_,
+        status,
+        reason.as_str(),
+        message,
+        observed_generation,
+        now,
+    );
+}
+
+/// [`set_condition`] with a reason as a stored record holds it (`status.lastRun.reason`), copied
+/// as it is: a record written by another version of the operator may name a reason this one
+/// does not know.
+pub fn set_condition_as_stored(
     conditions: &mut Vec<Condition>,
     type_: &str,
     status: ConditionStatus,
@@ -147,6 +260,15 @@ pub fn set_condition(
             last_transition_time: Time(now),
         }),
     }
+}
+
+/// The status and reason of a condition, to see whether it changed; a reason this operator does
+/// not know reads as `None`.
+pub fn condition_state(condition: &Condition) -> (ConditionStatus, Option<Reason>) {
+    (
+        ConditionStatus::of(condition),
+        Reason::parse(&condition.reason),
+    )
 }
 
 /// The condition of `type_`, when present.
@@ -210,7 +332,7 @@ mod tests {
             &mut conditions,
             types::READY,
             ConditionStatus::True,
-            reasons::READY,
+            Reason::Ready,
             "ok",
             Some(1),
             t0,
@@ -219,7 +341,7 @@ mod tests {
             &mut conditions,
             types::READY,
             ConditionStatus::True,
-            reasons::READY,
+            Reason::Ready,
             "still ok",
             Some(2),
             t1,
@@ -232,12 +354,50 @@ mod tests {
             &mut conditions,
             types::READY,
             ConditionStatus::False,
-            reasons::SECRET_NOT_FOUND,
+            Reason::SecretNotFound,
             "gone",
             Some(2),
             t2,
         );
         assert_eq!(conditions[0].last_transition_time, Time(t2));
         assert_eq!(conditions[0].reason, "SecretNotFound");
+    }
+
+    #[test]
+    fn every_reason_has_its_own_string_and_reads_back() {
+        let mut seen = std::collections::BTreeSet::new();
+        for &reason in Reason::ALL {
+            assert!(seen.insert(reason.as_str()), "{reason:?} repeats a string");
+            assert_eq!(Reason::parse(reason.as_str()), Some(reason));
+            assert_eq!(reason.to_string(), reason.as_str());
+        }
+        assert_eq!(Reason::parse("NoSuchReason"), None);
+    }
+
+    #[test]
+    fn the_strings_users_match_on_are_unchanged() {
+        // Alerts and scripts match on these; a renamed variant must not rename them.
+        let wire: Vec<&str> = [
+            Reason::Ready,
+            Reason::InvalidRepositoryUrl,
+            Reason::OomKilled,
+            Reason::SucceededWithWarnings,
+            Reason::RepositoryDamaged,
+            Reason::UnknownTrigger,
+        ]
+        .iter()
+        .map(|r| r.as_str())
+        .collect();
+        assert_eq!(
+            wire,
+            [
+                "Ready",
+                "InvalidRepositoryURL",
+                "OOMKilled",
+                "SucceededWithWarnings",
+                "RepositoryDamaged",
+                "UnknownTrigger"
+            ]
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! neverwiped_backup_schedule_interval_seconds + 2 * 3600`. The repository gauges (size,
 //! snapshots, last check) are set from the status the same way.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -14,6 +14,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::api::RunOutcome;
+use crate::conditions::Reason;
 
 /// Labels of a plan's metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -27,10 +28,10 @@ pub struct PlanLabels {
 pub struct RunLabels {
     pub namespace: String,
     pub plan: String,
-    /// `Succeeded`, `SucceededWithWarnings` or `Failed`.
-    pub result: String,
+    /// `Succeeded`, `SucceededWithWarnings` or `Failed` ([`outcome_label`]).
+    pub result: &'static str,
     /// The run's reason, e.g. `WrongPassword`.
-    pub reason: String,
+    pub reason: Reason,
 }
 
 /// Labels of a finished prune or check.
@@ -39,9 +40,9 @@ pub struct MaintenanceLabels {
     pub namespace: String,
     pub plan: String,
     /// `prune` or `check`.
-    pub kind: String,
-    /// `Succeeded` or `Failed`.
-    pub result: String,
+    pub kind: &'static str,
+    /// `Succeeded` or `Failed` ([`outcome_label`]).
+    pub result: &'static str,
 }
 
 /// Labels of reconciliations.
@@ -65,6 +66,13 @@ pub fn outcome_label(outcome: RunOutcome) -> &'static str {
         RunOutcome::Succeeded => "Succeeded",
         RunOutcome::SucceededWithWarnings => "SucceededWithWarnings",
         RunOutcome::Failed => "Failed",
+    }
+}
+
+/// A reason labels a series by the string conditions and Events carry (alerts match on it).
+impl EncodeLabelValue for Reason {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
     }
 }
 
@@ -243,8 +251,8 @@ mod tests {
             .get_or_create(&RunLabels {
                 namespace: "shop".into(),
                 plan: "nightly".into(),
-                result: "Succeeded".into(),
-                reason: "Succeeded".into(),
+                result: outcome_label(RunOutcome::Succeeded),
+                reason: Reason::Succeeded,
             })
             .inc();
         let text = metrics.encode();
@@ -253,6 +261,20 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#"neverwiped_backup_runs_total{namespace="shop",plan="nightly",result="Succeeded",reason="Succeeded"} 1"#));
+        metrics
+            .backup_runs
+            .get_or_create(&RunLabels {
+                namespace: "shop".into(),
+                plan: "nightly".into(),
+                result: outcome_label(RunOutcome::Failed),
+                reason: Reason::OomKilled,
+            })
+            .inc();
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"neverwiped_backup_runs_total{namespace="shop",plan="nightly",result="Failed",reason="OOMKilled"} 1"#),
+            "the label is the API's string, not the variant's name: {text}"
+        );
         assert!(text.contains("neverwiped_backup_duration_seconds_count"));
     }
 }

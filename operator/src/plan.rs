@@ -1,7 +1,7 @@
 //! What a BackupPlan means in its namespace: its schedule and deadline parsed, the volumes it
 //! selects resolved to PersistentVolumeClaims, and every Secret it names checked. What only the
 //! operator can judge becomes a [`Problem`]: `Ready=False` with a reason from
-//! [`crate::conditions::reasons`] and a message a user can act on.
+//! [`crate::conditions::Reason`] and a message a user can act on.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::core::{Selector, SelectorExt};
 
 use crate::api::{BackupPlanSpec, BackupPlanStatus, CredentialsSecretRef, Repository};
-use crate::conditions::reasons;
+use crate::conditions::Reason;
 use crate::schedule::{parse_duration, DurationError, Schedule, ScheduleError};
 
 /// The keys of the Secrets a spec names, as fetched: Secret name → keys present in its `data`.
@@ -80,27 +80,27 @@ pub enum Problem {
 
 impl Problem {
     /// The condition and Event reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
             Problem::Schedule(error) | Problem::MaintenanceSchedule { error, .. } => match error {
-                ScheduleError::InvalidSchedule { .. } => reasons::INVALID_SCHEDULE,
-                ScheduleError::InvalidTimeZone { .. } => reasons::INVALID_TIME_ZONE,
+                ScheduleError::InvalidSchedule { .. } => Reason::InvalidSchedule,
+                ScheduleError::InvalidTimeZone { .. } => Reason::InvalidTimeZone,
             },
-            Problem::Deadline(_) => reasons::INVALID_DEADLINE,
-            Problem::SecretNotFound { .. } => reasons::SECRET_NOT_FOUND,
-            Problem::SecretKeyNotFound { .. } => reasons::SECRET_KEY_NOT_FOUND,
-            Problem::VolumeNotFound { .. } => reasons::VOLUME_NOT_FOUND,
-            Problem::NoVolumesSelected { .. } => reasons::NO_VOLUMES_SELECTED,
-            Problem::InvalidSelector { .. } => reasons::INVALID_SELECTOR,
-            Problem::VolumesOnDifferentNodes { .. } => reasons::VOLUMES_ON_DIFFERENT_NODES,
-            Problem::VolumeInUseExclusively { .. } => reasons::VOLUME_IN_USE_EXCLUSIVELY,
-            Problem::SnapshotNotAvailable => reasons::SNAPSHOT_NOT_AVAILABLE,
-            Problem::VolumeSnapshotClassNotFound { .. } => reasons::VOLUME_SNAPSHOT_CLASS_NOT_FOUND,
-            Problem::NoVolumeSnapshotClass { .. } => reasons::NO_VOLUME_SNAPSHOT_CLASS,
-            Problem::BackupPlanNotFound { .. } => reasons::BACKUP_PLAN_NOT_FOUND,
-            Problem::UnknownDatabase { .. } => reasons::UNKNOWN_DATABASE,
-            Problem::TargetVolumeNotFound { .. } => reasons::TARGET_VOLUME_NOT_FOUND,
-            Problem::TargetVolumeExists { .. } => reasons::TARGET_VOLUME_EXISTS,
+            Problem::Deadline(_) => Reason::InvalidDeadline,
+            Problem::SecretNotFound { .. } => Reason::SecretNotFound,
+            Problem::SecretKeyNotFound { .. } => Reason::SecretKeyNotFound,
+            Problem::VolumeNotFound { .. } => Reason::VolumeNotFound,
+            Problem::NoVolumesSelected { .. } => Reason::NoVolumesSelected,
+            Problem::InvalidSelector { .. } => Reason::InvalidSelector,
+            Problem::VolumesOnDifferentNodes { .. } => Reason::VolumesOnDifferentNodes,
+            Problem::VolumeInUseExclusively { .. } => Reason::VolumeInUseExclusively,
+            Problem::SnapshotNotAvailable => Reason::SnapshotNotAvailable,
+            Problem::VolumeSnapshotClassNotFound { .. } => Reason::VolumeSnapshotClassNotFound,
+            Problem::NoVolumeSnapshotClass { .. } => Reason::NoVolumeSnapshotClass,
+            Problem::BackupPlanNotFound { .. } => Reason::BackupPlanNotFound,
+            Problem::UnknownDatabase { .. } => Reason::UnknownDatabase,
+            Problem::TargetVolumeNotFound { .. } => Reason::TargetVolumeNotFound,
+            Problem::TargetVolumeExists { .. } => Reason::TargetVolumeExists,
             Problem::Refused(refusal) => refusal.reason(),
         }
     }
@@ -108,7 +108,7 @@ impl Problem {
 
 /// The reason and message of `Ready=False` for a list of problems: the first problem's reason,
 /// and every message (a user fixes them all in one go).
-pub fn not_ready(problems: &[Problem]) -> Option<(&'static str, String)> {
+pub fn not_ready(problems: &[Problem]) -> Option<(Reason, String)> {
     let first = problems.first()?;
     let message = problems
         .iter()
@@ -415,7 +415,7 @@ mod tests {
             }]
         );
         let (reason, message) = not_ready(&problems).unwrap();
-        assert_eq!(reason, "SecretNotFound");
+        assert_eq!(reason, Reason::SecretNotFound);
         assert!(
             message.contains("\"repo\"") && message.contains("passwordSecretRef"),
             "{message}"
@@ -431,7 +431,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(problems.len(), 1);
-        assert_eq!(problems[0].reason(), "SecretKeyNotFound");
+        assert_eq!(problems[0].reason(), Reason::SecretKeyNotFound);
         assert!(problems[0].to_string().contains("\"username\""));
     }
 
@@ -448,7 +448,7 @@ mod tests {
         });
         let problems = resolve_plan(&spec, &all_secrets(), &[claim("other", &[])]).unwrap_err();
         let reasons: Vec<_> = problems.iter().map(Problem::reason).collect();
-        assert_eq!(reasons, ["VolumeNotFound", "NoVolumesSelected"]);
+        assert_eq!(reasons, [Reason::VolumeNotFound, Reason::NoVolumesSelected]);
         assert!(
             problems[1].to_string().contains("backup=yes"),
             "{}",
@@ -499,13 +499,13 @@ mod tests {
         let mut spec = spec();
         spec.schedule = "0 25 * * *".into();
         let problems = resolve_plan(&spec, &all_secrets(), &[claim("data", &[])]).unwrap_err();
-        assert_eq!(not_ready(&problems).unwrap().0, "InvalidSchedule");
+        assert_eq!(not_ready(&problems).unwrap().0, Reason::InvalidSchedule);
 
         let mut spec = self::spec();
         spec.time_zone = "Mars/Olympus".into();
         let problems = resolve_plan(&spec, &all_secrets(), &[claim("data", &[])]).unwrap_err();
         let (reason, message) = not_ready(&problems).unwrap();
-        assert_eq!(reason, "InvalidTimeZone");
+        assert_eq!(reason, Reason::InvalidTimeZone);
         assert!(
             message.starts_with("spec.schedule: time zone \"Mars/Olympus\""),
             "{message}"

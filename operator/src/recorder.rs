@@ -16,6 +16,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use tokio::sync::Mutex;
 
+use crate::conditions::Reason;
+
 /// An identical Event within this long is counted in the first one's series.
 const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 
@@ -41,7 +43,7 @@ impl EventType {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct SeriesKey {
     type_: EventType,
-    reason: String,
+    reason: Reason,
     action: String,
     note: String,
     regarding: (
@@ -77,7 +79,7 @@ impl Recorder {
         &self,
         regarding: &ObjectReference,
         type_: EventType,
-        reason: &str,
+        reason: Reason,
         note: &str,
         action: &str,
     ) -> Result<(), kube::Error> {
@@ -85,7 +87,7 @@ impl Recorder {
         let now = Timestamp::now();
         let key = SeriesKey {
             type_,
-            reason: reason.to_owned(),
+            reason,
             action: action.to_owned(),
             note: note.clone(),
             regarding: (
@@ -136,7 +138,7 @@ impl Recorder {
                 ..ObjectMeta::default()
             },
             action: Some(action.to_owned()),
-            reason: Some(reason.to_owned()),
+            reason: Some(reason.as_str().to_owned()),
             note: Some(note),
             type_: Some(type_.as_str().to_owned()),
             regarding: Some(regarding.clone()),

@@ -3,7 +3,7 @@
 //! and how that lands in a BackupPlan's or Restore's status.
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use neverwiped_contract::{ExitStatus, Operation, RunResult};
@@ -12,9 +12,24 @@ use crate::api::{
     BackupPlanStatus, DatabaseRunRecord, MaintenanceRecord, RepositoryStatus, RestorePhase,
     RestoreStatus, RunKind, RunOutcome, RunRecord, RunTrigger,
 };
-use crate::conditions::{reasons, set_condition, types, ConditionStatus};
+use crate::conditions::{set_condition, set_condition_as_stored, types, ConditionStatus, Reason};
 use crate::job::{scheduled_time_of, ANNOTATION_DEADLINE, SIDECAR_CONTAINER};
 use crate::plan::{not_ready, Problem};
+
+/// What Kubernetes writes (the kubelet in container states and pod phases, the Job controller in
+/// Job conditions) and this module reads: their strings, not ours.
+mod kubelet {
+    pub const OOM_KILLED: &str = "OOMKilled";
+    pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
+    pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
+    pub const INVALID_IMAGE_NAME: &str = "InvalidImageName";
+    pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
+    pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
+    pub const POD_FAILED: &str = "Failed";
+    pub const JOB_COMPLETE: &str = "Complete";
+    pub const JOB_FAILED: &str = "Failed";
+    pub const JOB_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+}
 
 /// How many finished runs `status.history` keeps.
 pub const HISTORY_LIMIT: usize = 10;
@@ -26,8 +41,7 @@ const QUOTED_MESSAGE_MAX_CHARS: usize = 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobEnd {
     pub outcome: RunOutcome,
-    /// A reason from [`reasons`].
-    pub reason: String,
+    pub reason: Reason,
     pub message: Option<String>,
     /// The sidecar's result, when it wrote one.
     pub result: Option<RunResult>,
@@ -38,33 +52,36 @@ pub struct JobEnd {
 /// Whether a Job has finished: `Some(true)` complete, `Some(false)` failed, `None` still going.
 pub fn job_finished(job: &Job) -> Option<bool> {
     let conditions = job.status.as_ref()?.conditions.as_ref()?;
-    let is_true = |type_: &str| {
-        conditions
-            .iter()
-            .any(|c| c.type_ == type_ && ConditionStatus::parse(&c.status) == ConditionStatus::True)
-    };
-    if is_true("Complete") {
+    let is_true = |type_: &str| conditions.iter().any(|c| is_true(c, type_));
+    if is_true(kubelet::JOB_COMPLETE) {
         Some(true)
-    } else if is_true("Failed") {
+    } else if is_true(kubelet::JOB_FAILED) {
         Some(false)
     } else {
         None
     }
 }
 
+/// Whether `condition` of a Job is of `type_` and `True`.
+fn is_true(condition: &JobCondition, type_: &str) -> bool {
+    condition.type_ == type_ && ConditionStatus::parse(&condition.status) == ConditionStatus::True
+}
+
 /// A pod that will not start by itself (its image cannot be pulled, a Secret key it needs is
 /// missing): the reason and message, so the run can be failed now instead of at its deadline.
-pub fn pod_blocked(pod: &Pod) -> Option<(&'static str, String)> {
+pub fn pod_blocked(pod: &Pod) -> Option<(Reason, String)> {
     let status = sidecar_status(pod)?;
     let waiting = status.state.as_ref()?.waiting.as_ref()?;
     let detail = waiting.message.clone().unwrap_or_default();
     match waiting.reason.as_deref()? {
-        "ImagePullBackOff" | "ErrImagePull" | "InvalidImageName" => Some((
-            reasons::IMAGE_PULL_FAILED,
-            format!("cannot pull the sidecar image {:?}: {detail}", status.image),
-        )),
-        "CreateContainerConfigError" | "CreateContainerError" => Some((
-            reasons::CONTAINER_CONFIG_ERROR,
+        kubelet::IMAGE_PULL_BACK_OFF | kubelet::ERR_IMAGE_PULL | kubelet::INVALID_IMAGE_NAME => {
+            Some((
+                Reason::ImagePullFailed,
+                format!("cannot pull the sidecar image {:?}: {detail}", status.image),
+            ))
+        }
+        kubelet::CREATE_CONTAINER_CONFIG_ERROR | kubelet::CREATE_CONTAINER_ERROR => Some((
+            Reason::ContainerConfigError,
             format!("cannot start the sidecar: {detail}"),
         )),
         _ => None,
@@ -91,7 +108,7 @@ pub fn job_state(job: &Job, pod: Option<&Pod>, now: Timestamp) -> JobState {
     match pod.and_then(pod_blocked) {
         Some((reason, message)) => JobState::Blocked(JobEnd {
             outcome: RunOutcome::Failed,
-            reason: reason.into(),
+            reason,
             message: Some(message),
             result: None,
             start_time: job
@@ -111,11 +128,7 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
     let job_status = job.status.as_ref();
     let failed_condition = job_status
         .and_then(|s| s.conditions.as_ref())
-        .and_then(|conditions| {
-            conditions.iter().find(|c| {
-                c.type_ == "Failed" && ConditionStatus::parse(&c.status) == ConditionStatus::True
-            })
-        });
+        .and_then(|conditions| conditions.iter().find(|c| is_true(c, kubelet::JOB_FAILED)));
     let start_time = job_status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
     let completion_time = job_status
         .and_then(|s| s.completion_time.as_ref())
@@ -135,9 +148,9 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         .trim();
     let result = RunResult::from_json(termination_message).ok();
 
-    let end = |outcome, reason: &str, message: Option<String>, result: Option<RunResult>| JobEnd {
+    let end = |outcome, reason, message: Option<String>, result: Option<RunResult>| JobEnd {
         outcome,
-        reason: reason.to_owned(),
+        reason,
         message,
         result,
         start_time,
@@ -145,19 +158,19 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
     };
 
     // The most specific explanation first: the kernel's, then Kubernetes', then the sidecar's.
-    if terminated.and_then(|t| t.reason.as_deref()) == Some("OOMKilled") {
+    if terminated.and_then(|t| t.reason.as_deref()) == Some(kubelet::OOM_KILLED) {
         let message = out_of_memory_message(pod);
         return Some(end(
             RunOutcome::Failed,
-            reasons::OOM_KILLED,
+            Reason::OomKilled,
             Some(message),
             result,
         ));
     }
-    if failed_condition.and_then(|c| c.reason.as_deref()) == Some("DeadlineExceeded") {
+    if failed_condition.and_then(|c| c.reason.as_deref()) == Some(kubelet::JOB_DEADLINE_EXCEEDED) {
         return Some(end(
             RunOutcome::Failed,
-            reasons::DEADLINE_EXCEEDED,
+            Reason::DeadlineExceeded,
             Some(deadline_message(job)),
             result,
         ));
@@ -174,7 +187,7 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         return Some(end(RunOutcome::Failed, reason, Some(message), None));
     }
     if let Some(pod_status) = pod.and_then(|p| p.status.as_ref()) {
-        if pod_status.phase.as_deref() == Some("Failed") {
+        if pod_status.phase.as_deref() == Some(kubelet::POD_FAILED) {
             let message = format!(
                 "the pod failed ({}): {}",
                 pod_status.reason.as_deref().unwrap_or("no reason given"),
@@ -182,7 +195,7 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
             );
             return Some(end(
                 RunOutcome::Failed,
-                reasons::POD_FAILED,
+                Reason::PodFailed,
                 Some(message),
                 None,
             ));
@@ -192,7 +205,7 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         let message = "the Job completed, but its pod and the sidecar's result are gone".to_owned();
         return Some(end(
             RunOutcome::Failed,
-            reasons::NO_RESULT,
+            Reason::NoResult,
             Some(message),
             None,
         ));
@@ -204,7 +217,7 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
             shorten(c.message.as_deref().unwrap_or(""))
         )
     });
-    Some(end(RunOutcome::Failed, reasons::JOB_FAILED, message, None))
+    Some(end(RunOutcome::Failed, Reason::JobFailed, message, None))
 }
 
 /// Why the sidecar ran out of memory, with its limit.
@@ -243,18 +256,15 @@ fn deadline_message(job: &Job) -> String {
 
 /// The reason and message of a sidecar that ended without a readable result, quoting what it
 /// left in its termination message.
-fn no_result(
-    terminated: &ContainerStateTerminated,
-    termination_message: &str,
-) -> (&'static str, String) {
+fn no_result(terminated: &ContainerStateTerminated, termination_message: &str) -> (Reason, String) {
     let (reason, message) = if terminated.exit_code == 0 {
         (
-            reasons::NO_RESULT,
+            Reason::NoResult,
             "the sidecar exited successfully but wrote no result".to_owned(),
         )
     } else {
         (
-            reasons::SIDECAR_CRASHED,
+            Reason::SidecarCrashed,
             format!(
                 "the sidecar exited with code {} ({}) without a result",
                 terminated.exit_code,
@@ -270,10 +280,10 @@ fn no_result(
 }
 
 /// The outcome, reason and message the sidecar's own result gives.
-fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) {
+fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
     match result.status {
         ExitStatus::Success if result.warnings_total == 0 => {
-            (RunOutcome::Succeeded, reasons::SUCCEEDED, None)
+            (RunOutcome::Succeeded, Reason::Succeeded, None)
         }
         // Complete, with warnings that lost nothing readable (e.g. a retention the gate refused).
         ExitStatus::Success => {
@@ -284,7 +294,7 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) 
             );
             (
                 RunOutcome::SucceededWithWarnings,
-                reasons::SUCCEEDED_WITH_WARNINGS,
+                Reason::SucceededWithWarnings,
                 Some(message),
             )
         }
@@ -297,22 +307,22 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) 
             let message = format!("{} files could not be read{first}", result.warnings_total);
             (
                 RunOutcome::SucceededWithWarnings,
-                reasons::SUCCEEDED_WITH_WARNINGS,
+                Reason::SucceededWithWarnings,
                 Some(message),
             )
         }
         status => {
             let reason = match status {
-                ExitStatus::WrongPassword => reasons::WRONG_PASSWORD,
-                ExitStatus::NoRepository => reasons::REPOSITORY_NOT_FOUND,
-                ExitStatus::LockFailed => reasons::REPOSITORY_LOCKED,
+                ExitStatus::WrongPassword => Reason::WrongPassword,
+                ExitStatus::NoRepository => Reason::RepositoryNotFound,
+                ExitStatus::LockFailed => Reason::RepositoryLocked,
                 _ => match result.operation {
-                    Operation::Restore => reasons::RESTORE_FAILED,
-                    Operation::Prune => reasons::PRUNE_FAILED,
+                    Operation::Restore => Reason::RestoreFailed,
+                    Operation::Prune => Reason::PruneFailed,
                     Operation::Check if result.check.is_some_and(|c| c.problems > 0) => {
-                        reasons::REPOSITORY_DAMAGED
+                        Reason::RepositoryDamaged
                     }
-                    Operation::Check => reasons::CHECK_FAILED,
+                    Operation::Check => Reason::CheckFailed,
                     Operation::Init
                     | Operation::Backup
                     | Operation::Forget
@@ -320,7 +330,7 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, &'static str, Option<String>) 
                     | Operation::Ls
                     | Operation::Unlock
                     | Operation::Key
-                    | Operation::Mount => reasons::BACKUP_FAILED,
+                    | Operation::Mount => Reason::BackupFailed,
                 },
             };
             let message = result
@@ -374,7 +384,7 @@ pub fn backup_run_record(job: &Job, trigger: RunTrigger, end: &JobEnd) -> RunRec
         completion_time: end.completion_time.map(Time),
         duration_seconds,
         result: end.outcome,
-        reason: end.reason.clone(),
+        reason: end.reason.into(),
         message: end.message.clone(),
         snapshot_id: result.and_then(|r| r.snapshot_id.clone()),
         files_read: result.map(|r| to_i64(r.files)),
@@ -405,7 +415,7 @@ pub fn maintenance_record(job: &Job, end: &JobEnd) -> MaintenanceRecord {
         start_time: end.start_time.map(Time),
         completion_time: end.completion_time.map(Time),
         result: end.outcome,
-        reason: end.reason.clone(),
+        reason: end.reason.into(),
         message: end.message.clone(),
         bytes_freed: result.and_then(|r| r.prune).map(|p| to_i64(p.bytes_freed)),
         problems: result.and_then(|r| r.check).map(|c| to_i64(c.problems)),
@@ -485,7 +495,7 @@ pub fn set_backup_plan_conditions(
             conditions,
             types::READY,
             ConditionStatus::True,
-            reasons::READY,
+            Reason::Ready,
             ready_message,
             generation,
             now,
@@ -494,9 +504,9 @@ pub fn set_backup_plan_conditions(
     match &status.active_run {
         Some(active) => {
             let (reason, doing) = match active.kind {
-                RunKind::Backup => (reasons::BACKUP_RUNNING, "is backing up"),
-                RunKind::Prune => (reasons::PRUNE_RUNNING, "is pruning the repository"),
-                RunKind::Check => (reasons::CHECK_RUNNING, "is checking the repository"),
+                RunKind::Backup => (Reason::BackupRunning, "is backing up"),
+                RunKind::Prune => (Reason::PruneRunning, "is pruning the repository"),
+                RunKind::Check => (Reason::CheckRunning, "is checking the repository"),
             };
             set_condition(
                 conditions,
@@ -512,7 +522,7 @@ pub fn set_backup_plan_conditions(
             conditions,
             types::RUNNING,
             ConditionStatus::False,
-            reasons::IDLE,
+            Reason::Idle,
             "no backup, prune or check is running",
             generation,
             now,
@@ -527,7 +537,7 @@ pub fn set_backup_plan_conditions(
                     Some(id) => format!("Job {} wrote snapshot {id}", run.job_name),
                     None => format!("Job {} finished", run.job_name),
                 });
-            set_condition(
+            set_condition_as_stored(
                 conditions,
                 types::LAST_BACKUP_SUCCEEDED,
                 ConditionStatus::from_bool(run.result.is_success()),
@@ -541,7 +551,7 @@ pub fn set_backup_plan_conditions(
             conditions,
             types::LAST_BACKUP_SUCCEEDED,
             ConditionStatus::Unknown,
-            reasons::NO_BACKUP_YET,
+            Reason::NoBackupYet,
             "no backup has finished yet",
             generation,
             now,
@@ -580,7 +590,7 @@ pub fn finish_restore(
         &mut status.conditions,
         types::COMPLETE,
         ConditionStatus::from_bool(succeeded),
-        &end.reason,
+        end.reason,
         message,
         generation,
         now,
@@ -723,7 +733,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(end.outcome, RunOutcome::SucceededWithWarnings);
-        assert_eq!(end.reason, "SucceededWithWarnings");
+        assert_eq!(end.reason, Reason::SucceededWithWarnings);
         assert!(end
             .message
             .unwrap()
@@ -746,7 +756,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(end.outcome, RunOutcome::SucceededWithWarnings);
-        assert_eq!(end.reason, "SucceededWithWarnings");
+        assert_eq!(end.reason, Reason::SucceededWithWarnings);
         assert!(end
             .message
             .unwrap()
@@ -787,7 +797,7 @@ mod tests {
             ))),
         )
         .unwrap();
-        assert_eq!(end.reason, "BackupFailed");
+        assert_eq!(end.reason, Reason::BackupFailed);
     }
 
     #[test]
@@ -809,7 +819,7 @@ mod tests {
             ..Default::default()
         });
         let end = job_end(&job, Some(&pod)).unwrap();
-        assert_eq!(end.reason, "OOMKilled");
+        assert_eq!(end.reason, Reason::OomKilled);
         assert!(end.message.unwrap().contains("memory limit 512Mi"));
     }
 
@@ -827,13 +837,13 @@ mod tests {
             ))),
         )
         .unwrap();
-        assert_eq!(end.reason, "DeadlineExceeded");
+        assert_eq!(end.reason, Reason::DeadlineExceeded);
         assert!(end.message.as_deref().unwrap().contains("deadline of 12h"));
         // The partial statistics are kept.
         assert_eq!(end.result.unwrap().files, 1200);
         // No pod at all: the Job's condition still tells.
         let end = job_end(&job, None).unwrap();
-        assert_eq!(end.reason, "DeadlineExceeded");
+        assert_eq!(end.reason, Reason::DeadlineExceeded);
     }
 
     #[test]
@@ -848,10 +858,10 @@ mod tests {
         let pod = pod(waiting);
         assert_eq!(
             pod_blocked(&pod).map(|(reason, _)| reason),
-            Some("ImagePullFailed")
+            Some(Reason::ImagePullFailed)
         );
         let end = job_end(&job(Some(("Failed", "BackoffLimitExceeded"))), Some(&pod)).unwrap();
-        assert_eq!(end.reason, "ImagePullFailed");
+        assert_eq!(end.reason, Reason::ImagePullFailed);
         assert!(end
             .message
             .unwrap()
@@ -870,7 +880,7 @@ mod tests {
             ))),
         )
         .unwrap();
-        assert_eq!(end.reason, "SidecarCrashed");
+        assert_eq!(end.reason, Reason::SidecarCrashed);
         assert_eq!(
             end.message.as_deref(),
             Some("the sidecar exited with code 101 (Error) without a result: thread 'main' panicked at src/main.rs:3")
@@ -886,7 +896,7 @@ mod tests {
     #[test]
     fn a_job_failed_without_a_pod_reports_the_jobs_reason() {
         let end = job_end(&job(Some(("Failed", "BackoffLimitExceeded"))), None).unwrap();
-        assert_eq!(end.reason, "JobFailed");
+        assert_eq!(end.reason, Reason::JobFailed);
         assert!(end.message.unwrap().contains("BackoffLimitExceeded"));
     }
 

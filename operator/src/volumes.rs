@@ -425,6 +425,7 @@ fn mounts(pod: &Pod, claim: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions::Reason;
     use k8s_openapi::api::core::v1::{
         PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec, PodStatus, Volume,
     };
@@ -499,7 +500,7 @@ mod tests {
             pod("y", "node-2", "b", "Running"),
         ];
         let problem = direct_placement(&[&a, &b], &pods).unwrap_err();
-        assert_eq!(problem.reason(), "VolumesOnDifferentNodes");
+        assert_eq!(problem.reason(), Reason::VolumesOnDifferentNodes);
         assert!(problem.to_string().contains("node-1, node-2"));
     }
 
@@ -647,7 +648,7 @@ mod tests {
         assert_eq!(
             choose_reads(CopyMethod::Snapshot, None, &[&fast], without_api).unwrap_err()[0]
                 .reason(),
-            "SnapshotNotAvailable"
+            Reason::SnapshotNotAvailable
         );
         assert_eq!(
             choose_reads(CopyMethod::Auto, None, &[&fast], without_api),
@@ -658,11 +659,11 @@ mod tests {
             storage_classes: &storage_classes,
         };
         let problems = choose_reads(CopyMethod::Snapshot, None, &[&fast], no_classes).unwrap_err();
-        assert_eq!(problems[0].reason(), "NoVolumeSnapshotClass");
+        assert_eq!(problems[0].reason(), Reason::NoVolumeSnapshotClass);
         assert!(problems[0].to_string().contains("\"ebs.csi.aws.com\""));
         let problems =
             choose_reads(CopyMethod::Auto, Some("gone"), &[&fast], no_classes).unwrap_err();
-        assert_eq!(problems[0].reason(), "VolumeSnapshotClassNotFound");
+        assert_eq!(problems[0].reason(), Reason::VolumeSnapshotClassNotFound);
         // Two classes for the driver and neither marked default: ambiguous, so none is picked.
         let classes = [
             snapshot_class("a", "ebs.csi.aws.com", false),
@@ -674,7 +675,7 @@ mod tests {
         };
         assert_eq!(
             choose_reads(CopyMethod::Snapshot, None, &[&fast], ambiguous).unwrap_err()[0].reason(),
-            "NoVolumeSnapshotClass"
+            Reason::NoVolumeSnapshotClass
         );
     }
 
@@ -683,7 +684,7 @@ mod tests {
         let exclusive = claim("db", "ReadWriteOncePod");
         let problem =
             direct_placement(&[&exclusive], &[pod("pg-0", "n", "db", "Running")]).unwrap_err();
-        assert_eq!(problem.reason(), "VolumeInUseExclusively");
+        assert_eq!(problem.reason(), Reason::VolumeInUseExclusively);
         assert_eq!(direct_placement(&[&exclusive], &[]), Ok(None));
     }
 }

@@ -194,9 +194,9 @@ fn the_api_server_refuses_plan_strings_that_would_become_paths_urls_or_options()
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{EnvVar, PersistentVolumeClaim};
-use neverwiped_operator::admission::{reasons, SERVICE_ACCOUNT_TOKEN_TYPE};
+use neverwiped_operator::admission::SERVICE_ACCOUNT_TOKEN_TYPE;
 use neverwiped_operator::api::{BackupPlan, Restore};
-use neverwiped_operator::conditions::{find_condition, types};
+use neverwiped_operator::conditions::{find_condition, types, Reason};
 use neverwiped_operator::controller::backup_plan::{self, ObservedPlan};
 use neverwiped_operator::controller::restore::{self as restore_controller, ObservedRestore};
 use neverwiped_operator::controller::Settings;
@@ -259,10 +259,10 @@ fn the_operator_refuses_a_stored_restore_whose_source_claim_name_walks_out_of_it
     assert!(decision.create_job.is_none(), "no Job for a traversal");
     assert_eq!(
         ready_reason(&decision.status.conditions),
-        reasons::INVALID_NAME
+        Reason::InvalidName.as_str()
     );
     let event = &decision.events[0];
-    assert_eq!(event.reason, reasons::INVALID_NAME);
+    assert_eq!(event.reason, Reason::InvalidName);
     assert!(
         event.note.contains("spec.volumes[0].sourceClaimName"),
         "{}",
@@ -293,7 +293,7 @@ fn a_plan_naming_a_service_account_token_as_its_password_is_refused_with_a_condi
     assert!(decision.create.is_none());
     assert_eq!(
         ready_reason(&decision.status.conditions),
-        reasons::SECRET_TYPE_NOT_ALLOWED
+        Reason::SecretTypeNotAllowed.as_str()
     );
     let message = &find_condition(&decision.status.conditions, types::READY)
         .unwrap()
@@ -321,7 +321,7 @@ fn a_plan_outside_the_clusters_policy_is_refused_with_a_condition() {
     let decision = backup_plan::decide(&plan, &observed, Timestamp::now(), &settings);
     assert_eq!(
         ready_reason(&decision.status.conditions),
-        reasons::REPOSITORY_NOT_ALLOWED
+        Reason::RepositoryNotAllowed.as_str()
     );
 }
 
@@ -434,7 +434,7 @@ fn a_restore_shows_the_id_and_time_of_the_snapshot_it_used() {
     let result = RunResult::from_json(&written.to_termination_message()).unwrap();
     let end = JobEnd {
         outcome: RunOutcome::Succeeded,
-        reason: "Succeeded".into(),
+        reason: Reason::Succeeded,
         message: None,
         result: Some(result),
         start_time: None,
@@ -517,7 +517,11 @@ async fn the_operator_refuses_a_plan_that_names_a_service_account_token_as_its_p
             .find(|c| c["type"] == "Ready" && c["status"] == "False")
     })
     .await;
-    assert_eq!(ready["reason"], reasons::SECRET_TYPE_NOT_ALLOWED, "{ready}");
+    assert_eq!(
+        ready["reason"],
+        Reason::SecretTypeNotAllowed.as_str(),
+        "{ready}"
+    );
     let message = ready["message"].as_str().unwrap();
     assert!(
         message.starts_with("Secret \"reader-token\" named by spec.repository.passwordSecretRef is of type kubernetes.io/service-account-token"),

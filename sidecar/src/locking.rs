@@ -343,14 +343,17 @@ mod tests {
         async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
             self.inner.read(kind, name).await
         }
-        async fn read_range(
+        async fn read_range_into(
             &self,
             kind: ObjectKind,
             name: &str,
             offset: u64,
             length: u64,
-        ) -> BackendResult<Bytes> {
-            self.inner.read_range(kind, name, offset, length).await
+            buffer: Vec<u8>,
+        ) -> BackendResult<Vec<u8>> {
+            self.inner
+                .read_range_into(kind, name, offset, length, buffer)
+                .await
         }
         async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {
             if kind == ObjectKind::Locks && self.failing.load(Ordering::SeqCst) {

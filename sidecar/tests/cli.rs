@@ -1,8 +1,9 @@
 //! The CLI as a user meets it: `neverwiped-sidecar` run as a separate process, with secrets from
 //! files and the environment only, its exit codes, its JSON result file, its messages.
 
-mod fixtures;
 mod support;
+
+use support::fixtures;
 
 use fixtures::{assert_same_tree, build_fidelity_tree, build_mixed_data, is_root, Noise};
 use neverwiped::backend::local::LocalBackend;

@@ -3,7 +3,9 @@
 //! opening it, loading its index and restoring its latest snapshot must fail with an error that
 //! names the object — never succeed silently, never panic.
 
-mod fixtures;
+mod support;
+
+use support::fixtures;
 
 use fixtures::{assert_same_tree, is_root, Noise, PASSWORD, TEST_KDF};
 use neverwiped::archive::{backup, BackupOptions, Source};

@@ -5,8 +5,9 @@
 //! identically; `check --read-data` straight to the server stays clean; a gate that stays broken
 //! past the retry budget, or fills up, fails the run clearly and loses nothing.
 
-mod fixtures;
 mod support;
+
+use support::fixtures;
 
 use bytes::Bytes;
 use fixtures::{assert_same_tree, build_mixed_data, is_root, Noise, PASSWORD, TEST_KDF};

@@ -2,7 +2,9 @@
 //! symlinks to a secret outside the tree, for a symlink to `/dev/urandom`, and for FIFOs. The
 //! snapshot must never hold the secret's bytes, and the backup must never block.
 
-mod fixtures;
+mod support;
+
+use support::fixtures;
 
 use fixtures::init_repository as init;
 use neverwiped::archive::{backup, BackupOptions, ParentChoice, Source};

@@ -1,8 +1,9 @@
 //! Retention, prune, check, locks and keys against real storage: the repository stays small,
 //! sound and openable, and every kept snapshot restores identically.
 
-mod fixtures;
 mod support;
+
+use support::fixtures;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -247,14 +248,17 @@ impl Backend for CrashingBackend {
     async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
         self.inner.read(kind, name).await
     }
-    async fn read_range(
+    async fn read_range_into(
         &self,
         kind: ObjectKind,
         name: &str,
         offset: u64,
         length: u64,
-    ) -> BackendResult<Bytes> {
-        self.inner.read_range(kind, name, offset, length).await
+        buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>> {
+        self.inner
+            .read_range_into(kind, name, offset, length, buffer)
+            .await
     }
     async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {
         self.mutate()?;

@@ -1,8 +1,9 @@
 //! Backup and restore through the engine, against a local folder and real restic REST servers,
 //! compared file by file (SHA-256) and by metadata.
 
-mod fixtures;
 mod support;
+
+use support::fixtures;
 
 use fixtures::{
     assert_same_tree, build_fidelity_tree, build_mixed_data, init_repository as init, is_root,

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{Context, Error, FIELD_MANAGER};
+use crate::conditions::Reason;
 use crate::csi::VolumeSnapshot;
 use crate::recorder::EventType;
 
@@ -17,7 +18,7 @@ use crate::recorder::EventType;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedEvent {
     pub type_: EventType,
-    pub reason: String,
+    pub reason: Reason,
     pub note: String,
 }
 
@@ -79,7 +80,7 @@ where
         ctx.publish(
             object,
             event.type_,
-            &event.reason,
+            event.reason,
             event.note.clone(),
             "Reconcile",
         )

@@ -22,7 +22,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use crate::admission::{is_dns_subdomain, SecretTypes};
 use crate::api::{BackupPlan, Restore};
-use crate::conditions::ConditionStatus;
+use crate::conditions::{ConditionStatus, Reason};
 use crate::job::JobSettings;
 use crate::metrics::{ErrorLabels, Metrics, ReconcileLabels};
 use crate::plan::{secrets_used, SecretKeys, SecretUse};
@@ -30,35 +30,6 @@ use crate::recorder::{EventType, Recorder};
 
 /// The field manager of every status the operator applies.
 pub const FIELD_MANAGER: &str = "neverwiped-operator";
-
-/// Event reasons (besides the condition reasons in [`crate::conditions::reasons`]).
-pub mod events {
-    /// A backup Job was created.
-    pub const BACKUP_STARTED: &str = "BackupStarted";
-    /// A backup wrote a snapshot.
-    pub const BACKUP_SUCCEEDED: &str = "BackupSucceeded";
-    /// A run's trigger annotation could not be read.
-    pub const UNKNOWN_TRIGGER: &str = "UnknownTrigger";
-    /// Scheduled runs were missed.
-    pub const MISSED_RUNS: &str = "MissedRuns";
-    /// A restore Job was created.
-    pub const RESTORE_STARTED: &str = "RestoreStarted";
-    /// A restore finished.
-    pub const RESTORE_SUCCEEDED: &str = "RestoreSucceeded";
-    /// A PersistentVolumeClaim was created for a restore.
-    pub const CLAIM_CREATED: &str = "ClaimCreated";
-    /// A prune or check Job was created.
-    pub const PRUNE_STARTED: &str = "PruneStarted";
-    pub const CHECK_STARTED: &str = "CheckStarted";
-    /// A prune freed space, a check found no problem.
-    pub const PRUNE_SUCCEEDED: &str = "PruneSucceeded";
-    pub const CHECK_SUCCEEDED: &str = "CheckSucceeded";
-    /// A backup, restore, prune or check failed (a check that found problems among them); the
-    /// note says why. The same reasons as the runs' records: one constant each.
-    pub use crate::conditions::reasons::{
-        BACKUP_FAILED, CHECK_FAILED, PRUNE_FAILED, RESTORE_FAILED,
-    };
-}
 
 /// Operator-wide settings.
 #[derive(Debug, Clone)]
@@ -125,7 +96,7 @@ impl Context {
         &self,
         object: &K,
         type_: EventType,
-        reason: &str,
+        reason: Reason,
         note: impl Into<String>,
         action: &str,
     ) {
@@ -135,7 +106,7 @@ impl Context {
             .publish(&object.object_ref(&()), type_, reason, &note, action)
             .await
         {
-            tracing::warn!(%error, reason, "cannot publish an Event");
+            tracing::warn!(%error, %reason, "cannot publish an Event");
         }
     }
 

@@ -15,10 +15,12 @@ use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
 use super::effects::{execute, Create, Delete, Effects, PlannedEvent};
-use super::{events, fetch_secret_keys, pod_of, Context, Error, Settings};
+use super::{fetch_secret_keys, pod_of, Context, Error, Settings};
 use crate::admission::{check_restore, is_dns_subdomain, SecretTypes};
 use crate::api::{BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus};
-use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
+use crate::conditions::{
+    condition_state, find_condition, set_condition, types, ConditionStatus, Reason,
+};
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
 use crate::plan::{
     check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys,
@@ -138,13 +140,13 @@ fn follow(
     };
     finish_restore(status, &end, restore.metadata.generation, now);
     let (type_, reason) = match end.outcome.is_success() {
-        true => (EventType::Normal, events::RESTORE_SUCCEEDED),
-        false => (EventType::Warning, events::RESTORE_FAILED),
+        true => (EventType::Normal, Reason::RestoreSucceeded),
+        false => (EventType::Warning, Reason::RestoreFailed),
     };
     let note = status.message.clone().unwrap_or_default();
     decision.events.push(PlannedEvent {
         type_,
-        reason: reason.into(),
+        reason,
         note,
     });
 }
@@ -257,15 +259,14 @@ fn start_or_wait(
     );
     problems.splice(0..0, refusals.into_iter().map(Problem::Refused));
     let mut status = std::mem::take(&mut decision.status);
-    let ready_before = find_condition(&status.conditions, types::READY)
-        .map(|c| (c.status.clone(), c.reason.clone()));
+    let ready_before = find_condition(&status.conditions, types::READY).map(condition_state);
     match (not_ready(&problems), &observed.plan, deadline) {
         (None, Some(plan), Some(deadline)) => {
             set_condition(
                 &mut status.conditions,
                 types::READY,
                 ConditionStatus::True,
-                reasons::READY,
+                Reason::Ready,
                 "everything the Restore names exists",
                 generation,
                 now,
@@ -281,13 +282,13 @@ fn start_or_wait(
             );
             decision.events.push(PlannedEvent {
                 type_: EventType::Normal,
-                reason: events::RESTORE_STARTED.into(),
+                reason: Reason::RestoreStarted,
                 note: format!("created Job {}", restore_job_name(restore)),
             });
             for claim in &decision.create_claims {
                 decision.events.push(PlannedEvent {
                     type_: EventType::Normal,
-                    reason: events::CLAIM_CREATED.into(),
+                    reason: Reason::ClaimCreated,
                     note: format!("created PersistentVolumeClaim {}", claim.name_any()),
                 });
             }
@@ -300,7 +301,7 @@ fn start_or_wait(
         }
         (not_ready, _, _) => {
             let (reason, message) =
-                not_ready.unwrap_or((reasons::BACKUP_PLAN_NOT_FOUND, String::new()));
+                not_ready.unwrap_or((Reason::BackupPlanNotFound, String::new()));
             set_condition(
                 &mut status.conditions,
                 types::READY,
@@ -313,12 +314,11 @@ fn start_or_wait(
             status.phase = Some(RestorePhase::Pending);
             status.message = Some(message.clone());
             decision.create_claims.clear();
-            let ready_after = find_condition(&status.conditions, types::READY)
-                .map(|c| (c.status.clone(), c.reason.clone()));
+            let ready_after = find_condition(&status.conditions, types::READY).map(condition_state);
             if ready_after != ready_before {
                 decision.events.push(PlannedEvent {
                     type_: EventType::Warning,
-                    reason: reason.into(),
+                    reason,
                     note: message,
                 });
             }
@@ -494,7 +494,7 @@ mod tests {
         let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
         assert_eq!(ready.reason, "BackupPlanNotFound");
         assert!(decision.create_job.is_none() && decision.create_claims.is_empty());
-        assert_eq!(decision.events[0].reason, "BackupPlanNotFound");
+        assert_eq!(decision.events[0].reason, Reason::BackupPlanNotFound);
     }
 
     #[test]

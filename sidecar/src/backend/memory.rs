@@ -89,19 +89,24 @@ impl Backend for MemoryBackend {
             })
     }
 
-    async fn read_range(
+    async fn read_range_into(
         &self,
         kind: ObjectKind,
         name: &str,
         offset: u64,
         length: u64,
-    ) -> BackendResult<Bytes> {
+        mut buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>> {
         let data = self.read(kind, name).await?;
         let end = offset
             .checked_add(length)
             .filter(|end| *end <= data.len() as u64);
         match end {
-            Some(end) => Ok(data.slice(offset as usize..end as usize)),
+            Some(end) => {
+                buffer.clear();
+                buffer.extend_from_slice(&data[offset as usize..end as usize]);
+                Ok(buffer)
+            }
             None => Err(BackendError::Io {
                 what: format!("{kind}/{name}"),
                 source: std::io::Error::new(

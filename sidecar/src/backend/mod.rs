@@ -85,30 +85,29 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// A whole object.
     async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes>;
 
-    /// `length` bytes of an object starting at `offset`.
-    async fn read_range(
-        &self,
-        kind: ObjectKind,
-        name: &str,
-        offset: u64,
-        length: u64,
-    ) -> BackendResult<Bytes>;
-
-    /// The same range as [`Backend::read_range`], into `buffer`, whose allocation is reused: the
-    /// returned vector holds exactly the `length` bytes. Readers that fetch many ranges (a
-    /// restore) keep a few buffers this way instead of allocating one per fetch.
+    /// `length` bytes of an object starting at `offset`, into `buffer`, whose allocation is
+    /// reused: the returned vector holds exactly the `length` bytes. Readers that fetch many
+    /// ranges (a restore) keep a few buffers this way instead of allocating one per fetch.
     async fn read_range_into(
         &self,
         kind: ObjectKind,
         name: &str,
         offset: u64,
         length: u64,
-        mut buffer: Vec<u8>,
-    ) -> BackendResult<Vec<u8>> {
-        let bytes = self.read_range(kind, name, offset, length).await?;
-        buffer.clear();
-        buffer.extend_from_slice(&bytes);
-        Ok(buffer)
+        buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>>;
+
+    /// The same range as [`Backend::read_range_into`], in a fresh allocation.
+    async fn read_range(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        offset: u64,
+        length: u64,
+    ) -> BackendResult<Bytes> {
+        self.read_range_into(kind, name, offset, length, Vec::new())
+            .await
+            .map(Bytes::from)
     }
 
     /// Stores an object. Writing an object that already exists with the same bytes succeeds.

@@ -205,18 +205,6 @@ impl Backend for RetryingBackend {
             .await
     }
 
-    async fn read_range(
-        &self,
-        kind: ObjectKind,
-        name: &str,
-        offset: u64,
-        length: u64,
-    ) -> BackendResult<Bytes> {
-        self.read_range_into(kind, name, offset, length, Vec::new())
-            .await
-            .map(Bytes::from)
-    }
-
     async fn read_range_into(
         &self,
         kind: ObjectKind,

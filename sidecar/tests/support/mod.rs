@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod fault_proxy;
+pub mod fixtures;
 pub mod sidecar;
 
 use neverwiped::backend::rest::RestConfig;

@@ -10,9 +10,12 @@ use super::occupant::{Occupant, PreparingRun};
 use super::resolve::{resolve, ReadyPlan};
 use super::{maintenance, runs, snapshots, triggers};
 use crate::api::{BackupPlan, BackupPlanStatus};
-use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
+use crate::conditions::{
+    condition_state, find_condition, set_condition, types, ConditionStatus, Reason,
+};
 use crate::controller::effects::PlannedEvent;
 use crate::controller::Settings;
+use crate::plan::{not_ready, Problem};
 use crate::recorder::EventType;
 use crate::status::set_backup_plan_conditions;
 
@@ -90,7 +93,7 @@ pub fn decide(
         snapshots::over(plan, observed, current_run);
     decision.status.observed_generation = generation;
     if ready_condition(&decision.status) != ready_before {
-        decision.events.extend(not_ready_event(&decision.status));
+        decision.events.extend(not_ready_event(problems));
     }
 
     decision.requeue_after =
@@ -177,7 +180,7 @@ fn show_preparing(
         &mut status.conditions,
         types::RUNNING,
         ConditionStatus::True,
-        reasons::PREPARING_SNAPSHOTS,
+        Reason::PreparingSnapshots,
         format!(
             "Job {} starts when its VolumeSnapshots are ready ({ready} of {taken})",
             preparing.run.job_name
@@ -196,20 +199,18 @@ fn ready_message(suspend: bool, status: &BackupPlanStatus) -> String {
 }
 
 /// The `Ready` condition's status and reason, to see whether it changed.
-fn ready_condition(status: &BackupPlanStatus) -> Option<(ConditionStatus, String)> {
-    find_condition(&status.conditions, types::READY)
-        .map(|c| (ConditionStatus::of(c), c.reason.clone()))
+fn ready_condition(status: &BackupPlanStatus) -> Option<(ConditionStatus, Option<Reason>)> {
+    find_condition(&status.conditions, types::READY).map(condition_state)
 }
 
-/// The Warning to publish when the plan is not ready.
-fn not_ready_event(status: &BackupPlanStatus) -> Option<PlannedEvent> {
-    find_condition(&status.conditions, types::READY)
-        .filter(|c| ConditionStatus::of(c) == ConditionStatus::False)
-        .map(|condition| PlannedEvent {
-            type_: EventType::Warning,
-            reason: condition.reason.clone(),
-            note: condition.message.clone(),
-        })
+/// The Warning to publish when the plan is not ready: the `Ready=False` condition's reason and
+/// message, from the same problems.
+fn not_ready_event(problems: &[Problem]) -> Option<PlannedEvent> {
+    not_ready(problems).map(|(reason, note)| PlannedEvent {
+        type_: EventType::Warning,
+        reason,
+        note,
+    })
 }
 
 fn requeue_after(

@@ -7,8 +7,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
 use crate::api::{BackupPlanStatus, MaintenanceRecord, RunOutcome, RunRecord, RunTrigger};
+use crate::conditions::Reason;
 use crate::controller::effects::{Create, Delete, Effects, PlannedEvent};
-use crate::controller::events;
 use crate::csi::VolumeSnapshot;
 use crate::job::{MaintenanceKind, UnknownTrigger};
 use crate::recorder::EventType;
@@ -32,8 +32,8 @@ pub struct PlanDecision {
     /// Jobs to delete: stuck ones already recorded as failed, and finished ones beyond the kept.
     pub delete: Vec<String>,
     pub events: Vec<PlannedEvent>,
-    /// Runs that finished in this reconcile (for metrics).
-    pub finished: Vec<RunRecord>,
+    /// Runs that finished in this reconcile, with their reasons (for metrics).
+    pub finished: Vec<(Reason, RunRecord)>,
     /// Prunes and checks that finished in this reconcile (for metrics).
     pub finished_maintenance: Vec<(MaintenanceKind, MaintenanceRecord)>,
     /// Scheduled runs newly counted as missed (for metrics).
@@ -64,11 +64,13 @@ impl PlanDecision {
         }
     }
 
-    /// Records a finished backup run: on the status, in an Event, and for the metrics.
-    pub fn record_backup(&mut self, record: RunRecord, now: Timestamp) {
+    /// Records a finished backup run that ended for `reason`: on the status (the record's
+    /// `reason` is its string), in an Event, and for the metrics.
+    pub fn record_backup(&mut self, reason: Reason, mut record: RunRecord, now: Timestamp) {
+        record.reason = reason.into();
         self.events.push(finished_event(&record));
         record_backup_run(&mut self.status, record.clone(), now);
-        self.finished.push(record);
+        self.finished.push((reason, record));
     }
 
     /// The trigger `object` (a Job or VolumeSnapshot of a run) names; one that cannot be read is
@@ -81,7 +83,7 @@ impl PlanDecision {
         parsed.unwrap_or_else(|error| {
             self.events.push(PlannedEvent {
                 type_: EventType::Warning,
-                reason: events::UNKNOWN_TRIGGER.into(),
+                reason: Reason::UnknownTrigger,
                 note: format!("{object}: {error}; the run counts as a scheduled one"),
             });
             RunTrigger::Schedule
@@ -134,7 +136,7 @@ fn finished_event(record: &RunRecord) -> PlannedEvent {
     match record.result {
         RunOutcome::Failed => PlannedEvent {
             type_: EventType::Warning,
-            reason: events::BACKUP_FAILED.into(),
+            reason: Reason::BackupFailed,
             note: format!(
                 "{} ({}): {}",
                 record.job_name,
@@ -144,7 +146,7 @@ fn finished_event(record: &RunRecord) -> PlannedEvent {
         },
         _ => PlannedEvent {
             type_: EventType::Normal,
-            reason: events::BACKUP_SUCCEEDED.into(),
+            reason: Reason::BackupSucceeded,
             note: format!(
                 "{} wrote snapshot {}{}",
                 record.job_name,

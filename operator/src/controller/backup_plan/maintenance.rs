@@ -15,8 +15,9 @@ use kube::ResourceExt;
 
 use super::decision::PlanDecision;
 use crate::api::{ActiveRun, BackupPlan, BackupPlanStatus, MaintenanceRecord, MaintenanceStatus};
+use crate::conditions::Reason;
 use crate::controller::effects::PlannedEvent;
-use crate::controller::{events, pod_of};
+use crate::controller::pod_of;
 use crate::job::{maintenance_job, JobSettings, MaintenanceKind, MaintenanceRun, LABEL_OPERATION};
 use crate::plan::ResolvedPlan;
 use crate::recorder::EventType;
@@ -101,36 +102,30 @@ fn finished_event(kind: MaintenanceKind, record: &MaintenanceRecord) -> PlannedE
     let (type_, reason, note) = match (kind, record.result.is_success()) {
         (MaintenanceKind::Check, true) => (
             EventType::Normal,
-            events::CHECK_SUCCEEDED,
+            Reason::CheckSucceeded,
             format!(
                 "{} found no problem ({} pack(s) read back)",
                 record.job_name,
                 record.packs_read.unwrap_or(0)
             ),
         ),
-        (MaintenanceKind::Check, false) => (
-            EventType::Warning,
-            events::CHECK_FAILED,
-            failed_note(record),
-        ),
+        (MaintenanceKind::Check, false) => {
+            (EventType::Warning, Reason::CheckFailed, failed_note(record))
+        }
         (MaintenanceKind::Prune, true) => (
             EventType::Normal,
-            events::PRUNE_SUCCEEDED,
+            Reason::PruneSucceeded,
             format!(
                 "{} freed {} byte(s)",
                 record.job_name,
                 record.bytes_freed.unwrap_or(0)
             ),
         ),
-        (_, false) => (
-            EventType::Warning,
-            events::PRUNE_FAILED,
-            failed_note(record),
-        ),
+        (_, false) => (EventType::Warning, Reason::PruneFailed, failed_note(record)),
     };
     PlannedEvent {
         type_,
-        reason: reason.into(),
+        reason,
         note,
     }
 }
@@ -196,13 +191,13 @@ pub fn start_due(
             let job = maintenance_job(plan, &run, settings);
             let job_name = job.name_any();
             let (reason, doing) = match kind {
-                MaintenanceKind::Check => (events::CHECK_STARTED, "check"),
-                MaintenanceKind::Prune => (events::PRUNE_STARTED, "prune"),
+                MaintenanceKind::Check => (Reason::CheckStarted, "check"),
+                MaintenanceKind::Prune => (Reason::PruneStarted, "prune"),
             };
             started = Some(StartedMaintenance {
                 event: PlannedEvent {
                     type_: EventType::Normal,
-                    reason: reason.into(),
+                    reason,
                     note: format!(
                         "created Job {job_name} to {doing} the repository ({:?})",
                         due.trigger

@@ -15,14 +15,14 @@ pub fn record(metrics: &Metrics, plan: &BackupPlan, decision: &PlanDecision) {
         namespace: namespace.clone(),
         plan: name.clone(),
     };
-    for record in &decision.finished {
+    for (reason, record) in &decision.finished {
         metrics
             .backup_runs
             .get_or_create(&RunLabels {
                 namespace: namespace.clone(),
                 plan: name.clone(),
-                result: outcome_label(record.result).into(),
-                reason: record.reason.clone(),
+                result: outcome_label(record.result),
+                reason: *reason,
             })
             .inc();
         if let Some(duration) = record.duration_seconds {
@@ -50,8 +50,8 @@ pub fn record(metrics: &Metrics, plan: &BackupPlan, decision: &PlanDecision) {
             .get_or_create(&MaintenanceLabels {
                 namespace: namespace.clone(),
                 plan: name.clone(),
-                kind: kind.label().into(),
-                result: outcome_label(record.result).into(),
+                kind: kind.label(),
+                result: outcome_label(record.result),
             })
             .inc();
         if let Some(bytes) = record.bytes_freed {

@@ -14,8 +14,9 @@ use super::resolve::ReadyPlan;
 use super::snapshots;
 use super::triggers::{self, RunRequest};
 use crate::api::{ActiveRun, BackupPlan, RunKind};
+use crate::conditions::Reason;
 use crate::controller::effects::PlannedEvent;
-use crate::controller::{events, pod_of, Settings};
+use crate::controller::{pod_of, Settings};
 use crate::job::{
     backup_job, backup_job_name, job_annotation, run_trigger_of, scheduled_time_of, BackupRun,
     BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER, LABEL_OPERATION, LABEL_PLAN,
@@ -78,7 +79,7 @@ pub fn observe(
         let trigger = decision.trigger(&job_name, run_trigger_of(job));
         let record = backup_run_record(job, trigger, &end);
         record_repository(&mut decision.status, &end, now);
-        decision.record_backup(record, now);
+        decision.record_backup(end.reason, record, now);
     }
     // A run whose status was not written (the apply failed after the create) is still acted on.
     if let Some(job) = active {
@@ -151,7 +152,7 @@ pub fn start<'a>(
     };
     decision.events.push(PlannedEvent {
         type_: EventType::Normal,
-        reason: events::BACKUP_STARTED.into(),
+        reason: Reason::BackupStarted,
         note,
     });
     Occupant::Backup(backup_run(

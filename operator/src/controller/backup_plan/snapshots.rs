@@ -15,7 +15,7 @@ use super::occupant::{backup_run, Occupant, PreparingRun};
 use super::resolve::ReadyPlan;
 use super::triggers;
 use crate::api::{BackupPlan, RunOutcome, RunRecord};
-use crate::conditions::reasons;
+use crate::conditions::Reason;
 use crate::controller::Settings;
 use crate::csi::VolumeSnapshot;
 use crate::job::{backup_job, BackupRun, BackupVolumeMount, LABEL_RUN};
@@ -62,9 +62,11 @@ pub fn observe<'a>(
             info.manual_trigger.as_deref(),
         );
         match failure(&plan.spec.deadline, &snapshots, started, now) {
-            Some(message) => {
-                decision.record_backup(failed_record(run, &info, started, now, message), now)
-            }
+            Some(message) => decision.record_backup(
+                Reason::SnapshotFailed,
+                failed_record(run, &info, started, now, message),
+                now,
+            ),
             None => {
                 let active =
                     backup_run(run, info.trigger, info.scheduled_time, Some(Time(started)));
@@ -131,7 +133,7 @@ fn failed_record(
         completion_time: Some(Time(now)),
         duration_seconds: Some(now.duration_since(started).as_secs()),
         result: RunOutcome::Failed,
-        reason: reasons::SNAPSHOT_FAILED.into(),
+        reason: Reason::SnapshotFailed.into(),
         message: Some(message),
         snapshot_id: None,
         files_read: None,

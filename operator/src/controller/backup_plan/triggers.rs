@@ -7,8 +7,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::decision::PlanDecision;
 use super::resolve::ReadyPlan;
 use crate::api::{BackupPlan, BackupPlanStatus, RunTrigger};
+use crate::conditions::Reason;
 use crate::controller::effects::PlannedEvent;
-use crate::controller::{events, Settings};
+use crate::controller::Settings;
 use crate::plan::pending_manual_trigger;
 use crate::recorder::EventType;
 use crate::schedule::{self, ScheduleState};
@@ -95,7 +96,7 @@ pub fn due(
         decision.status.missed_runs += i64::from(newly_missed);
         decision.events.push(PlannedEvent {
             type_: EventType::Warning,
-            reason: events::MISSED_RUNS.into(),
+            reason: Reason::MissedRuns,
             note: format!(
                 "{newly_missed} scheduled run(s) did not start on time (the operator was down or a run was still going)"
             ),

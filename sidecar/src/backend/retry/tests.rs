@@ -118,14 +118,17 @@ impl Backend for Scripted {
     async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
         self.call("read", self.objects.read(kind, name)).await
     }
-    async fn read_range(
+    async fn read_range_into(
         &self,
         kind: ObjectKind,
         name: &str,
         offset: u64,
         length: u64,
-    ) -> BackendResult<Bytes> {
-        let work = self.objects.read_range(kind, name, offset, length);
+        buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>> {
+        let work = self
+            .objects
+            .read_range_into(kind, name, offset, length, buffer);
         self.call("read_range", work).await
     }
     async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::api::{Maintenance, Retention};
-use crate::conditions::reasons;
+use crate::conditions::Reason;
 use neverwiped_contract::{
     CheckStats, ExitStatus, Operation, PruneStats, RepositoryStats, RunResult,
 };
@@ -84,8 +84,8 @@ fn a_due_prune_runs_as_its_own_unprivileged_job_and_reports_what_it_freed() {
     let active = decision.status.active_run.clone().unwrap();
     assert_eq!(active.kind, RunKind::Prune);
     let running = find_condition(&decision.status.conditions, types::RUNNING).unwrap();
-    assert_eq!(running.reason, reasons::PRUNE_RUNNING);
-    assert_eq!(decision.events[0].reason, events::PRUNE_STARTED);
+    assert_eq!(running.reason, Reason::PruneRunning.as_str());
+    assert_eq!(decision.events[0].reason, Reason::PruneStarted);
     assert_eq!(
         decision.status.prune.next_schedule_time,
         Some(Time(at("2026-12-06T00:00:00Z")))
@@ -127,7 +127,7 @@ fn a_due_prune_runs_as_its_own_unprivileged_job_and_reports_what_it_freed() {
     assert!(done
         .events
         .iter()
-        .any(|e| e.reason == events::PRUNE_SUCCEEDED));
+        .any(|e| e.reason == Reason::PruneSucceeded));
     let backup = done
         .create
         .expect("the manual backup starts after the prune");
@@ -209,7 +209,7 @@ fn a_check_that_finds_problems_fails_with_repository_damaged() {
     let done = decide(&plan, &observed, at("2026-12-01T00:30:00Z"), &settings());
     let last = done.status.check.last_run.as_ref().unwrap();
     assert_eq!(last.result, RunOutcome::Failed);
-    assert_eq!(last.reason, reasons::REPOSITORY_DAMAGED);
+    assert_eq!(last.reason, Reason::RepositoryDamaged.as_str());
     assert_eq!(last.problems, Some(1));
     assert!(last
         .message
@@ -219,7 +219,7 @@ fn a_check_that_finds_problems_fails_with_repository_damaged() {
     let event = done
         .events
         .iter()
-        .find(|e| e.reason == events::CHECK_FAILED)
+        .find(|e| e.reason == Reason::CheckFailed)
         .unwrap();
     assert_eq!(event.type_, EventType::Warning);
 }
@@ -252,7 +252,7 @@ fn an_invalid_maintenance_schedule_makes_the_plan_not_ready() {
     plan.spec.maintenance.check.schedule = "61 * * * *".into();
     let decision = decide(&plan, &observed(), at("2026-11-30T12:00:00Z"), &settings());
     let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
-    assert_eq!(ready.reason, reasons::INVALID_SCHEDULE);
+    assert_eq!(ready.reason, Reason::InvalidSchedule.as_str());
     assert!(
         ready
             .message

@@ -7,8 +7,8 @@ use super::decide::ACTIVE_REQUEUE;
 use super::*;
 use crate::api::{BackupPlanSpec, CheckSettings, Maintenance, PruneSettings, Repository};
 use crate::api::{BackupPlanStatus, CopyMethod, RunKind, RunOutcome, RunTrigger};
+use crate::conditions::Reason;
 use crate::conditions::{find_condition, types};
-use crate::controller::events;
 use crate::controller::Settings;
 use crate::csi::{VolumeSnapshot, VolumeSnapshotClass};
 use crate::fixtures::{plan_spec, run_result};
@@ -112,7 +112,7 @@ fn a_due_run_creates_its_job_and_marks_the_plan_running() {
     );
     let running = find_condition(&decision.status.conditions, types::RUNNING).unwrap();
     assert_eq!(running.status, "True");
-    assert_eq!(decision.events[0].reason, "BackupStarted");
+    assert_eq!(decision.events[0].reason, Reason::BackupStarted);
     assert_eq!(decision.requeue_after, ACTIVE_REQUEUE);
 }
 
@@ -263,7 +263,7 @@ fn finished_jobs_are_recorded_once_and_old_ones_deleted() {
         decision
             .events
             .iter()
-            .filter(|e| e.reason == "BackupSucceeded")
+            .filter(|e| e.reason == Reason::BackupSucceeded)
             .count(),
         5
     );
@@ -375,7 +375,7 @@ fn a_job_whose_trigger_annotation_is_unknown_is_reported_not_taken_silently() {
     let warning = decision
         .events
         .iter()
-        .find(|e| e.reason == events::UNKNOWN_TRIGGER)
+        .find(|e| e.reason == Reason::UnknownTrigger)
         .expect("an UnknownTrigger Event");
     assert_eq!(warning.type_, EventType::Warning);
     assert!(

@@ -94,7 +94,7 @@ fn a_snapshot_run_takes_its_snapshots_then_clones_them_into_its_job_then_cleans_
         decision.status.active_run.as_ref().unwrap().job_name,
         "nightly-manual-1"
     );
-    assert_eq!(decision.events[0].reason, "BackupStarted");
+    assert_eq!(decision.events[0].reason, Reason::BackupStarted);
     plan.status = Some(decision.status);
 
     // Not ready yet: the run waits, and says so.
@@ -240,7 +240,7 @@ fn a_failed_snapshot_fails_the_run_with_the_drivers_message() {
     assert!(decision.status.active_run.is_none());
     assert_eq!(decision.delete_snapshots, ["nightly-manual-1-0"]);
     assert!(decision.create.is_none());
-    assert_eq!(decision.events[0].reason, "BackupFailed");
+    assert_eq!(decision.events[0].reason, Reason::BackupFailed);
 }
 
 #[test]
