@@ -23,5 +23,6 @@ pub mod maintenance;
 pub mod progress;
 pub mod repository;
 pub mod restore;
+pub mod selection;
 
 pub use error::{Error, Result};

@@ -2053,6 +2053,7 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             result_file: result.clone(),
             remove_locks_of_host: Some("nightly-0123".into()),
             retry_lock: Some("60s".into()),
+            host: Some("shop/nightly".into()),
         }
         .to_args(),
         CheckArgs {

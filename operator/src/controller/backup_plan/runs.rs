@@ -14,6 +14,7 @@ use super::resolve::ReadyPlan;
 use super::snapshots;
 use super::triggers::{self, RunRequest};
 use crate::api::{ActiveRun, BackupPlan, RunKind};
+use crate::api::{BackupPlanStatus, PlanSnapshots, SnapshotRecord};
 use crate::controller::effects::PlannedEvent;
 use crate::controller::{events, pod_of, Settings};
 use crate::job::{
@@ -21,7 +22,8 @@ use crate::job::{
     BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER, LABEL_OPERATION, LABEL_PLAN,
 };
 use crate::recorder::EventType;
-use crate::status::{backup_run_record, job_state, record_repository, JobState};
+use crate::status::{backup_run_record, binary_quantity, job_state, record_repository};
+use crate::status::{JobEnd, JobState};
 
 /// The plan's own Jobs, by what they run, oldest first.
 pub struct PlanJobs<'a> {
@@ -78,6 +80,7 @@ pub fn observe(
         let trigger = decision.trigger(&job_name, run_trigger_of(job));
         let record = backup_run_record(job, trigger, &end);
         record_repository(&mut decision.status, &end, now);
+        record_snapshots(&mut decision.status, &end, now);
         decision.record_backup(record, now);
     }
     // A run whose status was not written (the apply failed after the create) is still acted on.
@@ -106,6 +109,35 @@ pub fn observe(
         let start = job.metadata.creation_timestamp.clone();
         backup_run(name, trigger, scheduled_time_of(job), start)
     })
+}
+
+/// Updates `status.snapshots` from a finished Job's result, when it listed the plan's snapshots
+/// (a backup, and a prune, do; a failed run does not, and the last list stays).
+pub fn record_snapshots(status: &mut BackupPlanStatus, end: &JobEnd, now: Timestamp) {
+    let Some(listed) = end.result.as_ref().and_then(|r| r.host_snapshots.as_ref()) else {
+        return;
+    };
+    let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    status.snapshots = Some(PlanSnapshots {
+        total: to_i64(listed.total),
+        newest: listed
+            .newest
+            .iter()
+            .take(neverwiped_contract::HOST_SNAPSHOTS_LISTED)
+            // The sidecar writes RFC 3339; an entry whose time does not parse is left out.
+            .filter_map(|entry| {
+                Some(SnapshotRecord {
+                    id: entry.id.clone(),
+                    time: Time(entry.time.parse().ok()?),
+                    files: to_i64(entry.files),
+                    size_bytes: to_i64(entry.size_bytes),
+                    size: binary_quantity(entry.size_bytes),
+                    tags: entry.tags.clone(),
+                })
+            })
+            .collect(),
+        listed_time: Time(end.completion_time.unwrap_or(now)),
+    });
 }
 
 /// Starts the run `request` asks for: its Job, or, when volumes are read from snapshots, their
