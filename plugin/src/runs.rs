@@ -29,7 +29,7 @@ pub enum BackupProgress {
     /// Its Job runs.
     Running { job_name: String },
     /// It ended.
-    Finished(RunRecord),
+    Finished(Box<RunRecord>),
 }
 
 /// Where the backup of `trigger` is. `job` is the Job seen running for it, once seen.
@@ -54,7 +54,7 @@ pub fn backup_progress(plan: &BackupPlan, trigger: &str, job: Option<&str>) -> B
         .iter()
         .find(|run| job.is_none_or(|job| run.job_name == job));
     match finished {
-        Some(run) => BackupProgress::Finished(run.clone()),
+        Some(run) => BackupProgress::Finished(Box::new(run.clone())),
         None => BackupProgress::Queued,
     }
 }

@@ -9,12 +9,12 @@ use kube::ResourceExt;
 
 use super::decision::PlanDecision;
 use super::fetch::{owned_by, ObservedPlan};
+use super::listing::record_snapshots;
 use super::occupant::{backup_run, Occupant};
 use super::resolve::ReadyPlan;
 use super::snapshots;
 use super::triggers::{self, RunRequest};
 use crate::api::{ActiveRun, BackupPlan, RunKind};
-use crate::api::{BackupPlanStatus, PlanSnapshots, SnapshotRecord};
 use crate::controller::effects::PlannedEvent;
 use crate::controller::{events, pod_of, Settings};
 use crate::job::{
@@ -22,8 +22,7 @@ use crate::job::{
     BackupVolumeMount, ANNOTATION_MANUAL_TRIGGER, LABEL_OPERATION, LABEL_PLAN,
 };
 use crate::recorder::EventType;
-use crate::status::{backup_run_record, binary_quantity, job_state, record_repository};
-use crate::status::{JobEnd, JobState};
+use crate::status::{backup_run_record, job_state, record_repository, JobState};
 
 /// The plan's own Jobs, by what they run, oldest first.
 pub struct PlanJobs<'a> {
