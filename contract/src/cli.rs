@@ -182,6 +182,9 @@ pub struct PruneArgs {
     pub remove_locks_of_host: Option<String>,
     /// As for [`BackupArgs::retry_lock`].
     pub retry_lock: Option<String>,
+    /// `--host NAME`: the result lists the snapshots of this host that remain (the plan's
+    /// `NAMESPACE/PLAN`, as for [`BackupArgs::host`]).
+    pub host: Option<String>,
 }
 
 impl PruneArgs {
@@ -194,6 +197,10 @@ impl PruneArgs {
             args.push(hostname.clone());
         }
         push_retry_lock(&mut args, self.retry_lock.as_deref());
+        if let Some(host) = &self.host {
+            args.push("--host".into());
+            args.push(host.clone());
+        }
         args
     }
 }
@@ -372,6 +379,7 @@ mod tests {
             result_file: "/dev/termination-log".into(),
             remove_locks_of_host: Some("nightly-0123".into()),
             retry_lock: None,
+            host: None,
         }
         .to_args();
         assert_eq!(
@@ -394,6 +402,14 @@ mod tests {
             retry_lock: Some("30m".into()),
         }
         .to_args();
+        let prune_of_host = PruneArgs {
+            host: Some("shop/nightly".into()),
+            ..PruneArgs::default()
+        };
+        assert!(prune_of_host
+            .to_args()
+            .windows(2)
+            .any(|w| w == ["--host", "shop/nightly"]));
         assert_eq!(&check[..1], ["check"]);
         assert!(check.windows(2).any(|w| w == ["--read-data-subset", "5%"]));
         assert!(check.windows(2).any(|w| w == ["--retry-lock", "30m"]));

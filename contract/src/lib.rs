@@ -128,6 +128,39 @@ pub struct CheckStats {
     pub problems: u64,
 }
 
+/// How many snapshots [`HostSnapshots::newest`] lists at most.
+pub const HOST_SNAPSHOTS_LISTED: usize = 15;
+
+/// The snapshots of one host (a plan's `NAMESPACE/PLAN`) in the repository: the newest few and
+/// how many there are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostSnapshots {
+    /// The host name the snapshots were written under.
+    pub host: String,
+    /// Snapshots of that host in the repository.
+    pub total: u64,
+    /// The newest of them, newest first; at most [`HOST_SNAPSHOTS_LISTED`], fewer when the
+    /// termination message has no room for more.
+    pub newest: Vec<SnapshotEntry>,
+}
+
+/// One snapshot, as a status lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotEntry {
+    /// The first 8 hex digits of the snapshot's id: enough to name it in a Restore.
+    pub id: String,
+    /// RFC 3339 time (UTC, seconds) the snapshot was taken.
+    pub time: String,
+    /// Files in the snapshot.
+    pub files: u64,
+    /// Bytes of file content in the snapshot.
+    pub size_bytes: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}
+
 /// The outcome of one sidecar run, as the operator reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -176,11 +209,16 @@ pub struct RunResult {
     pub prune: Option<PruneStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckStats>,
+    /// The snapshots of the run's host that the repository holds after the run (backup, forget,
+    /// prune), newest first and bounded: what can be restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_snapshots: Option<HostSnapshots>,
 }
 
 impl RunResult {
-    /// JSON that fits in a termination message: warnings are dropped (but still counted) and the
-    /// error is shortened until the whole result fits in [`TERMINATION_MESSAGE_MAX_BYTES`].
+    /// JSON that fits in a termination message: warnings are dropped (but still counted), then
+    /// the oldest listed snapshots (still counted in their total), and the error is shortened
+    /// until the whole result fits in [`TERMINATION_MESSAGE_MAX_BYTES`].
     pub fn to_termination_message(&self) -> String {
         let mut result = self.clone();
         loop {
@@ -191,6 +229,11 @@ impl RunResult {
             if result.warnings.pop().is_some() {
                 continue;
             }
+            if let Some(listed) = result.host_snapshots.as_mut() {
+                if listed.newest.pop().is_some() {
+                    continue;
+                }
+            }
             if let Some(error) = result.error.as_mut() {
                 let excess = json.len() - TERMINATION_MESSAGE_MAX_BYTES;
                 let keep = error.len().saturating_sub(excess + 16);
@@ -200,6 +243,7 @@ impl RunResult {
             }
             // Only the fixed fields remain; they are far below the limit, but never loop forever.
             result.databases.clear();
+            result.host_snapshots = None;
             return serde_json::to_string(&result).unwrap_or_else(|_| "{}".to_owned());
         }
     }
@@ -250,6 +294,21 @@ mod tests {
             snapshots_forgotten: Some(1),
             prune: None,
             check: None,
+            host_snapshots: Some(HostSnapshots {
+                host: "shop/nightly".into(),
+                total: 2,
+                newest: vec![entry(1), entry(0)],
+            }),
+        }
+    }
+
+    fn entry(n: u32) -> SnapshotEntry {
+        SnapshotEntry {
+            id: format!("{n:08x}"),
+            time: format!("2026-11-{:02}T01:00:00Z", n % 28 + 1),
+            files: 10 + u64::from(n),
+            size_bytes: 1000 * u64::from(n),
+            tags: vec![format!("plan=nightly-{n}")],
         }
     }
 
@@ -277,6 +336,63 @@ mod tests {
         let parsed = RunResult::from_json(&message).unwrap();
         assert_eq!(parsed.warnings_total, 500);
         assert!(parsed.error.unwrap().ends_with('…'));
+    }
+
+    #[test]
+    fn a_result_without_the_snapshot_list_still_reads() {
+        let mut result = sample();
+        result.host_snapshots = None;
+        let json = serde_json::to_string(&result).unwrap();
+        assert!(!json.contains("hostSnapshots"), "{json}");
+        assert_eq!(RunResult::from_json(&json).unwrap(), result);
+    }
+
+    #[test]
+    fn termination_message_keeps_the_newest_snapshots_and_their_total() {
+        let mut result = sample();
+        let newest: Vec<SnapshotEntry> = (0..HOST_SNAPSHOTS_LISTED as u32)
+            .rev()
+            .map(|n| SnapshotEntry {
+                tags: vec!["t".repeat(200), format!("plan={n}")],
+                ..entry(n)
+            })
+            .collect();
+        result.host_snapshots = Some(HostSnapshots {
+            host: "shop/nightly".into(),
+            total: 9000,
+            newest: newest.clone(),
+        });
+        result.warnings = vec!["w".repeat(900); 3];
+        let message = result.to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_MAX_BYTES);
+        let parsed = RunResult::from_json(&message).unwrap();
+        assert!(parsed.warnings.is_empty());
+        let listed = parsed.host_snapshots.unwrap();
+        assert_eq!(listed.total, 9000);
+        assert!(!listed.newest.is_empty() && listed.newest.len() < newest.len());
+        // What is left is the newest, in order.
+        assert_eq!(listed.newest[..], newest[..listed.newest.len()]);
+    }
+
+    #[test]
+    fn a_full_snapshot_list_of_ordinary_entries_fits_beside_an_error() {
+        let mut result = sample();
+        result.host_snapshots = Some(HostSnapshots {
+            host: format!("{}/{}", "n".repeat(63), "p".repeat(63)),
+            total: 40,
+            newest: (0..HOST_SNAPSHOTS_LISTED as u32)
+                .map(|n| SnapshotEntry {
+                    id: "0123abcd".into(),
+                    time: "2026-11-30T01:00:00Z".into(),
+                    files: u64::MAX,
+                    size_bytes: u64::MAX,
+                    tags: vec![format!("plan={n}")],
+                })
+                .collect(),
+        });
+        result.error = Some("retention not applied: the gate answered 500".into());
+        let parsed = RunResult::from_json(&result.to_termination_message()).unwrap();
+        assert_eq!(parsed, result, "nothing had to be dropped");
     }
 
     #[test]

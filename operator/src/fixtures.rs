@@ -59,5 +59,6 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         snapshots_forgotten: None,
         prune: None,
         check: None,
+        host_snapshots: None,
     }
 }

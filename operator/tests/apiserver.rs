@@ -134,6 +134,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         snapshots_forgotten: None,
         prune: None,
         check: None,
+        host_snapshots: None,
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let pod: Pod = serde_json::from_value(json!({

@@ -25,5 +25,6 @@ pub mod mount;
 pub mod progress;
 pub mod repository;
 pub mod restore;
+pub mod selection;
 
 pub use error::{Error, Result};

@@ -1796,6 +1796,58 @@ async fn a_lock_left_by_a_killed_run_of_the_same_host_is_removed_by_the_next_bac
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_forget_and_prune_list_the_snapshots_of_their_host_newest_first() {
+    let (work, _repo, sidecar) = initialised();
+    let source = small_tree(work.path(), "source");
+    let result_file = work.path().join("result.json");
+    sidecar
+        .run(&["backup", text(&source), "--host", "shop/other"])
+        .expect_ok();
+    let mut ids: Vec<String> = Vec::new();
+    for night in 0..3u64 {
+        fs::write(source.join("a.txt"), format!("night {night}\n")).unwrap();
+        sidecar
+            .run(&[
+                "backup",
+                text(&source),
+                "--host",
+                "shop/nightly",
+                "--tag",
+                "plan=nightly",
+                "--result-file",
+                text(&result_file),
+            ])
+            .expect_ok();
+        let result = read_result(&result_file);
+        ids.push(result.snapshot_id.clone().unwrap());
+        let listed = result.host_snapshots.expect("the host's snapshots");
+        assert_eq!(
+            (listed.host.as_str(), listed.total),
+            ("shop/nightly", night + 1)
+        );
+        let listed_ids: Vec<&str> = listed.newest.iter().map(|s| s.id.as_str()).collect();
+        let newest_first: Vec<&str> = ids.iter().rev().map(|id| &id[..8]).collect();
+        assert_eq!(listed_ids, newest_first);
+        assert_eq!(listed.newest[0].tags, ["plan=nightly"]);
+    }
+    let after = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--result-file", text(&result_file)]);
+        sidecar.run(&all).expect_ok();
+        read_result(&result_file).host_snapshots
+    };
+    let forgot = after(&["forget", "--keep-last", "1", "--host", "shop/nightly"]).unwrap();
+    assert_eq!(
+        (forgot.total, forgot.newest[0].id.as_str()),
+        (1, &ids[2][..8])
+    );
+    let pruned = after(&["prune", "--host", "shop/nightly"]).unwrap();
+    assert_eq!((pruned.total, pruned.newest.len()), (1, 1));
+    // Without a host, nothing is listed: the result does not guess whose snapshots matter.
+    assert_eq!(after(&["prune"]), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_with_keep_rules_forgets_older_snapshots_of_its_host_only() {
     let (work, repo, sidecar) = initialised();
     let source = small_tree(work.path(), "source");
@@ -2054,6 +2106,7 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             result_file: result.clone(),
             remove_locks_of_host: Some("nightly-0123".into()),
             retry_lock: Some("60s".into()),
+            host: Some("shop/nightly".into()),
         }
         .to_args(),
         CheckArgs {

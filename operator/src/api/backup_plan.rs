@@ -402,6 +402,9 @@ pub struct BackupPlanStatus {
     /// The plan's checks.
     #[serde(default, skip_serializing_if = "MaintenanceStatus::is_empty")]
     pub check: MaintenanceStatus,
+    /// The plan's own snapshots in the repository, as the last backup or prune listed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<super::PlanSnapshots>,
 }
 
 /// The repository's size and content.

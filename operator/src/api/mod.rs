@@ -6,12 +6,14 @@ mod backup_plan;
 mod common;
 pub mod names;
 mod restore;
+mod snapshots;
 
 use kube::CustomResourceExt;
 
 pub use backup_plan::*;
 pub use common::*;
 pub use restore::*;
+pub use snapshots::*;
 
 /// The API group.
 pub const GROUP: &str = "neverwiped.io";

@@ -93,6 +93,8 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
             result_file: RESULT_FILE.into(),
             remove_locks_of_host,
             retry_lock: Some(lock_wait(run.deadline)),
+            // The same host name as the plan's backups, whose snapshots the result lists.
+            host: Some(format!("{namespace}/{plan_name}")),
         }
         .to_args(),
     };

@@ -414,6 +414,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         snapshots_forgotten: None,
         prune: None,
         check: None,
+        host_snapshots: None,
     }
 }
 

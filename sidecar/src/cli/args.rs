@@ -293,6 +293,9 @@ pub struct PruneArgs {
     /// Before locking, remove every lock written on this host name (see backup).
     #[arg(long, value_name = "HOSTNAME")]
     pub remove_locks_of_host: Option<String>,
+    /// List the snapshots of this host in the result (`--result-file`, `--json`).
+    #[arg(long)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

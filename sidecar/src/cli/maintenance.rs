@@ -10,7 +10,7 @@ use neverwiped::maintenance::{
     check as checking, forget as forgetting, keys, prune as pruning, usage,
 };
 use neverwiped::repository::{IndexedRepository, Repository};
-use neverwiped_contract::{CheckStats, PruneStats, RepositoryStats};
+use neverwiped_contract::{CheckStats, HostSnapshots, PruneStats, RepositoryStats};
 
 /// Removes the locks of `hostname`, when asked: the caller knows no process of it is alive.
 pub async fn remove_locks_of(repo: &Repository, hostname: Option<&str>) -> Result<()> {
@@ -37,6 +37,18 @@ pub async fn repository_stats(repo: &Repository) -> Option<RepositoryStats> {
         }),
         Err(error) => {
             tracing::warn!(%error, "cannot measure the repository's size");
+            None
+        }
+    }
+}
+
+/// The snapshots of `host` for the result, when a host is given; like the size, a failure to
+/// list them is logged, not fatal.
+pub async fn host_snapshots(repo: &Repository, host: Option<&str>) -> Option<HostSnapshots> {
+    match neverwiped::selection::host_snapshots(repo, host?).await {
+        Ok(listed) => Some(listed),
+        Err(error) => {
+            tracing::warn!(%error, "cannot list the snapshots of the host");
             None
         }
     }
@@ -161,6 +173,7 @@ pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> 
     }
     Ok(Outcome {
         snapshots_forgotten: Some(removed),
+        host_snapshots: host_snapshots(repo, args.host.as_deref()).await,
         ..Outcome::default()
     })
 }
@@ -229,6 +242,7 @@ pub async fn prune(repo: &IndexedRepository, args: &PruneArgs, json: bool) -> Re
     lock.release().await?;
     let mut outcome = result?;
     outcome.repository = repository_stats(repo).await;
+    outcome.host_snapshots = host_snapshots(repo, args.host.as_deref()).await;
     Ok(outcome)
 }
 

@@ -24,8 +24,8 @@ use neverwiped::progress::Progress;
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::restore::{self, RestoreOptions};
 use neverwiped_contract::{
-    CheckStats, DatabaseResult, ExitStatus, Operation, PruneStats, RepositoryStats, RunResult,
-    RESULT_FORMAT_VERSION,
+    CheckStats, DatabaseResult, ExitStatus, HostSnapshots, Operation, PruneStats, RepositoryStats,
+    RunResult, RESULT_FORMAT_VERSION,
 };
 use output::{bytes, ProgressDisplay};
 use std::sync::Arc;
@@ -52,6 +52,8 @@ pub struct Outcome {
     pub snapshots_forgotten: Option<u64>,
     pub prune: Option<PruneStats>,
     pub check: Option<CheckStats>,
+    /// The snapshots of the run's host after it (backup, forget, prune).
+    pub host_snapshots: Option<HostSnapshots>,
 }
 
 /// A command that failed after measuring what its result should still report (a check's
@@ -87,6 +89,7 @@ pub static NO_OUTCOME: Outcome = Outcome {
     snapshots_forgotten: None,
     prune: None,
     check: None,
+    host_snapshots: None,
 };
 
 /// Builds the JSON result of a run.
@@ -127,6 +130,7 @@ pub fn run_result(
         snapshots_forgotten: outcome.snapshots_forgotten,
         prune: outcome.prune,
         check: outcome.check,
+        host_snapshots: outcome.host_snapshots.clone(),
     }
 }
 
@@ -358,6 +362,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         warnings,
         repository: maintenance::repository_stats(&repo).await,
         snapshots_forgotten,
+        host_snapshots: maintenance::host_snapshots(&repo, Some(&report.snapshot.hostname)).await,
         ..Outcome::default()
     })
 }

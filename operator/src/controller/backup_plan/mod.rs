@@ -9,6 +9,7 @@
 mod decide;
 mod decision;
 mod fetch;
+mod listing;
 pub mod maintenance;
 mod metrics;
 mod occupant;

@@ -1,0 +1,185 @@
+//! The command line: `kubectl neverwiped COMMAND PLAN …`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// A plan's snapshots, files and runs, with your own Kubernetes rights and nothing else: the plan
+/// and its Secrets are read with your kubeconfig, the repository is read from the gate in this
+/// process, and nothing is written to disk but what you download.
+#[derive(Debug, Parser)]
+#[command(name = "kubectl neverwiped", version)]
+pub struct Cli {
+    /// The plan's namespace; by default the kubeconfig context's.
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// The kubeconfig context; by default the current one.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// How long one request to the gate may be retried before the command fails (`30s`, `5m`).
+    #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
+    pub gate_timeout: Duration,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The plan's snapshots in its repository, newest first.
+    Snapshots {
+        plan: String,
+        /// Print JSON: every snapshot object, with its full id.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The entries of a snapshot: all of them, or PATH and what is below it.
+    Ls {
+        plan: String,
+        #[command(flatten)]
+        snapshot: SnapshotArg,
+        path: Option<String>,
+    },
+    /// Writes a file of a snapshot to standard output, byte for byte.
+    Cat {
+        plan: String,
+        #[command(flatten)]
+        snapshot: SnapshotArg,
+        file: String,
+    },
+    /// Fetches a file or folder of a snapshot into a local folder, with modes and times (and
+    /// owners, as root): `/data/app/conf` lands in `DIR/data/app/conf`.
+    Download {
+        plan: String,
+        #[command(flatten)]
+        snapshot: SnapshotArg,
+        path: String,
+        /// The local folder (created when missing).
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Runs a backup of the plan now (sets `spec.manualTrigger`).
+    Backup {
+        plan: String,
+        /// Follow the run to its end; fail when it fails.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Creates a Restore of the plan and follows it to its end.
+    Restore(RestoreArgs),
+    /// Every plan at a glance: last success, newest snapshot, state, repository size, failures.
+    Status {
+        /// The plans of every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+    },
+}
+
+/// Which snapshot: `latest`, or an id prefix; `--before` picks the newest taken before a time.
+#[derive(Debug, Clone, Args)]
+pub struct SnapshotArg {
+    /// `latest`, or the first digits of a snapshot id (as `snapshots` lists them).
+    pub snapshot: String,
+    /// With `latest`: the newest snapshot taken before this RFC 3339 time.
+    #[arg(long, value_parser = parse_time)]
+    pub before: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RestoreArgs {
+    pub plan: String,
+    /// `latest`, or the first digits (8 or more) of a snapshot id.
+    #[arg(default_value = "latest")]
+    pub snapshot: String,
+    /// With `latest`: the newest snapshot taken before this RFC 3339 time.
+    #[arg(long, value_parser = parse_time)]
+    pub before: Option<chrono::DateTime<chrono::Utc>>,
+    /// A backed-up claim and the claim to restore it into (`data=data-copy`; `data` alone
+    /// restores in place). By default every claim the plan names, in place.
+    #[arg(long = "volume", value_name = "SOURCE[=TARGET]")]
+    pub volumes: Vec<String>,
+    /// Paths inside the volumes to restore (a folder brings all below it).
+    #[arg(long = "include", value_name = "PATH")]
+    pub includes: Vec<String>,
+    /// A database entry of the plan, restored into the server it was dumped from.
+    #[arg(long = "database", value_name = "NAME")]
+    pub databases: Vec<String>,
+    /// Drop the databases being restored on the target server first.
+    #[arg(long, requires = "databases")]
+    pub overwrite_databases: bool,
+    /// The Restore's name; by default PLAN-restore-TIME.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Create the Restore and return, without following it.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|time| time.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-11-30T02:00:00Z: {e}"))
+}
+
+/// `90s`, `5m`, `1h30m`, or plain seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    let span: jiff::SignedDuration = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 30s, 5m or 1h30m"))?;
+    Duration::try_from(span).map_err(|_| format!("{text:?} is negative"))
+}
+
+/// `SOURCE[=TARGET]` as a pair; `TARGET` defaults to `SOURCE`.
+pub fn volume_pair(text: &str) -> (String, String) {
+    match text.split_once('=') {
+        Some((source, target)) => (source.to_owned(), target.to_owned()),
+        None => (text.to_owned(), text.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_volume_pairs_parse() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(volume_pair("data"), ("data".into(), "data".into()));
+        assert_eq!(volume_pair("data=copy"), ("data".into(), "copy".into()));
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "kubectl-neverwiped",
+            "download",
+            "nightly",
+            "latest",
+            "/data/app",
+            "--to",
+            "out",
+            "-n",
+            "shop",
+            "--before",
+            "2026-11-30T00:00:00Z",
+        ])
+        .unwrap();
+        assert_eq!(cli.namespace.as_deref(), Some("shop"));
+        let Command::Download { snapshot, path, .. } = cli.command else {
+            panic!("download");
+        };
+        assert_eq!(
+            (snapshot.snapshot.as_str(), path.as_str()),
+            ("latest", "/data/app")
+        );
+        assert!(snapshot.before.is_some());
+    }
+}

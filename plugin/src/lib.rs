@@ -1,0 +1,120 @@
+//! `kubectl neverwiped`: a BackupPlan's snapshots, files and runs from kubectl, with the caller's
+//! own Kubernetes rights and nothing else.
+//!
+//! - [`cluster`]: the plan, its Secrets and Restores, read with the caller's kubeconfig; every
+//!   refusal names the verb and the object.
+//! - [`repository`]: the plan's repository opened in this process, as its Jobs open it.
+//! - [`browse`]: `snapshots`, `ls`, `cat`, `download`, with the engine's own snapshot selection.
+//! - [`runs`]: `backup` and `restore`, asked of the operator and followed through status.
+//! - [`status`]: every plan at a glance.
+
+pub mod args;
+pub mod browse;
+pub mod cluster;
+pub mod repository;
+pub mod runs;
+pub mod status;
+pub mod table;
+
+use anyhow::Result;
+use args::{Cli, Command};
+use browse::SnapshotChoice;
+use cluster::Cluster;
+
+/// Runs one command line.
+pub async fn run(cli: Cli) -> Result<()> {
+    let cluster = Cluster::connect(cli.context.clone()).await?;
+    let namespace = cli
+        .namespace
+        .clone()
+        .unwrap_or_else(|| cluster.default_namespace.clone());
+    let timeout = cli.gate_timeout;
+    let choice = |arg: &args::SnapshotArg| SnapshotChoice {
+        spec: arg.snapshot.clone(),
+        before: arg.before,
+    };
+    match &cli.command {
+        Command::Snapshots { plan, json } => {
+            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            browse::snapshots(&opened.repo, &opened.host, *json).await
+        }
+        Command::Ls {
+            plan,
+            snapshot,
+            path,
+        } => {
+            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
+                .await?
+                .indexed()
+                .await?;
+            browse::ls(&repo, &host, &choice(snapshot), path.as_deref()).await
+        }
+        Command::Cat {
+            plan,
+            snapshot,
+            file,
+        } => {
+            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
+                .await?
+                .indexed()
+                .await?;
+            let mut out = std::io::stdout().lock();
+            browse::cat(&repo, &host, &choice(snapshot), file, &mut out).await?;
+            Ok(())
+        }
+        Command::Download {
+            plan,
+            snapshot,
+            path,
+            to,
+        } => {
+            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
+                .await?
+                .indexed()
+                .await?;
+            let report = browse::download(&repo, &host, &choice(snapshot), path, to).await?;
+            eprintln!(
+                "downloaded {path} to {}: {} file(s), {}",
+                to.display(),
+                report.files,
+                table::bytes(report.bytes_written)
+            );
+            Ok(())
+        }
+        Command::Backup { plan, wait } => runs::backup(&cluster, &namespace, plan, *wait).await,
+        Command::Restore(args) => {
+            let plan = cluster.plan(&namespace, &args.plan).await?;
+            let request = runs::RestoreRequest {
+                name: args.name.clone(),
+                snapshot: selection_spec(&args.snapshot),
+                taken_before: args
+                    .before
+                    .and_then(|t| jiff::Timestamp::from_second(t.timestamp()).ok()),
+                volumes: args.volumes.iter().map(|v| args::volume_pair(v)).collect(),
+                includes: args.includes.clone(),
+                databases: args.databases.clone(),
+                overwrite_databases: args.overwrite_databases,
+            };
+            let restore = runs::restore_object(&plan, &request, jiff::Timestamp::now())?;
+            runs::restore(&cluster, restore, !args.no_wait).await
+        }
+        Command::Status { all_namespaces } => {
+            let scope = (!all_namespaces).then_some(namespace.as_str());
+            let plans = cluster.plans(scope).await?;
+            let now = jiff::Timestamp::now();
+            let rows: Vec<status::Row> = plans.iter().map(|p| status::row(p, now)).collect();
+            for line in status::render(&rows, *all_namespaces) {
+                println!("{line}");
+            }
+            if rows.is_empty() {
+                eprintln!("no BackupPlans found");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A Restore's `snapshot` is `latest` or lower-case hex, as the sidecar matches ids.
+fn selection_spec(text: &str) -> String {
+    neverwiped::selection::snapshot_spec(text)
+}

@@ -1,0 +1,178 @@
+//! The plan's repository, opened in this process from the plan and its Secrets — the same URL,
+//! password and gate credentials its Jobs mount — and held only in memory.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
+use neverwiped::backend::retry::RetryPolicy;
+use neverwiped::backend::BackendError;
+use neverwiped::repository::{IndexedRepository, Repository};
+use neverwiped_contract::cli::rest_repository;
+use neverwiped_operator::api::BackupPlan;
+use zeroize::Zeroizing;
+
+use crate::cluster::Cluster;
+
+/// A plan and its opened repository.
+pub struct PlanRepository {
+    pub plan: BackupPlan,
+    pub namespace: String,
+    /// The host name the plan's backups are written under: `NAMESPACE/PLAN`.
+    pub host: String,
+    pub repo: Repository,
+}
+
+impl PlanRepository {
+    /// The repository with its index loaded, to read files.
+    pub async fn indexed(self) -> Result<(String, IndexedRepository)> {
+        let host = self.host;
+        let location = self.plan.spec.repository.url.clone();
+        let repo =
+            self.repo.load_index().await.with_context(|| {
+                format!("cannot read the index of the repository at {location}")
+            })?;
+        Ok((host, repo))
+    }
+}
+
+/// The host name of a plan's snapshots, as its backup Jobs pass it (`--host NAMESPACE/PLAN`).
+pub fn plan_host(namespace: &str, plan: &str) -> String {
+    format!("{namespace}/{plan}")
+}
+
+/// Reads the plan `name` and its Secrets, and opens its repository on the gate; each call to the
+/// gate retries for at most `retry_budget`.
+pub async fn open(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    retry_budget: Duration,
+) -> Result<PlanRepository> {
+    let plan = cluster.plan(namespace, name).await?;
+    let spec = &plan.spec.repository;
+    // The same check as the sidecar's: the URL must be an http(s) repository address.
+    let url = parse_rest_address(&rest_repository(&spec.url))?;
+    let password = cluster
+        .secret_value(
+            namespace,
+            &spec.password_secret_ref.name,
+            &spec.password_secret_ref.key,
+            "spec.repository.passwordSecretRef",
+        )
+        .await?;
+    let password = without_trailing_newline(password);
+    let (username, gate_password) = match &spec.credentials_secret_ref {
+        None => (None, None),
+        Some(credentials) => {
+            let field = "spec.repository.credentialsSecretRef";
+            let secret = &credentials.name;
+            let username = cluster
+                .secret_value(namespace, secret, &credentials.username_key, field)
+                .await?;
+            let gate_password = cluster
+                .secret_value(namespace, secret, &credentials.password_key, field)
+                .await?;
+            let text = |bytes: Zeroizing<Vec<u8>>, what: &str| {
+                String::from_utf8(bytes.to_vec()).with_context(|| {
+                    format!("the gate {what} in the Secret {secret:?} is not UTF-8")
+                })
+            };
+            (
+                Some(text(username, "user name")?),
+                Some(text(without_trailing_newline(gate_password), "password")?),
+            )
+        }
+    };
+    let ca_certificate_pem = match &spec.ca_secret_ref {
+        None => None,
+        Some(ca) => Some(
+            cluster
+                .secret_value(namespace, &ca.name, &ca.key, "spec.repository.caSecretRef")
+                .await?
+                .to_vec(),
+        ),
+    };
+    let config = RestConfig {
+        url,
+        username,
+        password: gate_password,
+        ca_certificate_pem,
+        ..RestConfig::default()
+    };
+    let backend = rest::open(
+        config,
+        RestOptions::default(),
+        RetryPolicy::with_budget(retry_budget),
+    )?;
+    let repo = Repository::open(backend, &password)
+        .await
+        .map_err(|error| gate_error(error, &plan, namespace, name))?;
+    Ok(PlanRepository {
+        host: plan_host(namespace, name),
+        namespace: namespace.to_owned(),
+        plan,
+        repo,
+    })
+}
+
+/// The repository could not be opened: say what that means for this plan.
+fn gate_error(
+    error: neverwiped::Error,
+    plan: &BackupPlan,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Error {
+    let url = &plan.spec.repository.url;
+    let hint = match &error {
+        neverwiped::Error::Backend(BackendError::Unauthorized) => {
+            let secret = plan
+                .spec
+                .repository
+                .credentials_secret_ref
+                .as_ref()
+                .map_or("none is set".to_owned(), |c| format!("Secret {:?}", c.name));
+            format!("the gate refused the plan's credentials ({secret})")
+        }
+        neverwiped::Error::WrongPassword => format!(
+            "the password in the Secret {:?} opens no key of the repository",
+            plan.spec.repository.password_secret_ref.name
+        ),
+        neverwiped::Error::Backend(
+            BackendError::Transport { .. } | BackendError::RetryBudgetSpent { .. },
+        ) => "the gate cannot be reached from here".to_owned(),
+        _ => "cannot open it".to_owned(),
+    };
+    anyhow::Error::new(error).context(format!(
+        "the repository of BackupPlan {namespace}/{name} at {url}: {hint}"
+    ))
+}
+
+/// Secret files lose one trailing newline in the sidecar (`echo pw > file`); so do they here.
+fn without_trailing_newline(mut bytes: Zeroizing<Vec<u8>>) -> Zeroizing<Vec<u8>> {
+    if bytes.ends_with(b"\n") {
+        bytes.pop();
+        if bytes.ends_with(b"\r") {
+            bytes.pop();
+        }
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_lose_one_trailing_newline_as_in_the_sidecar() {
+        let cut = |text: &[u8]| without_trailing_newline(Zeroizing::new(text.to_vec())).to_vec();
+        assert_eq!(cut(b"pass word\r\n"), b"pass word");
+        assert_eq!(cut(b"pw\n\n"), b"pw\n");
+        assert_eq!(cut(b"pw"), b"pw");
+    }
+
+    #[test]
+    fn the_host_is_the_one_backup_jobs_write() {
+        assert_eq!(plan_host("shop", "nightly"), "shop/nightly");
+    }
+}
