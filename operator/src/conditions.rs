@@ -13,6 +13,9 @@ pub mod types {
     pub const LAST_BACKUP_SUCCEEDED: &str = "LastBackupSucceeded";
     /// A Restore is over (`True`: it succeeded; `False` with a reason: it failed).
     pub const COMPLETE: &str = "Complete";
+    /// `False` while a volume selector of the plan matches no claim (its other volumes and
+    /// databases are backed up); absent otherwise.
+    pub const VOLUMES_SELECTED: &str = "VolumesSelected";
 }
 
 /// Reasons of conditions, Events and run records.
@@ -114,6 +117,13 @@ pub mod reasons {
     pub const JOB_FAILED: &str = "JobFailed";
     /// The Job disappeared before it finished.
     pub const JOB_LOST: &str = "JobLost";
+
+    // The concurrency limits and hashed schedules.
+    /// Running=False: a due run waits for a slot under the operator's concurrency limits.
+    pub const QUEUED: &str = "Queued";
+    /// A volume `selector` matched no PersistentVolumeClaim, and the plan backs up its other
+    /// volumes and databases (a condition of its own, `VolumesSelected=False`).
+    pub const SELECTOR_MATCHED_NOTHING: &str = "SelectorMatchedNothing";
 }
 
 /// Sets the condition of `type_`: a changed status moves `lastTransitionTime` to `now`, an

@@ -1,6 +1,8 @@
 //! The BackupPlan reconciler's decisions, from fetched objects to what it would write.
 
 mod maintenance;
+mod queue;
+mod selection;
 mod snapshots;
 
 use super::decide::ACTIVE_REQUEUE;
