@@ -93,8 +93,16 @@ impl Queue {
             };
             let waiting = i64::try_from(ledger.waiting(class)).unwrap_or(i64::MAX);
             let running = i64::try_from(ledger.running(class)).unwrap_or(i64::MAX);
-            metrics.queue.queued_runs.get_or_create(&labels).set(waiting);
-            metrics.queue.running_runs.get_or_create(&labels).set(running);
+            metrics
+                .queue
+                .queued_runs
+                .get_or_create(&labels)
+                .set(waiting);
+            metrics
+                .queue
+                .running_runs
+                .get_or_create(&labels)
+                .set(running);
         }
     }
 }
