@@ -13,6 +13,9 @@ pub mod types {
     pub const LAST_BACKUP_SUCCEEDED: &str = "LastBackupSucceeded";
     /// A Restore is over (`True`: it succeeded; `False` with a reason: it failed).
     pub const COMPLETE: &str = "Complete";
+    /// `False` while a volume selector of the plan matches no claim (its other volumes and
+    /// databases are backed up); absent otherwise.
+    pub const VOLUMES_SELECTED: &str = "VolumesSelected";
 }
 
 /// Declares [`Reason`]: each variant with its doc comment and the string the API carries. A new
@@ -182,6 +185,13 @@ reasons! {
     PruneSucceeded => "PruneSucceeded",
     /// A check found no problem.
     CheckSucceeded => "CheckSucceeded",
+
+    // The concurrency limits and hashed schedules.
+    /// Running=False: a due run waits for a slot under the operator's concurrency limits.
+    Queued => "Queued",
+    /// A volume `selector` matched no PersistentVolumeClaim, and the plan backs up its other
+    /// volumes and databases (a condition of its own, `VolumesSelected=False`).
+    SelectorMatchedNothing => "SelectorMatchedNothing",
 }
 
 impl Reason {

@@ -12,10 +12,12 @@
 
 pub mod admission;
 pub mod api;
+pub mod client;
 pub mod conditions;
 pub mod controller;
 pub mod csi;
 pub mod expansion;
+pub mod hashed_schedule;
 pub mod http;
 pub mod job;
 pub mod leader;

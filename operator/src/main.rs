@@ -9,6 +9,12 @@
 //! - `NEVERWIPED_WATCH_NAMESPACE`: reconcile only this namespace's resources (default: all).
 //! - `NEVERWIPED_TENANT_POLICY`: the cluster admin's limits on plans and Restores, as JSON
 //!   (the chart's `policy` values; default: none).
+//! - `NEVERWIPED_MAX_RUNNING_BACKUPS` (`25`), `NEVERWIPED_MAX_RUNNING_MAINTENANCE` (`5`),
+//!   `NEVERWIPED_MAX_RUNNING_PER_NODE` (`3`), `NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST` (`10`):
+//!   how many backup Jobs, prune and check Jobs, Jobs pinned to one node and Jobs using one
+//!   repository host run at once; `0` is no limit. A run beyond them waits in a queue.
+//! - `NEVERWIPED_PLAN_SELECTOR`: reconcile only the BackupPlans and Restores this label selector
+//!   matches (default: all).
 //! - `NEVERWIPED_LEADER_ELECTION`: `false` runs the controllers without a Lease (one replica only).
 //! - `NEVERWIPED_LEASE_NAME` (`neverwiped-operator`), `NEVERWIPED_LEASE_NAMESPACE` (default: the
 //!   pod's namespace, `POD_NAMESPACE` or the service account's), `NEVERWIPED_LEASE_DURATION`
@@ -17,11 +23,13 @@
 //! - `NEVERWIPED_LOG_FORMAT`: `json` for JSON logs; `RUST_LOG` filters them (`info`).
 //! - `KUBECONFIG` or the in-cluster service account: how to reach the API server.
 
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use futures::FutureExt;
+use neverwiped_operator::controller::queue::Limits;
 use neverwiped_operator::controller::{self, Context, Settings};
 use neverwiped_operator::http::{self, Health};
 use neverwiped_operator::leader::{LeaderElector, LeaderSettings};
@@ -54,6 +62,8 @@ async fn main() -> anyhow::Result<()> {
     settings.watch_namespace = non_empty_env("NEVERWIPED_WATCH_NAMESPACE");
     settings.tenant_policy =
         TenantPolicy::from_json(&std::env::var(POLICY_ENV).unwrap_or_default())?;
+    settings.limits = limits()?;
+    settings.plan_selector = non_empty_env("NEVERWIPED_PLAN_SELECTOR");
     let leader_settings = leader_settings()?;
     let address = std::env::var("NEVERWIPED_HTTP_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
 
@@ -68,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(%address, "serving /healthz, /readyz and /metrics");
     tokio::spawn(http::serve(listener, health.clone()));
 
-    let client = kube::Client::try_default()
+    let client = neverwiped_operator::client::counting_client(&metrics)
         .await
         .context("cannot configure a Kubernetes client")?;
     let version = client
@@ -149,6 +159,31 @@ async fn run_controllers(
             "reconciles still running at the end of the shutdown grace; stopping without them"
         );
     }
+}
+
+/// The concurrency limits from the environment; an unset variable keeps its default.
+fn limits() -> anyhow::Result<Limits> {
+    let defaults = Limits::default();
+    let limit = |name: &str, default: Option<NonZeroUsize>| -> anyhow::Result<_> {
+        match non_empty_env(name) {
+            None => Ok(default),
+            Some(text) => {
+                let value: usize = text
+                    .parse()
+                    .with_context(|| format!("{name} must be a number of Jobs (0: no limit)"))?;
+                Ok(NonZeroUsize::new(value))
+            }
+        }
+    };
+    Ok(Limits {
+        backups: limit("NEVERWIPED_MAX_RUNNING_BACKUPS", defaults.backups)?,
+        maintenance: limit("NEVERWIPED_MAX_RUNNING_MAINTENANCE", defaults.maintenance)?,
+        per_node: limit("NEVERWIPED_MAX_RUNNING_PER_NODE", defaults.per_node)?,
+        per_repository_host: limit(
+            "NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST",
+            defaults.per_repository_host,
+        )?,
+    })
 }
 
 fn non_empty_env(name: &str) -> Option<String> {

@@ -60,6 +60,20 @@ pub struct ErrorLabels {
     pub error: String,
 }
 
+/// Labels of the operator's requests to the API server.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiRequestLabels {
+    /// `GET`, `WATCH`, `POST`, `PUT`, `PATCH`, `DELETE`.
+    pub verb: String,
+}
+
+/// Labels of the concurrency queue's gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// `backup` or `maintenance`.
+    pub class: String,
+}
+
 /// The `result` label of a finished run: the outcome's name in the API.
 pub fn outcome_label(outcome: RunOutcome) -> &'static str {
     match outcome {
@@ -98,6 +112,10 @@ pub struct Metrics {
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// 1 while this replica holds the leader Lease and runs the controllers.
     pub leader: Gauge,
+    /// The concurrency limits' queue.
+    pub queue: QueueMetrics,
+    /// Requests the operator sent to the API server, by verb.
+    pub api_requests: Family<ApiRequestLabels, Counter>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -125,6 +143,8 @@ impl Default for Metrics {
             reconciliations: Family::default(),
             reconcile_errors: Family::default(),
             leader: Gauge::default(),
+            queue: QueueMetrics::default(),
+            api_requests: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -197,11 +217,47 @@ impl Default for Metrics {
             "1 while this replica holds the leader Lease and runs the controllers",
             metrics.leader.clone(),
         );
+        register_queue_metrics(&mut registry, &metrics);
         Metrics {
             registry,
             ..metrics
         }
     }
+}
+
+/// The concurrency limits' queue, by class (`backup`, `maintenance`).
+#[derive(Default)]
+pub struct QueueMetrics {
+    /// Runs waiting for a slot.
+    pub queued_runs: Family<QueueLabels, Gauge>,
+    /// Runs holding a slot (their Job runs, or was just admitted).
+    pub running_runs: Family<QueueLabels, Gauge>,
+    /// Runs that had to wait for a slot before they started.
+    pub runs_queued: Family<QueueLabels, Counter>,
+}
+
+/// The concurrency queue's metrics and the operator's API requests.
+fn register_queue_metrics(registry: &mut Registry, metrics: &Metrics) {
+    registry.register(
+        "queued_runs",
+        "Runs waiting for a slot under the concurrency limits",
+        metrics.queue.queued_runs.clone(),
+    );
+    registry.register(
+        "running_runs",
+        "Runs holding a slot under the concurrency limits",
+        metrics.queue.running_runs.clone(),
+    );
+    registry.register(
+        "runs_queued",
+        "Runs that waited for a slot before they started",
+        metrics.queue.runs_queued.clone(),
+    );
+    registry.register(
+        "api_requests",
+        "Requests the operator sent to the Kubernetes API server, by verb",
+        metrics.api_requests.clone(),
+    );
 }
 
 impl Metrics {

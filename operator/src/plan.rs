@@ -137,6 +137,9 @@ pub struct ResolvedPlan {
     pub deadline: SignedDuration,
     /// The claims to back up, by name, each once.
     pub claims: Vec<ResolvedClaim>,
+    /// Volume selectors that matched no claim, while the plan has other things to back up
+    /// ([`Problem::NoVolumesSelected`] each): shown, not stopping the plan.
+    pub unmatched_selectors: Vec<Problem>,
 }
 
 /// Every Secret key a BackupPlan needs.
@@ -211,11 +214,13 @@ pub fn check_secrets(uses: &[SecretUse], secrets: &SecretKeys) -> Vec<Problem> {
     problems
 }
 
-/// Resolves the plan's volume entries to claims: by name, or by label selector.
+/// Resolves the plan's volume entries to claims: by name, or by label selector. A selector that
+/// matches nothing stops the plan only when it has nothing else to back up; otherwise it comes
+/// back, with the claims, as a problem to show (a condition of its own, not `Ready=False`).
 pub fn resolve_claims(
     spec: &BackupPlanSpec,
     claims: &[PersistentVolumeClaim],
-) -> Result<Vec<ResolvedClaim>, Vec<Problem>> {
+) -> Result<(Vec<ResolvedClaim>, Vec<Problem>), Vec<Problem>> {
     let mut resolved: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut problems = Vec::new();
     let live = |claim: &&PersistentVolumeClaim| claim.metadata.deletion_timestamp.is_none();
@@ -269,12 +274,18 @@ pub fn resolve_claims(
             }
         }
     }
-    if problems.is_empty() {
-        Ok(resolved
+    let (unmatched, mut problems): (Vec<Problem>, Vec<Problem>) = problems
+        .into_iter()
+        .partition(|p| matches!(p, Problem::NoVolumesSelected { .. }));
+    let something_else = !resolved.is_empty() || !spec.databases.is_empty();
+    if problems.is_empty() && (unmatched.is_empty() || something_else) {
+        let resolved = resolved
             .into_iter()
             .map(|(name, excludes)| ResolvedClaim { name, excludes })
-            .collect())
+            .collect();
+        Ok((resolved, unmatched))
     } else {
+        problems.extend(unmatched);
         Err(problems)
     }
 }
@@ -285,13 +296,24 @@ pub fn resolve_plan(
     secrets: &SecretKeys,
     claims: &[PersistentVolumeClaim],
 ) -> Result<ResolvedPlan, Vec<Problem>> {
+    resolve_plan_seeded(spec, "", secrets, claims)
+}
+
+/// [`resolve_plan`], where `seed` (the plan's `namespace/name`) gives each `H` of its schedules
+/// the plan's own value.
+pub fn resolve_plan_seeded(
+    spec: &BackupPlanSpec,
+    seed: &str,
+    secrets: &SecretKeys,
+    claims: &[PersistentVolumeClaim],
+) -> Result<ResolvedPlan, Vec<Problem>> {
     let mut problems = Vec::new();
-    let schedule = Schedule::parse(&spec.schedule, &spec.time_zone)
+    let schedule = Schedule::parse_hashed(&spec.schedule, &spec.time_zone, seed)
         .map_err(|error| problems.push(Problem::Schedule(error)))
         .ok();
     let maintenance = &spec.maintenance;
-    let mut maintenance_schedule = |field, expression: &str| {
-        Schedule::parse(expression, &spec.time_zone)
+    let mut maintenance_schedule = |field: &'static str, expression: &str| {
+        Schedule::parse_hashed(expression, &spec.time_zone, &format!("{seed}/{field}"))
             .map_err(|error| problems.push(Problem::MaintenanceSchedule { field, error }))
             .ok()
     };
@@ -322,13 +344,14 @@ pub fn resolve_plan(
             Some(prune_schedule),
             Some(check_schedule),
             Some(deadline),
-            Some(claims),
+            Some((claims, unmatched_selectors)),
         ) if problems.is_empty() => Ok(ResolvedPlan {
             schedule,
             prune_schedule,
             check_schedule,
             deadline,
             claims,
+            unmatched_selectors,
         }),
         _ => Err(problems),
     }

@@ -1,6 +1,9 @@
 //! When a BackupPlan runs: its cron schedule read in its time zone, the next run, and what to do
 //! about runs missed while the operator was down or a previous run was still going.
 //!
+//! A field may hold a Jenkins-style `H` ([`crate::hashed_schedule`]): [`Schedule::parse_hashed`]
+//! replaces it with the plan's own value first.
+//!
 //! Daylight saving time follows the usual cron rules (croner's): a time a spring-forward change
 //! skips runs at the first instant after the gap; a time a fall-back change repeats runs once, at
 //! its first occurrence; schedules of every hour or minute keep running through both halves.
@@ -25,7 +28,7 @@ pub const MAX_COUNTED_MISSED_RUNS: u32 = 1000;
 /// A schedule that could not be understood; the message tells the user what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {
-    #[error("schedule {expression:?} is not a cron schedule ({detail}); write five fields \"minute hour day-of-month month day-of-week\", e.g. \"30 2 * * *\", or @hourly, @daily, @weekly, @monthly")]
+    #[error("schedule {expression:?} is not a cron schedule ({detail}); write five fields \"minute hour day-of-month month day-of-week\", e.g. \"30 2 * * *\", or @hourly, @daily, @weekly, @monthly; H picks a time of the plan's own, e.g. \"H H(1-5) * * *\" once a day between 01:00 and 05:59")]
     InvalidSchedule { expression: String, detail: String },
     #[error("time zone {name:?} is not an IANA time zone name; use one such as \"UTC\", \"Europe/Berlin\" or \"America/New_York\"")]
     InvalidTimeZone { name: String },
@@ -35,6 +38,8 @@ pub enum ScheduleError {
 #[derive(Debug, Clone)]
 pub struct Schedule {
     expression: String,
+    /// The expression with every `H` replaced (the same when it has none).
+    resolved: String,
     cron: Cron,
     time_zone: TimeZone,
 }
@@ -64,6 +69,7 @@ impl Schedule {
         })?;
         let schedule = Schedule {
             expression: expression.to_owned(),
+            resolved: expression.to_owned(),
             cron,
             time_zone: zone,
         };
@@ -74,9 +80,35 @@ impl Schedule {
         Ok(schedule)
     }
 
+    /// Parses like [`Schedule::parse`], after replacing every `H` with the value `seed` (the
+    /// plan's `namespace/name`) gives it.
+    pub fn parse_hashed(
+        expression: &str,
+        time_zone: &str,
+        seed: &str,
+    ) -> Result<Schedule, ScheduleError> {
+        let written = |detail: String| ScheduleError::InvalidSchedule {
+            expression: expression.to_owned(),
+            detail,
+        };
+        let resolved = crate::hashed_schedule::resolve(expression, seed).map_err(written)?;
+        let mut schedule = Schedule::parse(&resolved, time_zone).map_err(|error| match error {
+            ScheduleError::InvalidSchedule { detail, .. } => written(detail),
+            other => other,
+        })?;
+        schedule.expression = expression.to_owned();
+        schedule.resolved = resolved;
+        Ok(schedule)
+    }
+
     /// The expression as written.
     pub fn expression(&self) -> &str {
         &self.expression
+    }
+
+    /// The expression with every `H` replaced by this plan's value: when it really runs.
+    pub fn resolved(&self) -> &str {
+        &self.resolved
     }
 
     /// The time between the next two scheduled times after `after`: the schedule's nominal

@@ -573,6 +573,10 @@ def the_operator_environment_follows_the_values() -> None:
         "NEVERWIPED_SIDECAR_IMAGE_PULL_POLICY": "IfNotPresent",
         "NEVERWIPED_HTTP_ADDR": "0.0.0.0:8080",
         "NEVERWIPED_CATCH_UP_WINDOW": "24h",
+        "NEVERWIPED_MAX_RUNNING_BACKUPS": "25",
+        "NEVERWIPED_MAX_RUNNING_MAINTENANCE": "5",
+        "NEVERWIPED_MAX_RUNNING_PER_NODE": "3",
+        "NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST": "10",
         "NEVERWIPED_LEADER_ELECTION": "true",
         "NEVERWIPED_LEASE_NAME": "neverwiped-operator",
         "NEVERWIPED_LEASE_DURATION": "15s",
@@ -591,6 +595,10 @@ def the_operator_environment_follows_the_values() -> None:
                         "RUST_LOG": "info,neverwiped_operator=debug", "TZ": "UTC"}.items():
         expect(env.get(name) == value, f"{name} = {env.get(name)!r}, not {value!r}")
     expect(Rendered(NAMESPACED).operator()["spec"]["replicas"] == 2, "replicaCount")
+
+    env = Rendered({"concurrency": {"backups": 0, "perNode": 1}}).operator_env()
+    expect(env["NEVERWIPED_MAX_RUNNING_BACKUPS"] == "0"
+           and env["NEVERWIPED_MAX_RUNNING_PER_NODE"] == "1", "concurrency values")
 
     env = Rendered({"leaderElection": {"enabled": False}}).operator_env()
     expect(env["NEVERWIPED_LEADER_ELECTION"] == "false"

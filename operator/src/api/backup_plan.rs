@@ -45,6 +45,8 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
     printcolumn = r#"{"name":"Bytes Sent","type":"integer","jsonPath":".status.lastRun.bytesSent"}"#,
     printcolumn = r#"{"name":"Repository","type":"string","jsonPath":".status.repository.size"}"#,
     printcolumn = r#"{"name":"Next Run","type":"string","jsonPath":".status.nextScheduleTime"}"#,
+    printcolumn = r#"{"name":"Runs At","type":"string","jsonPath":".status.resolvedSchedule"}"#,
+    printcolumn = r#"{"name":"Queued","type":"integer","jsonPath":".status.queued.position"}"#,
     printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend","priority":1}"#,
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.lastRun.snapshotId","priority":1}"#,
     printcolumn = r#"{"name":"Snapshots","type":"integer","jsonPath":".status.repository.snapshots","priority":1}"#,
@@ -405,6 +407,36 @@ pub struct BackupPlanStatus {
     /// The plan's own snapshots in the repository, as the last backup or prune listed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshots: Option<super::PlanSnapshots>,
+    /// A run that is due but waits for a slot under the operator's concurrency limits; it starts
+    /// when one frees, and its deadline counts from then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<QueuedRun>,
+    /// `spec.schedule` with every `H` replaced by this plan's own value: when it really runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_schedule: Option<String>,
+}
+
+/// A run waiting for a slot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuedRun {
+    /// A backup, prune or check.
+    pub kind: RunKind,
+    pub trigger: RunTrigger,
+    /// The scheduled time it runs for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_time: Option<Time>,
+    /// The `spec.manualTrigger` value it runs for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual_trigger: Option<String>,
+    /// When it started waiting: its place in the queue (oldest first, one per namespace in turn).
+    pub since: Time,
+    /// Its place in the queue when last looked at (1 is next).
+    pub position: i64,
+    /// How many runs waited then.
+    pub waiting: i64,
+    /// The limit it waits for.
+    pub message: String,
 }
 
 /// The repository's size and content.

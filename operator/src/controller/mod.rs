@@ -3,6 +3,7 @@
 
 pub mod backup_plan;
 pub mod effects;
+pub mod queue;
 pub mod restore;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -48,6 +49,11 @@ pub struct Settings {
     pub snapshot_poll: Duration,
     /// What the cluster admin allows plans and Restores to ask for.
     pub tenant_policy: crate::tenant_policy::TenantPolicy,
+    /// How many runs may run at once (the chart sets them; none by default here).
+    pub limits: queue::Limits,
+    /// Reconcile only the BackupPlans and Restores this label selector matches (`None`: all), so
+    /// that several operators can share a cluster, each with its own share of the plans.
+    pub plan_selector: Option<String>,
 }
 
 impl Settings {
@@ -65,6 +71,8 @@ impl Settings {
             watch_namespace: None,
             snapshot_poll: Duration::from_secs(5),
             tenant_policy: Default::default(),
+            limits: queue::Limits::UNLIMITED,
+            plan_selector: None,
         }
     }
 }
@@ -75,6 +83,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
+    /// The concurrency limits' ledger, shared by every reconcile.
+    pub queue: Arc<queue::Queue>,
     /// Consecutive failures per object, for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -86,6 +96,7 @@ impl Context {
             recorder: Recorder::new(client.clone(), FIELD_MANAGER.into(), instance),
             client,
             metrics,
+            queue: Arc::new(queue::Queue::new(settings.limits)),
             settings,
             failures: Mutex::new(HashMap::new()),
         }
@@ -223,7 +234,8 @@ fn plan_waits_for_claims(plan: &BackupPlan, namespace: Option<&str>) -> bool {
     plan.namespace().as_deref() == namespace && !plan.spec.volumes.is_empty() && !ready
 }
 
-/// Runs both controllers until `stop` resolves (then lets running reconciles finish).
+/// Runs both controllers, and the watch of Jobs that keeps the concurrency limits' ledger, until
+/// `stop` resolves (then lets running reconciles finish).
 ///
 /// Secrets and PersistentVolumeClaims are watched by metadata only (no Secret's data is ever
 /// listed or held): a plan or Restore waiting for one that is missing runs as soon as it appears.
@@ -232,10 +244,26 @@ pub async fn run(
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let stop = futures::FutureExt::shared(Box::pin(stop));
+    let jobs = queue::watch::run(
+        ctx.queue.clone(),
+        ctx.client.clone(),
+        ctx.settings.watch_namespace.clone(),
+        ctx.metrics.clone(),
+        stop.clone(),
+    );
     futures::join!(
+        jobs,
         run_plans(ctx.clone(), stop.clone()),
         run_restores(ctx, stop)
     );
+}
+
+/// The watch of the BackupPlans or Restores the operator reconciles.
+fn selected(settings: &Settings) -> watcher::Config {
+    match &settings.plan_selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    }
 }
 
 /// The BackupPlan controller: plans, their Jobs, and the Secrets and claims they wait for.
@@ -248,7 +276,7 @@ where
     let namespace = namespace.as_deref();
     let plans = Controller::new(
         scoped_api::<BackupPlan>(&client, namespace),
-        watcher::Config::default(),
+        selected(&ctx.settings),
     )
     .owns(
         scoped_api::<Job>(&client, namespace),
@@ -283,7 +311,15 @@ where
                 .map(|plan| ObjectRef::from_obj(plan.as_ref()))
                 .collect::<Vec<_>>()
         })
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(stop);
+    // A plan waiting for a slot is reconciled when one frees.
+    let plans = match ctx.queue.take_wakeups() {
+        Some(woken) => plans.reconcile_on(futures::stream::unfold(woken, |mut woken| async {
+            woken.recv().await.map(|plan| (plan, woken))
+        })),
+        None => plans,
+    };
+    let plans = plans
         .run(backup_plan::reconcile, error_policy, ctx.clone())
         .for_each(|result| async move {
             if let Err(error) = result {
@@ -305,7 +341,7 @@ where
     // the unfinished Restores there (they are few and short-lived).
     let restores = Controller::new(
         scoped_api::<Restore>(&client, namespace),
-        watcher::Config::default(),
+        selected(&ctx.settings),
     )
     .owns(
         scoped_api::<Job>(&client, namespace),

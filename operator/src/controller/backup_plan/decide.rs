@@ -1,9 +1,11 @@
-//! [`decide`]: everything about a plan at one instant, from what was fetched. No I/O.
+//! [`decide`]: everything about a plan at one instant, from what was fetched, and the answers of
+//! the concurrency limits' gate ([`decide_with`]). No I/O.
 
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::admit::{self, Waiting};
 use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
 use super::occupant::{Occupant, PreparingRun};
@@ -14,6 +16,7 @@ use crate::conditions::{
     condition_state, find_condition, set_condition, types, ConditionStatus, Reason,
 };
 use crate::controller::effects::PlannedEvent;
+use crate::controller::queue::{Gate, Open, RunClass, QUEUED_RECHECK};
 use crate::controller::Settings;
 use crate::plan::{not_ready, Problem};
 use crate::recorder::EventType;
@@ -24,12 +27,24 @@ const MAX_REQUEUE: Duration = Duration::from_secs(3600);
 /// While a Job runs, its changes wake the reconciler; this only covers a missed watch event.
 pub(super) const ACTIVE_REQUEUE: Duration = Duration::from_secs(300);
 
-/// Decides everything about `plan` at `now`, from what was fetched. No I/O.
+/// Decides everything about `plan` at `now`, from what was fetched, with no concurrency limit.
 pub fn decide(
     plan: &BackupPlan,
     observed: &ObservedPlan,
     now: Timestamp,
     settings: &Settings,
+) -> PlanDecision {
+    decide_with(plan, observed, now, settings, &mut Open)
+}
+
+/// Decides everything about `plan` at `now`, from what was fetched; a run starts only when
+/// `gate` admits it. No I/O.
+pub fn decide_with(
+    plan: &BackupPlan,
+    observed: &ObservedPlan,
+    now: Timestamp,
+    settings: &Settings,
+    gate: &mut dyn Gate,
 ) -> PlanDecision {
     let generation = plan.metadata.generation;
     let mut decision = PlanDecision::starting_from(plan.status.clone().unwrap_or_default());
@@ -58,6 +73,8 @@ pub fn decide(
     let ready = resolve(plan, observed, &settings.tenant_policy);
     let ready_message = match &ready {
         Err(_) => {
+            // A run that waited keeps its place in the status for when the plan is ready again.
+            gate.withdraw(&admit::run_key(plan));
             decision.status.next_schedule_time = None;
             String::new()
         }
@@ -69,6 +86,7 @@ pub fn decide(
                 occupant,
                 now,
                 settings,
+                gate,
                 &mut decision,
             );
             ready_message(plan.spec.suspend, &decision.status)
@@ -87,6 +105,12 @@ pub fn decide(
     );
     if let Occupant::PreparingSnapshots(preparing) = &occupant {
         show_preparing(preparing, generation, now, &mut decision.status);
+    }
+    if occupant.is_idle() {
+        admit::show_queued(&mut decision.status, generation, now);
+    }
+    if let Ok(ready) = &ready {
+        show_selection(ready, generation, now, &mut decision.status);
     }
     let current_run = occupant.active_run().map(|run| run.job_name.as_str());
     (decision.delete_snapshots, decision.delete_claims) =
@@ -108,7 +132,8 @@ pub fn decide(
 }
 
 /// For a ready plan: starts a due backup, or moves a prepared one on, or starts a due prune or
-/// check; returns what occupies the plan after.
+/// check, each when the gate admits it; returns what occupies the plan after.
+#[allow(clippy::too_many_arguments)]
 fn start_or_advance<'a>(
     plan: &BackupPlan,
     observed: &ObservedPlan,
@@ -116,6 +141,7 @@ fn start_or_advance<'a>(
     occupant: Occupant<'a>,
     now: Timestamp,
     settings: &Settings,
+    gate: &mut dyn Gate,
     decision: &mut PlanDecision,
 ) -> Occupant<'a> {
     let remove_stale_locks = !runs::plan_pod_alive(
@@ -124,15 +150,24 @@ fn start_or_advance<'a>(
     );
     let request = triggers::due(plan, ready, occupant.is_idle(), now, settings, decision);
     let occupant = match (occupant, request) {
-        (Occupant::Idle, Some(request)) => runs::start(
-            plan,
-            ready,
-            request,
-            remove_stale_locks,
-            now,
-            settings,
-            decision,
-        ),
+        (Occupant::Idle, Some(request)) => {
+            let footprint = admit::footprint(plan, ready, RunClass::Backup);
+            let waiting = Waiting::backup(&request);
+            if !admit::admit(plan, footprint, waiting, &mut decision.status, gate, now) {
+                // It waits for a slot: nothing else of the plan starts before it.
+                maintenance::show_next(plan, &ready.plan, &mut decision.status, now);
+                return Occupant::Idle;
+            }
+            runs::start(
+                plan,
+                ready,
+                request,
+                remove_stale_locks,
+                now,
+                settings,
+                decision,
+            )
+        }
         (Occupant::PreparingSnapshots(preparing), _) => snapshots::advance(
             plan,
             ready,
@@ -145,11 +180,18 @@ fn start_or_advance<'a>(
         ),
         (occupant, _) => occupant,
     };
+    // A run taking VolumeSnapshots has no Job yet: it keeps the slot it was admitted to.
+    if matches!(occupant, Occupant::PreparingSnapshots(_)) {
+        let footprint = admit::footprint(plan, ready, RunClass::Backup);
+        gate.hold(&admit::run_key(plan), &footprint, now);
+    }
     // An idle plan prunes and checks its repository when they are due.
     if !occupant.is_idle() {
         maintenance::show_next(plan, &ready.plan, &mut decision.status, now);
         return occupant;
     }
+    // A prune or check refused by the gate stays due: its schedule is not moved on.
+    let before = (decision.status.prune.clone(), decision.status.check.clone());
     match maintenance::start_due(
         plan,
         &ready.plan,
@@ -159,11 +201,26 @@ fn start_or_advance<'a>(
         &settings.job,
     ) {
         Some(started) => {
+            let footprint = admit::footprint(plan, ready, RunClass::Maintenance);
+            let waiting = Waiting {
+                kind: started.active.kind,
+                trigger: started.active.trigger,
+                scheduled_time: started.active.scheduled_time.as_ref().map(|t| t.0),
+                manual_trigger: None,
+            };
+            if !admit::admit(plan, footprint, waiting, &mut decision.status, gate, now) {
+                (decision.status.prune, decision.status.check) = before;
+                return Occupant::Idle;
+            }
             decision.create = Some(started.job);
             decision.events.push(started.event);
             Occupant::Maintenance(started.active)
         }
-        None => Occupant::Idle,
+        None => {
+            decision.status.queued = None;
+            gate.withdraw(&admit::run_key(plan));
+            Occupant::Idle
+        }
     }
 }
 
@@ -185,6 +242,38 @@ fn show_preparing(
             "Job {} starts when its VolumeSnapshots are ready ({ready} of {taken})",
             preparing.run.job_name
         ),
+        generation,
+        now,
+    );
+}
+
+/// The schedule as it really runs, and `VolumesSelected=False` while a selector matches nothing
+/// (the plan's other volumes and databases are backed up meanwhile).
+fn show_selection(
+    ready: &ReadyPlan,
+    generation: Option<i64>,
+    now: Timestamp,
+    status: &mut BackupPlanStatus,
+) {
+    status.resolved_schedule = Some(ready.plan.schedule.resolved().to_owned());
+    let unmatched = &ready.plan.unmatched_selectors;
+    if unmatched.is_empty() {
+        status
+            .conditions
+            .retain(|c| c.type_ != types::VOLUMES_SELECTED);
+        return;
+    }
+    let message = unmatched
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    set_condition(
+        &mut status.conditions,
+        types::VOLUMES_SELECTED,
+        ConditionStatus::False,
+        Reason::SelectorMatchedNothing,
+        format!("{message}; the plan's other volumes and databases are backed up"),
         generation,
         now,
     );
@@ -226,6 +315,9 @@ fn requeue_after(
         settings.not_ready_recheck
     } else if !occupant.is_idle() {
         ACTIVE_REQUEUE
+    } else if status.queued.is_some() {
+        // A freed slot wakes the plan; this only covers a missed wake-up.
+        QUEUED_RECHECK
     } else {
         status
             .next_schedule_time

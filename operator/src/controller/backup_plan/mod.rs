@@ -6,6 +6,7 @@
 //! occupies it ([`Occupant`]); resolves the spec ([`resolve`]); then, if the plan is free, asks
 //! [`triggers`] whether a backup is due, or [`maintenance`] whether a prune or check is.
 
+mod admit;
 mod decide;
 mod decision;
 mod fetch;
@@ -37,7 +38,7 @@ use crate::api::BackupPlan;
 use crate::csi::VolumeSnapshot;
 use crate::metrics::PlanLabels;
 
-pub use decide::decide;
+pub use decide::{decide, decide_with};
 pub use decision::PlanDecision;
 pub use fetch::{fetch, owned_by, ObservedPlan};
 pub use occupant::Occupant;
@@ -70,9 +71,23 @@ pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Actio
 /// Fetches what a plan names, [`decide`]s, and applies the decision.
 pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
     let observed = fetch(&ctx.client, &plan).await?;
-    let decision = decide(&plan, &observed, Timestamp::now(), &ctx.settings);
+    let now = Timestamp::now();
+    let decision = ctx.queue.with_gate(now, |gate| {
+        decide_with(&plan, &observed, now, &ctx.settings, gate)
+    });
     execute(&ctx, plan.as_ref(), &decision.effects()).await?;
     metrics::record(&ctx.metrics, &plan, &decision);
+    let queued_before = plan.status.as_ref().and_then(|s| s.queued.as_ref());
+    if let (None, Some(queued)) = (queued_before, &decision.status.queued) {
+        let class = match queued.kind {
+            crate::api::RunKind::Backup => "backup",
+            _ => "maintenance",
+        };
+        let labels = crate::metrics::QueueLabels {
+            class: class.into(),
+        };
+        ctx.metrics.queue.runs_queued.get_or_create(&labels).inc();
+    }
     Ok(Action::requeue(decision.requeue_after))
 }
 
@@ -112,6 +127,7 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
     for delete in deletes {
         delete_object(client, &namespace, &delete).await?;
     }
+    ctx.queue.forget(&admit::run_key(plan), Timestamp::now());
     ctx.metrics.remove_plan(&PlanLabels {
         namespace,
         plan: name,

@@ -8,7 +8,7 @@ use super::fetch::ObservedPlan;
 use crate::admission::check_backup_plan;
 use crate::api::BackupPlan;
 use crate::job::LABEL_RUN;
-use crate::plan::{resolve_plan, Problem, ResolvedPlan};
+use crate::plan::{resolve_plan_seeded, Problem, ResolvedPlan};
 use crate::tenant_policy::TenantPolicy;
 use crate::volumes::{choose_reads, direct_placement, SnapshotSupport, VolumeRead};
 
@@ -59,7 +59,12 @@ pub fn resolve(
         .filter(|c| !c.labels().contains_key(LABEL_RUN))
         .cloned()
         .collect();
-    let resolved = match resolve_plan(spec, &observed.secrets, &claims) {
+    let seed = format!(
+        "{}/{}",
+        plan.namespace().unwrap_or_default(),
+        plan.name_any()
+    );
+    let resolved = match resolve_plan_seeded(spec, &seed, &observed.secrets, &claims) {
         Ok(resolved) => resolved,
         Err(found) => {
             problems.extend(found);

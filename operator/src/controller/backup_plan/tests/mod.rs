@@ -2,6 +2,8 @@
 
 mod listed_snapshots;
 mod maintenance;
+mod queue;
+mod selection;
 mod snapshots;
 
 use super::decide::ACTIVE_REQUEUE;

@@ -1,0 +1,119 @@
+//! A plan's runs at the gate ([`crate::controller::queue`]): what a run takes from the limits, its
+//! admission, and how a run that waits shows in the status.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use super::resolve::ReadyPlan;
+use super::triggers::RunRequest;
+use crate::api::{BackupPlan, BackupPlanStatus, QueuedRun, RunKind, RunTrigger};
+use crate::conditions::{set_condition, types, ConditionStatus, Reason};
+use crate::controller::queue::{
+    repository_host, Admission, Demand, Footprint, Gate, RunClass, RunKey,
+};
+
+/// The plan's place in the ledger.
+pub fn run_key(plan: &BackupPlan) -> RunKey {
+    RunKey::plan(plan.namespace().unwrap_or_default(), plan.name_any())
+}
+
+/// What a backup (`class` Backup, pinned to the node of directly read volumes) or a prune or
+/// check (never pinned) takes.
+pub fn footprint(plan: &BackupPlan, ready: &ReadyPlan, class: RunClass) -> Footprint {
+    Footprint {
+        class,
+        node: match class {
+            RunClass::Backup => ready.direct_node.clone(),
+            _ => None,
+        },
+        host: repository_host(&plan.spec.repository.url),
+    }
+}
+
+/// The run that waits, as the status will show it when the gate says no.
+pub struct Waiting {
+    pub kind: RunKind,
+    pub trigger: RunTrigger,
+    pub scheduled_time: Option<Timestamp>,
+    pub manual_trigger: Option<String>,
+}
+
+impl Waiting {
+    pub fn backup(request: &RunRequest) -> Waiting {
+        Waiting {
+            kind: RunKind::Backup,
+            trigger: request.trigger,
+            scheduled_time: request.scheduled_time,
+            manual_trigger: request.manual_trigger.clone(),
+        }
+    }
+}
+
+/// Asks the gate whether `waiting` may start now; when it may not, `status.queued` says where it
+/// waits and why. Returns whether it starts.
+pub fn admit(
+    plan: &BackupPlan,
+    footprint: Footprint,
+    waiting: Waiting,
+    status: &mut BackupPlanStatus,
+    gate: &mut dyn Gate,
+    now: Timestamp,
+) -> bool {
+    let since = status
+        .queued
+        .as_ref()
+        .filter(|queued| queued.kind == waiting.kind)
+        .map_or(now, |queued| queued.since.0);
+    let demand = Demand {
+        key: run_key(plan),
+        footprint,
+        since,
+    };
+    match gate.admit(&demand, now) {
+        Admission::Admitted => {
+            status.queued = None;
+            true
+        }
+        Admission::Queued {
+            position,
+            waiting: total,
+            blocked_by,
+        } => {
+            status.queued = Some(QueuedRun {
+                kind: waiting.kind,
+                trigger: waiting.trigger,
+                scheduled_time: waiting.scheduled_time.map(Time),
+                manual_trigger: waiting.manual_trigger,
+                since: Time(since),
+                position: i64::try_from(position).unwrap_or(i64::MAX),
+                waiting: i64::try_from(total).unwrap_or(i64::MAX),
+                message: blocked_by.to_string(),
+            });
+            false
+        }
+    }
+}
+
+/// The `Running` condition of a plan whose run waits for a slot.
+pub fn show_queued(status: &mut BackupPlanStatus, generation: Option<i64>, now: Timestamp) {
+    let Some(queued) = &status.queued else {
+        return;
+    };
+    let message = format!(
+        "a {} waits for a slot, number {} of {} in the queue: {}",
+        queued.kind.label(),
+        queued.position,
+        queued.waiting,
+        queued.message
+    );
+    set_condition(
+        &mut status.conditions,
+        types::RUNNING,
+        ConditionStatus::False,
+        Reason::Queued,
+        message,
+        generation,
+        now,
+    );
+}

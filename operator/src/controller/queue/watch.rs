@@ -1,0 +1,262 @@
+//! [`Queue`]: the [`Ledger`] the reconcilers share, kept up to date from a watch of the
+//! operator's Jobs ([`run`]), and the channel that wakes a waiting plan when a slot frees.
+//!
+//! The watch lists the Jobs first, so a restarted operator (or a new leader) counts what runs
+//! before it admits anything; each Job is reduced at once to what the limits count.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, ResourceExt};
+use tokio::sync::mpsc;
+
+use super::ledger::JobId;
+use super::{repository_host, Footprint, Gate, Ledger, Limits, Owner, RunClass, RunKey};
+use crate::api::BackupPlan;
+use crate::conditions::ConditionStatus;
+use crate::job::{LABEL_OPERATION, LABEL_PLAN, LABEL_RESTORE};
+use crate::metrics::{Metrics, QueueLabels};
+
+/// How often expired reservations and forgotten waiters are cleaned up.
+const EXPIRE_EVERY: Duration = Duration::from_secs(30);
+
+/// The shared ledger and the wake-up channel.
+pub struct Queue {
+    ledger: Mutex<Ledger>,
+    wake: mpsc::UnboundedSender<ObjectRef<BackupPlan>>,
+    woken: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<BackupPlan>>>>,
+}
+
+impl Queue {
+    pub fn new(limits: Limits) -> Queue {
+        let (wake, woken) = mpsc::unbounded_channel();
+        Queue {
+            ledger: Mutex::new(Ledger::new(limits)),
+            wake,
+            woken: Mutex::new(Some(woken)),
+        }
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        // A panic while holding the lock leaves a consistent ledger: every method completes its
+        // changes before it can panic.
+        self.ledger
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `decide` with the gate; wakes the plans a withdrawn waiter makes room for.
+    pub fn with_gate<T>(&self, now: Timestamp, decide: impl FnOnce(&mut dyn Gate) -> T) -> T {
+        let mut ledger = self.ledger();
+        let mut gate = Tracking {
+            ledger: &mut ledger,
+            freed: false,
+        };
+        let decided = decide(&mut gate);
+        if gate.freed {
+            let wake = ledger.wakeups(now);
+            self.send(wake);
+        }
+        decided
+    }
+
+    /// Forgets a deleted plan.
+    pub fn forget(&self, key: &RunKey, now: Timestamp) {
+        let wake = self.ledger().forget(key, now);
+        self.send(wake);
+    }
+
+    /// The stream of plans to reconcile because a slot freed (taken once, by the controller).
+    pub fn take_wakeups(&self) -> Option<mpsc::UnboundedReceiver<ObjectRef<BackupPlan>>> {
+        self.woken.lock().ok()?.take()
+    }
+
+    fn send(&self, keys: Vec<RunKey>) {
+        for key in keys {
+            if let Owner::Plan(name) = key.owner {
+                let _ = self.wake.send(ObjectRef::new(&name).within(&key.namespace));
+            }
+        }
+    }
+
+    fn update_metrics(&self, metrics: &Metrics) {
+        let ledger = self.ledger();
+        for class in [RunClass::Backup, RunClass::Maintenance] {
+            let labels = QueueLabels {
+                class: class_label(class).into(),
+            };
+            let waiting = i64::try_from(ledger.waiting(class)).unwrap_or(i64::MAX);
+            let running = i64::try_from(ledger.running(class)).unwrap_or(i64::MAX);
+            metrics
+                .queue
+                .queued_runs
+                .get_or_create(&labels)
+                .set(waiting);
+            metrics
+                .queue
+                .running_runs
+                .get_or_create(&labels)
+                .set(running);
+        }
+    }
+}
+
+fn class_label(class: RunClass) -> &'static str {
+    match class {
+        RunClass::Backup => "backup",
+        RunClass::Maintenance => "maintenance",
+        RunClass::Restore => "restore",
+    }
+}
+
+/// The gate as a reconcile sees it: notes whether a waiter left.
+struct Tracking<'a> {
+    ledger: &'a mut Ledger,
+    freed: bool,
+}
+
+impl Gate for Tracking<'_> {
+    fn admit(&mut self, demand: &super::Demand, now: Timestamp) -> super::Admission {
+        self.ledger.admit(demand, now)
+    }
+    fn hold(&mut self, key: &RunKey, footprint: &Footprint, now: Timestamp) {
+        self.ledger.hold(key, footprint, now);
+    }
+    fn withdraw(&mut self, key: &RunKey) {
+        self.freed |= self.ledger.remove_waiter(key);
+    }
+}
+
+/// What a Job takes from the limits while it runs; `None` for a Job that is not the operator's.
+pub fn job_footprint(job: &Job) -> Option<(JobId, RunKey, Footprint)> {
+    let labels = job.labels();
+    let (class, owner) = match labels.get(LABEL_OPERATION)?.as_str() {
+        "backup" => (
+            RunClass::Backup,
+            Owner::Plan(labels.get(LABEL_PLAN)?.clone()),
+        ),
+        "prune" | "check" => (
+            RunClass::Maintenance,
+            Owner::Plan(labels.get(LABEL_PLAN)?.clone()),
+        ),
+        "restore" => (
+            RunClass::Restore,
+            Owner::Restore(labels.get(LABEL_RESTORE)?.clone()),
+        ),
+        _ => return None,
+    };
+    let namespace = job.namespace()?;
+    let pod = job.spec.as_ref()?.template.spec.as_ref()?;
+    // The pod is pinned by a required node affinity on `metadata.name` (see `job/pod.rs`).
+    let node = pod.node_name.clone().or_else(|| {
+        let terms = &pod.affinity.as_ref()?.node_affinity.as_ref()?;
+        let selector = terms
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()?;
+        selector.node_selector_terms.iter().find_map(|term| {
+            term.match_fields.as_ref()?.iter().find_map(|field| {
+                (field.key == "metadata.name" && field.operator == "In")
+                    .then(|| field.values.as_ref()?.first().cloned())
+                    .flatten()
+            })
+        })
+    });
+    let host = pod.containers.iter().find_map(|container| {
+        let args = container.args.as_ref()?;
+        args.iter()
+            .find_map(|arg| arg.strip_prefix("rest:").and_then(repository_host))
+    });
+    let id = (namespace.clone(), job.name_any());
+    let key = RunKey { namespace, owner };
+    Some((id, key, Footprint { class, node, host }))
+}
+
+/// Whether a Job has ended (its `Complete` or `Failed` condition is true).
+pub fn job_finished(job: &Job) -> bool {
+    let conditions = job.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|conditions| {
+        conditions
+            .iter()
+            .filter(|c| matches!(c.type_.as_str(), "Complete" | "Failed"))
+            .any(|c| ConditionStatus::parse(&c.status) == ConditionStatus::True)
+    })
+}
+
+/// Watches the operator's Jobs into the ledger until `stop` resolves; wakes waiting plans when
+/// a slot frees, and updates the queue's metrics.
+pub async fn run(
+    queue: Arc<Queue>,
+    client: Client,
+    namespace: Option<String>,
+    metrics: Arc<Metrics>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let api = super::super::scoped_api::<Job>(&client, namespace.as_deref());
+    let config = watcher::Config::default().labels(LABEL_OPERATION);
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut listing: Vec<(JobId, RunKey, Footprint)> = Vec::new();
+    let mut expire = tokio::time::interval(EXPIRE_EVERY);
+    tokio::pin!(stop);
+    loop {
+        let event = tokio::select! {
+            () = &mut stop => return,
+            _ = expire.tick() => {
+                let wake = queue.ledger().expire(Timestamp::now());
+                queue.send(wake);
+                queue.update_metrics(&metrics);
+                continue;
+            }
+            event = events.next() => event,
+        };
+        let now = Timestamp::now();
+        let wake = match event {
+            None => return,
+            Some(Err(error)) => {
+                tracing::warn!(%error, "watching Jobs for the concurrency limits");
+                continue;
+            }
+            Some(Ok(Event::Init)) => {
+                listing.clear();
+                continue;
+            }
+            Some(Ok(Event::InitApply(job))) => {
+                listing.extend(job_footprint(&job).filter(|_| !job_finished(&job)));
+                continue;
+            }
+            Some(Ok(Event::InitDone)) => {
+                let wake = queue.ledger().resync(listing.drain(..), now);
+                tracing::info!(
+                    running = queue.ledger().running(RunClass::Backup),
+                    "counted the running Jobs"
+                );
+                wake
+            }
+            Some(Ok(Event::Apply(job))) => match job_footprint(&job) {
+                Some((id, key, footprint)) => {
+                    let running = (!job_finished(&job)).then_some((key, footprint));
+                    queue.ledger().observe_job(id, running, now)
+                }
+                None => Vec::new(),
+            },
+            Some(Ok(Event::Delete(job))) => {
+                let id = (job.namespace().unwrap_or_default(), job.name_any());
+                queue.ledger().observe_job(id, None, now)
+            }
+        };
+        queue.send(wake);
+        queue.update_metrics(&metrics);
+    }
+}
+
+fn watcher(
+    api: kube::Api<Job>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<Event<Job>, watcher::Error>> + Send {
+    watcher::watcher(api, config)
+}

@@ -1,0 +1,477 @@
+//! The operator binary at scale, against the real API server: many BackupPlans due at the same
+//! moment under a limit on running backups. The test plays the Job controller (it ends each Job a
+//! little after it appears) and checks that no more than the limit run at once, that the others
+//! wait as `Queued` in their status and start as slots free, one namespace after another, and
+//! that every plan's run is recorded once, across a restart of the operator.
+//!
+//! `cargo test -p neverwiped-operator --test scale` runs a CI-sized case (60 plans in 6
+//! namespaces, a limit of 5). `bench/scale/run.sh` runs `full_size` (ignored here; 2000 plans in
+//! 200 namespaces by default) and prints the figures: time to Ready, Jobs at once, queue order,
+//! the operator's peak memory, and its API requests per plan per hour at rest.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use neverwiped_contract::{ExitStatus, Operation};
+use neverwiped_operator::api::BackupPlan;
+use serde_json::json;
+use support::*;
+
+/// The size of a run.
+struct Scale {
+    plans: usize,
+    namespaces: usize,
+    /// `NEVERWIPED_MAX_RUNNING_BACKUPS`.
+    limit: usize,
+    /// How long the test lets each Job run before it ends it.
+    hold: Duration,
+    /// How long the operator is watched at rest, for its requests and CPU.
+    rest: Duration,
+    /// Kill the operator once this many runs are recorded, and start it again.
+    restart_after: Option<usize>,
+}
+
+impl Scale {
+    fn from_env() -> Scale {
+        let number = |name: &str, default: u64| -> u64 {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        Scale {
+            plans: number("SCALE_PLANS", 2000) as usize,
+            namespaces: number("SCALE_NAMESPACES", 200) as usize,
+            limit: number("SCALE_LIMIT", 25) as usize,
+            hold: Duration::from_millis(number("SCALE_HOLD_MS", 2000)),
+            rest: Duration::from_secs(number("SCALE_REST_SECONDS", 300)),
+            restart_after: None,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Default)]
+struct Figures {
+    plans: usize,
+    limit: usize,
+    /// From the operator's start until every plan is `Ready=True`.
+    time_to_ready: Option<Duration>,
+    /// From the operator's start until every plan's run is recorded.
+    time_to_all_recorded: Duration,
+    /// The most backup Jobs running at once.
+    max_running: usize,
+    /// The most plans `Queued` in their status at once.
+    max_queued: usize,
+    /// Once the first runs were going, the most running Jobs of one namespace at once.
+    max_running_in_one_namespace: usize,
+    /// Namespaces of the Jobs in the order they were created.
+    start_order: Vec<String>,
+    /// Backup Jobs per plan at the end.
+    jobs_per_plan: BTreeMap<String, usize>,
+    peak_rss_kib: u64,
+    requests_per_plan_hour: f64,
+    idle_cpu_percent: f64,
+}
+
+impl Figures {
+    fn print(&self) {
+        println!("plans: {} (limit {})", self.plans, self.limit);
+        println!("time to Ready: {:?}", self.time_to_ready);
+        println!(
+            "time until every run was recorded: {:?}",
+            self.time_to_all_recorded
+        );
+        println!("backup Jobs running at once, at most: {}", self.max_running);
+        println!("plans Queued at once, at most: {}", self.max_queued);
+        println!(
+            "running Jobs of one namespace at once, at most (after the first wave): {}",
+            self.max_running_in_one_namespace
+        );
+        let head: Vec<&str> = self
+            .start_order
+            .iter()
+            .take(30)
+            .map(String::as_str)
+            .collect();
+        println!("first Jobs by namespace: {}", head.join(" "));
+        println!("operator peak RSS: {} KiB", self.peak_rss_kib);
+        println!(
+            "API requests per plan per hour at rest: {:.3}",
+            self.requests_per_plan_hour
+        );
+        println!("operator CPU at rest: {:.2} %", self.idle_cpu_percent);
+    }
+}
+
+#[tokio::test]
+async fn plans_due_at_once_run_within_the_limit_in_fair_order() {
+    if !api_server_or_skip() {
+        return;
+    }
+    let scale = Scale {
+        plans: 60,
+        namespaces: 6,
+        limit: 5,
+        hold: Duration::from_millis(600),
+        rest: Duration::from_secs(20),
+        restart_after: Some(25),
+    };
+    let figures = run(&scale).await;
+    figures.print();
+    assert!(
+        figures.max_running <= scale.limit,
+        "{} Jobs ran at once, the limit is {}",
+        figures.max_running,
+        scale.limit
+    );
+    assert_eq!(figures.max_running, scale.limit, "the slots were used");
+    assert!(
+        figures.max_queued >= scale.plans - scale.limit - 5,
+        "the others waited as Queued: at most {} at once",
+        figures.max_queued
+    );
+    // One run per plan: nothing ran twice, nothing was lost, across the restart.
+    assert_eq!(figures.jobs_per_plan.len(), scale.plans);
+    assert!(
+        figures.jobs_per_plan.values().all(|&jobs| jobs == 1),
+        "{:?}",
+        figures.jobs_per_plan
+    );
+    // Namespaces take turns: ten plans each, but every namespace's first run is among the first
+    // (limit + namespaces) to start, none waits behind another's ten.
+    let early: BTreeSet<&String> = figures
+        .start_order
+        .iter()
+        .take(scale.limit + scale.namespaces)
+        .collect();
+    assert_eq!(
+        early.len(),
+        scale.namespaces,
+        "a namespace waited behind others: {:?}",
+        figures.start_order
+    );
+    assert!(figures
+        .time_to_ready
+        .is_some_and(|t| t < Duration::from_secs(60)));
+}
+
+#[tokio::test]
+#[ignore = "minutes long: bench/scale/run.sh runs it"]
+async fn full_size() {
+    if !api_server_or_skip() {
+        return;
+    }
+    let figures = run(&Scale::from_env()).await;
+    figures.print();
+}
+
+/// Creates the namespaces and plans, runs the operator, plays the Job controller until every
+/// plan's run is recorded, then watches the operator at rest.
+async fn run(scale: &Scale) -> Figures {
+    apply_crds();
+    let client = client().await;
+    let namespaces: Vec<TestNamespace> = (0..scale.namespaces)
+        .map(|_| TestNamespace::create("scale"))
+        .collect();
+    let names: Vec<String> = namespaces.iter().map(|n| n.name.clone()).collect();
+    let selector = format!("neverwiped-scale={}", std::process::id());
+    create_plans(&client, &names, scale.plans, &selector).await;
+
+    let env = |limit: &str| -> Vec<(&'static str, String)> {
+        vec![
+            ("NEVERWIPED_WATCH_NAMESPACE", String::new()),
+            ("NEVERWIPED_PLAN_SELECTOR", selector.clone()),
+            ("NEVERWIPED_MAX_RUNNING_BACKUPS", limit.to_owned()),
+            ("NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST", "0".into()),
+            ("NEVERWIPED_LEADER_ELECTION", "false".into()),
+            (
+                "RUST_LOG",
+                std::env::var("SCALE_LOG").unwrap_or_else(|_| "info".into()),
+            ),
+        ]
+    };
+    let limit = scale.limit.to_string();
+    let start = |identity: &str| {
+        let env = env(&limit);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Operator::start_with(&names[0], identity, &env)
+    };
+    let started = Instant::now();
+    let mut operator = start("scale-1");
+    let mut figures = Figures {
+        plans: scale.plans,
+        limit: scale.limit,
+        ..Figures::default()
+    };
+    let mut restarted = scale.restart_after.is_none();
+    let mut peak_rss = 0;
+    let mut job_controller = JobController::new(&client, &names, scale.hold);
+    let deadline = started
+        + Duration::from_secs(120 + scale.plans as u64 / 2)
+        + scale.hold * (3 * scale.plans / scale.limit.max(1)) as u32;
+    let mut plans = plan_states(&client, &selector, &names).await;
+    let mut looked = Instant::now();
+    loop {
+        job_controller.step(&mut figures).await;
+        // Listing every plan is the harness's heaviest request: at most every 100 ms per 100.
+        if looked.elapsed() >= Duration::from_millis(scale.plans as u64) {
+            plans = plan_states(&client, &selector, &names).await;
+            looked = Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the runs did not finish in time: {} ready, {} queued, {} recorded, {} Jobs seen",
+            plans.ready,
+            plans.queued,
+            plans.recorded,
+            job_controller.seen.len()
+        );
+        figures.max_queued = figures.max_queued.max(plans.queued);
+        if plans.ready == scale.plans && figures.time_to_ready.is_none() {
+            figures.time_to_ready = Some(started.elapsed());
+        }
+        peak_rss = peak_rss.max(peak_rss_kib(operator.pid()));
+        if !restarted && plans.recorded >= scale.restart_after.unwrap_or(0) {
+            // A crash: the new operator counts the running Jobs before it admits any.
+            operator.kill();
+            operator = start("scale-2");
+            restarted = true;
+        }
+        if plans.recorded == scale.plans {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    figures.time_to_all_recorded = started.elapsed();
+    figures.jobs_per_plan = job_controller.jobs_per_plan;
+    figures.start_order = job_controller.start_order;
+
+    // At rest (after the last status writes settle): what the operator asks of the API server,
+    // and its CPU.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let requests_before = api_requests(&operator);
+    let cpu_before = cpu_ticks(operator.pid());
+    tokio::time::sleep(scale.rest).await;
+    let requests = api_requests(&operator) - requests_before;
+    let ticks = cpu_ticks(operator.pid()) - cpu_before;
+    figures.requests_per_plan_hour =
+        requests / scale.plans as f64 * 3600.0 / scale.rest.as_secs_f64();
+    // Clock ticks are 1/100 s on Linux.
+    figures.idle_cpu_percent = ticks as f64 / scale.rest.as_secs_f64();
+    figures.peak_rss_kib = peak_rss.max(peak_rss_kib(operator.pid()));
+    drop(namespaces);
+    figures
+}
+
+/// In each namespace a password Secret and a claim; the plans spread over the namespaces, each
+/// with a manual trigger, so that all are due at once.
+async fn create_plans(client: &Client, namespaces: &[String], plans: usize, selector: &str) {
+    let (label, value) = selector.split_once('=').expect("key=value");
+    for namespace in namespaces {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+        let secret = serde_json::from_value(json!({
+            "metadata": {"name": "repo"},
+            "stringData": {"password": "scale test password 41c9"},
+        }))
+        .unwrap();
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+        let claim = serde_json::from_value(json!({
+            "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        }))
+        .unwrap();
+        claims.create(&PostParams::default(), &claim).await.unwrap();
+    }
+    futures::stream::iter(0..plans)
+        .map(|index| {
+            let namespace = &namespaces[index % namespaces.len()];
+            let api: Api<BackupPlan> = Api::namespaced(client.clone(), namespace);
+            let plan: BackupPlan = serde_json::from_value(json!({
+                "apiVersion": "neverwiped.io/v1alpha1", "kind": "BackupPlan",
+                "metadata": {"name": format!("plan-{index}"), "labels": {label: value}},
+                "spec": {
+                    "schedule": "H H(1-5) * * *",
+                    "manualTrigger": "scale",
+                    "repository": {
+                        "url": format!("http://gate.scale.test:8000/{namespace}/{index}"),
+                        "passwordSecretRef": {"name": "repo", "key": "password"},
+                    },
+                    "volumes": [{"claimName": "data"}],
+                    "copyMethod": "Direct",
+                    "maintenance": {"prune": {"suspend": true}, "check": {"suspend": true}},
+                },
+            }))
+            .unwrap();
+            async move { api.create(&PostParams::default(), &plan).await.map(|_| ()) }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("the plans are created");
+}
+
+/// Plays the Job controller: ends each backup Job `hold` after it first saw it.
+struct JobController<'a> {
+    client: &'a Client,
+    namespaces: BTreeSet<String>,
+    hold: Duration,
+    seen: HashMap<String, Instant>,
+    ended: BTreeSet<String>,
+    start_order: Vec<String>,
+    jobs_per_plan: BTreeMap<String, usize>,
+}
+
+impl<'a> JobController<'a> {
+    fn new(client: &'a Client, namespaces: &[String], hold: Duration) -> JobController<'a> {
+        JobController {
+            client,
+            namespaces: namespaces.iter().cloned().collect(),
+            hold,
+            seen: HashMap::new(),
+            ended: BTreeSet::new(),
+            start_order: Vec::new(),
+            jobs_per_plan: BTreeMap::new(),
+        }
+    }
+
+    async fn step(&mut self, figures: &mut Figures) {
+        let jobs: Api<Job> = Api::all(self.client.clone());
+        let mut listed: Vec<Job> = jobs
+            .list(&ListParams::default().labels("neverwiped.io/operation=backup"))
+            .await
+            .expect("Jobs list")
+            .items
+            .into_iter()
+            .filter(|job| {
+                self.namespaces
+                    .contains(&job.namespace().unwrap_or_default())
+            })
+            .collect();
+        listed.sort_by_key(|job| job.creation_timestamp().map(|t| t.0));
+        let mut running_by_namespace: BTreeMap<String, usize> = BTreeMap::new();
+        let mut running = 0;
+        let mut to_end = Vec::new();
+        for job in &listed {
+            let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
+            let namespace = job.namespace().unwrap_or_default();
+            if !self.seen.contains_key(&key) {
+                self.seen.insert(key.clone(), Instant::now());
+                self.start_order.push(namespace.clone());
+                let plan = job
+                    .labels()
+                    .get("neverwiped.io/plan")
+                    .cloned()
+                    .unwrap_or_default();
+                *self
+                    .jobs_per_plan
+                    .entry(format!("{namespace}/{plan}"))
+                    .or_insert(0) += 1;
+            }
+            if self.ended.contains(&key) {
+                continue;
+            }
+            running += 1;
+            *running_by_namespace.entry(namespace.clone()).or_insert(0) += 1;
+            if self.seen[&key].elapsed() >= self.hold {
+                to_end.push((namespace, job.name_any()));
+                self.ended.insert(key);
+            }
+        }
+        let client = self.client;
+        futures::stream::iter(to_end)
+            .for_each_concurrent(8, |(namespace, name)| async move {
+                let ending = Ending::Result {
+                    exit_code: 0,
+                    result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
+                };
+                finish_job(client, &namespace, &name, ending).await;
+            })
+            .await;
+        figures.max_running = figures.max_running.max(running);
+        // The first wave is whoever the operator looked at first; fairness shows after it.
+        if self.start_order.len() > figures.limit {
+            let most = running_by_namespace.values().copied().max().unwrap_or(0);
+            figures.max_running_in_one_namespace = figures.max_running_in_one_namespace.max(most);
+        }
+    }
+}
+
+struct PlanStates {
+    ready: usize,
+    queued: usize,
+    recorded: usize,
+}
+
+async fn plan_states(client: &Client, selector: &str, namespaces: &[String]) -> PlanStates {
+    let plans: Api<BackupPlan> = Api::all(client.clone());
+    let listed = plans
+        .list(&ListParams::default().labels(selector))
+        .await
+        .expect("plans list");
+    let mut states = PlanStates {
+        ready: 0,
+        queued: 0,
+        recorded: 0,
+    };
+    for plan in listed.items {
+        if !namespaces.contains(&plan.namespace().unwrap_or_default()) {
+            continue;
+        }
+        let Some(status) = plan.status else { continue };
+        let ready = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status.as_str() == "True");
+        states.ready += usize::from(ready);
+        states.queued += usize::from(status.queued.is_some());
+        states.recorded += usize::from(status.last_run.is_some());
+    }
+    states
+}
+
+/// The sum of the operator's `neverwiped_api_requests_total` series.
+fn api_requests(operator: &Operator) -> f64 {
+    operator
+        .metrics()
+        .lines()
+        .filter(|line| line.starts_with("neverwiped_api_requests_total"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The process's peak resident memory (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The process's user and system CPU time, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command name in parentheses: state is field 3, utime 14, stime 15.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let field = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(11) + field(12)
+}
