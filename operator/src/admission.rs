@@ -113,6 +113,8 @@ pub enum Refusal {
     },
     #[error("{field}: the cluster's policy does not allow PriorityClass {name:?} (policy.allowedPriorityClasses)")]
     PriorityClassNotAllowed { field: String, name: String },
+    #[error("{field}: Privileged runs the pod as root with file capabilities, which the cluster's policy does not allow in namespace {namespace:?}; the cluster admin must add the namespace to the chart's policy.privilegedMoverNamespaces, or set mode Unprivileged")]
+    PrivilegedMoverNotAllowed { field: String, namespace: String },
 }
 
 impl Refusal {
@@ -127,6 +129,9 @@ impl Refusal {
             Refusal::TolerationNotAllowed { .. } => reasons::TOLERATION_NOT_ALLOWED,
             Refusal::NodeSelectorNotAllowed { .. } => reasons::NODE_SELECTOR_NOT_ALLOWED,
             Refusal::PriorityClassNotAllowed { .. } => reasons::PRIORITY_CLASS_NOT_ALLOWED,
+            Refusal::PrivilegedMoverNotAllowed { .. } => {
+                crate::conditions::reasons::PRIVILEGED_MOVER_NOT_ALLOWED
+            }
         }
     }
 }

@@ -114,6 +114,11 @@ pub mod reasons {
     pub const JOB_FAILED: &str = "JobFailed";
     /// The Job disappeared before it finished.
     pub const JOB_LOST: &str = "JobLost";
+
+    // Ready=False: who the pods that read or write volumes run as.
+    /// `spec.mover.mode` is `Privileged` in a namespace the cluster admin did not allow
+    /// (`policy.privilegedMoverNamespaces`); no Job is created.
+    pub const PRIVILEGED_MOVER_NOT_ALLOWED: &str = "PrivilegedMoverNotAllowed";
 }
 
 /// Sets the condition of `type_`: a changed status moves `lastTransitionTime` to `now`, an

@@ -516,6 +516,7 @@ mod tests {
                 volumes: vec![],
                 databases: vec![],
                 pod: None,
+                mover: None,
             },
         );
         restore.metadata.namespace = Some("shop".into());

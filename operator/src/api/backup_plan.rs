@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{CredentialsSecretRef, DatabaseType, PodSettings, SecretKeyRef};
+use super::mover::{MoverSettings, MoverStatus};
 use super::names::{
     DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, HOST_PATTERN, PATH_PATTERN, REPOSITORY_URL_PATTERN,
     REPOSITORY_URL_RULE,
@@ -45,6 +46,7 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
     printcolumn = r#"{"name":"Bytes Sent","type":"integer","jsonPath":".status.lastRun.bytesSent"}"#,
     printcolumn = r#"{"name":"Repository","type":"string","jsonPath":".status.repository.size"}"#,
     printcolumn = r#"{"name":"Next Run","type":"string","jsonPath":".status.nextScheduleTime"}"#,
+    printcolumn = r#"{"name":"Mover","type":"string","jsonPath":".status.mover.mode"}"#,
     printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend","priority":1}"#,
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.lastRun.snapshotId","priority":1}"#,
     printcolumn = r#"{"name":"Snapshots","type":"integer","jsonPath":".status.repository.snapshots","priority":1}"#,
@@ -120,6 +122,8 @@ pub struct BackupPlanSpec {
     /// Placement and resources of the Jobs' pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mover: Option<MoverSettings>,
 }
 
 fn default_time_zone() -> String {
@@ -402,6 +406,8 @@ pub struct BackupPlanStatus {
     /// The plan's checks.
     #[serde(default, skip_serializing_if = "MaintenanceStatus::is_empty")]
     pub check: MaintenanceStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mover: Option<MoverStatus>,
 }
 
 /// The repository's size and content.

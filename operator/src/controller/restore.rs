@@ -20,6 +20,7 @@ use crate::admission::{check_restore, is_dns_subdomain, SecretTypes};
 use crate::api::{BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus};
 use crate::conditions::{find_condition, reasons, set_condition, types, ConditionStatus};
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
+use crate::mover::{restore_mover, MoverChoice};
 use crate::plan::{
     check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys,
 };
@@ -256,6 +257,17 @@ fn start_or_wait(
         &settings.tenant_policy,
     );
     problems.splice(0..0, refusals.into_iter().map(Problem::Refused));
+    let mover = match observed
+        .plan
+        .as_ref()
+        .map(|plan| restore_mover(restore, plan, &settings.tenant_policy))
+    {
+        Some(Err(refusal)) => {
+            problems.push(Problem::Refused(refusal));
+            None
+        }
+        chosen => chosen.and_then(Result::ok),
+    };
     let mut status = std::mem::take(&mut decision.status);
     let ready_before = find_condition(&status.conditions, types::READY)
         .map(|c| (c.status.clone(), c.reason.clone()));
@@ -276,6 +288,7 @@ fn start_or_wait(
                 &RestoreRun {
                     deadline,
                     database_types,
+                    mover: mover.as_ref().map(|m| m.mover.clone()).unwrap_or_default(),
                 },
                 &settings.job,
             );
@@ -291,6 +304,7 @@ fn start_or_wait(
                     note: format!("created PersistentVolumeClaim {}", claim.name_any()),
                 });
             }
+            status.mover = mover.as_ref().map(MoverChoice::status);
             status.phase = Some(RestorePhase::Running);
             status.job_name = job.metadata.name.clone();
             status.start_time = Some(Time(now));
@@ -466,6 +480,7 @@ mod tests {
                 }],
                 databases: vec![],
                 pod: None,
+                mover: None,
             },
         );
         restore.metadata.namespace = Some("shop".into());

@@ -59,6 +59,7 @@ pub fn decide(
             String::new()
         }
         Ok(ready) => {
+            decision.status.mover = Some(ready.mover.status());
             occupant = start_or_advance(
                 plan,
                 observed,
