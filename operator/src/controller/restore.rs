@@ -233,6 +233,19 @@ fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDe
     }
 }
 
+/// Who the restore pod runs as (once the plan is known); a refusal joins `problems`.
+fn chosen_mover(
+    restore: &Restore,
+    observed: &ObservedRestore,
+    settings: &Settings,
+    problems: &mut Vec<Problem>,
+) -> Option<MoverChoice> {
+    let plan = observed.plan.as_ref()?;
+    restore_mover(restore, plan, &settings.tenant_policy)
+        .map_err(|refusal| problems.push(Problem::Refused(refusal)))
+        .ok()
+}
+
 /// Starts the Job when everything exists; otherwise a `Ready=False` condition (and an Event when
 /// it changed), and a look again later.
 fn start_or_wait(
@@ -257,17 +270,7 @@ fn start_or_wait(
         &settings.tenant_policy,
     );
     problems.splice(0..0, refusals.into_iter().map(Problem::Refused));
-    let mover = match observed
-        .plan
-        .as_ref()
-        .map(|plan| restore_mover(restore, plan, &settings.tenant_policy))
-    {
-        Some(Err(refusal)) => {
-            problems.push(Problem::Refused(refusal));
-            None
-        }
-        chosen => chosen.and_then(Result::ok),
-    };
+    let mover = chosen_mover(restore, observed, settings, &mut problems);
     let mut status = std::mem::take(&mut decision.status);
     let ready_before = find_condition(&status.conditions, types::READY)
         .map(|c| (c.status.clone(), c.reason.clone()));

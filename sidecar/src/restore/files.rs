@@ -290,41 +290,19 @@ fn set_metadata(
         )
         .map_err(what)?;
     }
-    // Without privileges, an entry this user did not create and does not own (the target's root,
-    // owned by root; a file of another owner already there) keeps its mode and times: a warning.
-    let not_owned = |error: &std::io::Error| {
-        (!privileged && error.kind() == std::io::ErrorKind::PermissionDenied).then(|| {
-            format!(
-                "{}: mode and times not restored: not owned by this user ({error})",
-                path.display()
-            )
-        })
-    };
     if !is_symlink {
-        if let Err(error) = fs::set_permissions(path, fs::Permissions::from_mode(meta.mode)) {
-            return match not_owned(&error) {
-                Some(warning) => Ok(Some(warning)),
-                None => Err(Error::io(
-                    format!("setting the mode of {}", path.display()),
-                    error,
-                )),
-            };
-        }
+        fs::set_permissions(path, fs::Permissions::from_mode(meta.mode))
+            .map_err(|e| Error::io(format!("setting the mode of {}", path.display()), e))?;
     }
     let mtime = timespec(meta.mtime.secs, meta.mtime.nanos);
-    let times = nix::sys::stat::utimensat(
+    nix::sys::stat::utimensat(
         None,
         path,
         &TimeSpec::UTIME_OMIT,
         &mtime,
         nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-    );
-    if let Err(errno) = times {
-        return match not_owned(&std::io::Error::from(errno)) {
-            Some(warning) => Ok(Some(warning)),
-            None => Err(what(errno)),
-        };
-    }
+    )
+    .map_err(what)?;
     Ok(special_bits_lost(path, kind, meta.mode))
 }
 

@@ -70,20 +70,7 @@ pub fn resolve(
             return Err(problems);
         }
     };
-    let claim_names: Vec<&str> = resolved.claims.iter().map(|c| c.name.as_str()).collect();
-    let applications = IdentitySource::Applications {
-        pods: &observed.pods,
-        claims: &claim_names,
-    };
-    let namespace = plan.metadata.namespace.as_deref().unwrap_or_default();
-    let policy_mover = choose_mover(
-        spec.mover.as_ref(),
-        "spec.mover",
-        namespace,
-        policy,
-        applications,
-    );
-    let mover = match policy_mover {
+    let mover = match plan_mover(plan, observed, &resolved, policy) {
         Ok(chosen) => chosen,
         Err(refusal) => {
             problems.push(Problem::Refused(refusal));
@@ -147,4 +134,27 @@ pub fn resolve(
     ready.reads = reads;
     ready.direct_node = direct_node;
     Ok(ready)
+}
+
+/// Who the plan's backup pods run as: the application's user comes from the pods that mount the
+/// plan's claims.
+fn plan_mover(
+    plan: &BackupPlan,
+    observed: &ObservedPlan,
+    resolved: &ResolvedPlan,
+    policy: &TenantPolicy,
+) -> Result<MoverChoice, crate::admission::Refusal> {
+    let claim_names: Vec<&str> = resolved.claims.iter().map(|c| c.name.as_str()).collect();
+    let applications = IdentitySource::Applications {
+        pods: &observed.pods,
+        claims: &claim_names,
+    };
+    let namespace = plan.metadata.namespace.as_deref().unwrap_or_default();
+    choose_mover(
+        plan.spec.mover.as_ref(),
+        "spec.mover",
+        namespace,
+        policy,
+        applications,
+    )
 }
