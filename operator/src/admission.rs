@@ -93,6 +93,8 @@ pub enum Refusal {
     },
     #[error("{field}: the cluster's policy does not allow PriorityClass {name:?} (policy.allowedPriorityClasses)")]
     PriorityClassNotAllowed { field: String, name: String },
+    #[error("{field}: Privileged runs the pod as root with file capabilities, which the cluster's policy does not allow in namespace {namespace:?}; the cluster admin must add the namespace to the chart's policy.privilegedMoverNamespaces, or set mode Unprivileged")]
+    PrivilegedMoverNotAllowed { field: String, namespace: String },
 }
 
 impl Refusal {
@@ -107,6 +109,7 @@ impl Refusal {
             Refusal::TolerationNotAllowed { .. } => Reason::TolerationNotAllowed,
             Refusal::NodeSelectorNotAllowed { .. } => Reason::NodeSelectorNotAllowed,
             Refusal::PriorityClassNotAllowed { .. } => Reason::PriorityClassNotAllowed,
+            Refusal::PrivilegedMoverNotAllowed { .. } => Reason::PrivilegedMoverNotAllowed,
         }
     }
 }

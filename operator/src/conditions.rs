@@ -192,6 +192,11 @@ reasons! {
     /// A volume `selector` matched no PersistentVolumeClaim, and the plan backs up its other
     /// volumes and databases (a condition of its own, `VolumesSelected=False`).
     SelectorMatchedNothing => "SelectorMatchedNothing",
+
+    // Ready=False: who the pods that read or write volumes run as.
+    /// `spec.mover.mode` is `Privileged` in a namespace the cluster admin did not allow
+    /// (`policy.privilegedMoverNamespaces`); no Job is created.
+    PrivilegedMoverNotAllowed => "PrivilegedMoverNotAllowed",
 }
 
 impl Reason {

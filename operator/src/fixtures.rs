@@ -31,6 +31,7 @@ pub fn plan_spec() -> BackupPlanSpec {
         limits: None,
         deadline: "12h".into(),
         pod: None,
+        mover: None,
     }
 }
 

@@ -8,7 +8,7 @@
 //! [`admission`] refuses what a tenant may not ask for (names that would become paths, service-account
 //! tokens, what the cluster's [`tenant_policy`] does not allow); [`expansion`] keeps user text in
 //! arguments literal. [`leader`] elects one replica on a Lease (its decisions pure too); [`csi`] declares the CSI
-//! snapshot API the operator uses.
+//! snapshot API the operator uses. [`mover`] chooses who the pods that read or write volumes run as.
 
 pub mod admission;
 pub mod api;
@@ -22,6 +22,7 @@ pub mod http;
 pub mod job;
 pub mod leader;
 pub mod metrics;
+pub mod mover;
 pub mod plan;
 pub mod recorder;
 pub mod schedule;

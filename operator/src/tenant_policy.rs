@@ -1,7 +1,8 @@
 //! The cluster admin's limits on what BackupPlans and Restores may ask for: which repository URLs
 //! backups may be sent to, and which tolerations, node selectors and priority classes their pods
-//! may use. Set in the chart's `policy` values, passed to the operator as JSON in
-//! [`POLICY_ENV`]; a limit left out allows anything.
+//! may use, and where their pods may read volumes as root. Set in the chart's `policy` values,
+//! passed to the operator as JSON in [`POLICY_ENV`]; a limit left out allows anything, except
+//! privileged movers, which are allowed nowhere unless listed.
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,11 @@ pub struct TenantPolicy {
     /// PriorityClasses a pod may use.
     #[serde(default)]
     pub allowed_priority_classes: Allowed<Vec<String>>,
+    /// Namespaces whose plans and Restores may run their volume pods as root with file
+    /// capabilities (`spec.mover.mode: Privileged`); `"*"` allows every namespace. Empty (the
+    /// default): none, so a tenant never gets a root pod by a field it sets alone.
+    #[serde(default)]
+    pub privileged_mover_namespaces: Vec<String>,
 }
 
 /// One allowed toleration: every field set must equal the pod toleration's; a field left out
@@ -109,6 +115,15 @@ impl TenantPolicy {
             Allowed::Any => true,
             Allowed::Only(names) => names.iter().any(|allowed| allowed == name),
         }
+    }
+}
+
+impl TenantPolicy {
+    /// Whether pods of `namespace` may read and write volumes as root.
+    pub fn allows_privileged_mover(&self, namespace: &str) -> bool {
+        self.privileged_mover_namespaces
+            .iter()
+            .any(|allowed| allowed == "*" || allowed == namespace)
     }
 }
 
@@ -241,6 +256,17 @@ mod tests {
         assert!(!limits.allows_node_selector("node-role.kubernetes.io/control-plane", ""));
         assert!(limits.allows_priority_class("backup-low"));
         assert!(!limits.allows_priority_class("system-cluster-critical"));
+    }
+
+    #[test]
+    fn privileged_movers_are_allowed_only_where_listed() {
+        assert!(!policy("").allows_privileged_mover("shop"));
+        let listed = policy(r#"{"privilegedMoverNamespaces": ["backup-admin", "shop"]}"#);
+        assert!(listed.allows_privileged_mover("shop"));
+        assert!(!listed.allows_privileged_mover("shop2"));
+        assert!(!listed.allows_privileged_mover("*"));
+        let all = policy(r#"{"privilegedMoverNamespaces": ["*"]}"#);
+        assert!(all.allows_privileged_mover("anything"));
     }
 
     #[test]

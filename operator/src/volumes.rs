@@ -517,6 +517,7 @@ mod tests {
                 volumes: vec![],
                 databases: vec![],
                 pod: None,
+                mover: None,
             },
         );
         restore.metadata.namespace = Some("shop".into());

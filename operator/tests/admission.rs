@@ -370,6 +370,7 @@ fn an_exclude_naming_a_variable_reaches_the_sidecar_literally() {
         node_name: None,
         deadline: jiff::SignedDuration::from_hours(1),
         remove_stale_locks: false,
+        mover: Default::default(),
     };
     let settings = Settings::with_image("sidecar:test");
     let job = backup_job(&plan, &run, &settings.job);

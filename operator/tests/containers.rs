@@ -20,8 +20,15 @@ use serde_json::{json, Value};
 use support::kubelet::{docker, docker_ok, engine_or_skip, Ending, Kubelet, PodRun};
 use support::*;
 
-const OPERATOR_IMAGE: &str = "neverwiped/operator:dev";
-const SIDECAR_IMAGE_DEV: &str = "neverwiped/sidecar:dev";
+/// The images, `neverwiped/<name>:dev` as `scripts/build-images.sh` tags them, or of the tag in
+/// `NEVERWIPED_TEST_IMAGE_TAG` (`scripts/build-images.sh --tag TAG`).
+fn image(name: &str) -> String {
+    let tag = std::env::var("NEVERWIPED_TEST_IMAGE_TAG").unwrap_or_else(|_| "dev".into());
+    format!("neverwiped/{name}:{tag}")
+}
+static OPERATOR_IMAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| image("operator"));
+static SIDECAR_IMAGE_DEV: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| image("sidecar"));
 const REPOSITORY_PASSWORD: &str = "correct horse battery staple 7f3a";
 const PG_ADMIN: &str = "admin";
 const PG_PASSWORD: &str = "pg p@ss:wörd 9c";
@@ -273,7 +280,14 @@ struct OperatorContainer {
 }
 
 impl OperatorContainer {
+    /// The operator, its policy allowing privileged movers in `namespace`.
     fn start(namespace: &str) -> OperatorContainer {
+        let policy = format!(r#"{{"privilegedMoverNamespaces":["{namespace}"]}}"#);
+        OperatorContainer::start_with_policy(namespace, &policy)
+    }
+
+    /// The operator with this tenant policy (`NEVERWIPED_TENANT_POLICY`).
+    fn start_with_policy(namespace: &str, policy: &str) -> OperatorContainer {
         let config = Scratch::new(&format!("{namespace}-operator"));
         let kubeconfig = config.0.join("kubeconfig");
         let source = std::env::var_os("KUBECONFIG").expect("KUBECONFIG");
@@ -290,7 +304,8 @@ impl OperatorContainer {
         );
         let env = [
             "KUBECONFIG=/etc/neverwiped/kubeconfig".to_owned(),
-            format!("NEVERWIPED_SIDECAR_IMAGE={SIDECAR_IMAGE_DEV}"),
+            format!("NEVERWIPED_SIDECAR_IMAGE={}", *SIDECAR_IMAGE_DEV),
+            format!("NEVERWIPED_TENANT_POLICY={policy}"),
             format!("NEVERWIPED_HTTP_ADDR=127.0.0.1:{port}"),
             format!("NEVERWIPED_WATCH_NAMESPACE={namespace}"),
             format!("NEVERWIPED_LEASE_NAMESPACE={namespace}"),
@@ -316,7 +331,7 @@ impl OperatorContainer {
         for pair in &env {
             args.extend(["--env", pair]);
         }
-        args.push(OPERATOR_IMAGE);
+        args.push(OPERATOR_IMAGE.as_str());
         docker_ok(&args);
         let operator = OperatorContainer {
             name,
@@ -661,7 +676,7 @@ fn container_config(run: &PodRun) -> String {
 /// Everything but the operator and the engine: skip when a part is missing.
 fn parts_or_skip() -> bool {
     api_server_or_skip()
-        && engine_or_skip(&[OPERATOR_IMAGE, SIDECAR_IMAGE_DEV])
+        && engine_or_skip(&[OPERATOR_IMAGE.as_str(), SIDECAR_IMAGE_DEV.as_str()])
         && programs_or_skip(&["rest-server", "initdb", "postgres", "psql", "sha256sum"])
 }
 
@@ -715,7 +730,8 @@ async fn a_volume_and_a_database_backed_up_in_containers_restore_identically() {
         ns,
         "nightly",
         &rest.url("shop"),
-        json!({"volumes": [{"claimName": "uploads"}], "databases": database}),
+        // Files of several owners, 0600 and 0700: only root with DAC_READ_SEARCH reads them all.
+        json!({"volumes": [{"claimName": "uploads"}], "databases": database, "mover": {"mode": "Privileged"}}),
     ));
     let backup = run(&mut kubelet, &client, ns, "nightly-manual-1").await;
     assert!(
@@ -885,7 +901,7 @@ fn tool_version(tool: &str) -> String {
         "65532:65532",
         "--entrypoint",
         tool,
-        SIDECAR_IMAGE_DEV,
+        SIDECAR_IMAGE_DEV.as_str(),
         "--version",
     ])
 }
@@ -905,7 +921,7 @@ fn major_after(text: &str, prefix: &str) -> u32 {
 
 #[test]
 fn the_sidecar_image_carries_pg_dump_18_and_the_mariadb_clients() {
-    if !engine_or_skip(&[SIDECAR_IMAGE_DEV]) {
+    if !engine_or_skip(&[SIDECAR_IMAGE_DEV.as_str()]) {
         return;
     }
     // pg_dump and psql 18 dump and restore PostgreSQL 13 to 18 (docs/images.md).
@@ -955,4 +971,205 @@ fn the_harness_expands_variables_and_reads_quantities_as_kubernetes_does() {
     assert_eq!(quantity_bytes("1Gi"), 1 << 30);
     assert_eq!(quantity_bytes("500M"), 500_000_000);
     assert_eq!(quantity_bytes("1048576"), 1_048_576);
+}
+
+/// An application's volume as its own user (1000) writes it: private files and folders of that
+/// user, one file of another owner (1001, mode 0600) that user cannot read.
+fn fill_application_volume(root: &Path) -> usize {
+    let app = (1000, 1000);
+    folder(root, "", app, 0o750);
+    put(root, "index.html", b"<h1>shop</h1>\n", app, 0o644);
+    put(
+        root,
+        "config/app.key",
+        b"the application's own key\n",
+        app,
+        0o600,
+    );
+    folder(root, "config", app, 0o700);
+    put(root, "uploads/photo.jpg", &noise(2_000_000, 5), app, 0o640);
+    put(root, "uploads/empty.txt", b"", app, 0o600);
+    folder(root, "uploads", app, 0o750);
+    std::os::unix::fs::symlink("../index.html", root.join("uploads/home")).expect("a symlink");
+    std::os::unix::fs::lchown(root.join("uploads/home"), Some(1000), Some(1000))
+        .expect("its owner");
+    put(
+        root,
+        "other-owner.key",
+        b"not the application's\n",
+        (1001, 1001),
+        0o600,
+    );
+    4
+}
+
+/// The application's pod: it mounts `claim` as user 1000 (the operator takes the backup's user
+/// from it). No kubelet runs it; it only has to exist, bound to the harness's node.
+fn application_pod(namespace: &str, claim: &str) {
+    apply(&json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "shop-0", "namespace": namespace},
+        "spec": {
+            "nodeName": "kubelet-harness",
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+            "containers": [{
+                "name": "shop", "image": "shop:1",
+                "volumeMounts": [{"name": "data", "mountPath": "/srv"}],
+            }],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+        },
+    }));
+}
+
+#[tokio::test]
+async fn an_unprivileged_backup_reads_the_applications_files_and_warns_of_another_owners() {
+    if !parts_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("unprivileged");
+    let ns = namespace.name.as_str();
+    // What a cluster with PodSecurity admission enforces (the test API server has no such plugin:
+    // the pod spec is checked against `restricted` by operator/tests/pod_security.rs).
+    kubectl(&[
+        "label",
+        "namespace",
+        ns,
+        "pod-security.kubernetes.io/enforce=restricted",
+    ]);
+    let client = client().await;
+    let rest = RestServer::start(ns);
+    let volumes = Scratch::new(&format!("{ns}-volumes"));
+    let data = volumes.0.join("data");
+    let readable_files = fill_application_volume(&data);
+    let restored = volumes.0.join("data-restored");
+    // A new volume's root as a provisioner makes it: root's; the restore pod's fsGroup (the
+    // application's, 1000) lets the kubelet make it group-writable, as here.
+    folder(&restored, "", (0, 1000), 0o2775);
+    secret(ns, "repository", &[("password", REPOSITORY_PASSWORD)]);
+    claim(ns, "data");
+    application_pod(ns, "data");
+    let mut kubelet = Kubelet::new(client.clone(), ns);
+    kubelet.claim("data", &data);
+    kubelet.claim("data-restored", &restored);
+    let _operator = OperatorContainer::start(ns);
+
+    apply(&plan(
+        ns,
+        "nightly",
+        &rest.url("shop"),
+        json!({"volumes": [{"claimName": "data"}]}),
+    ));
+    let backup = run(&mut kubelet, &client, ns, "nightly-manual-1").await;
+    assert!(
+        succeeded(&backup),
+        "the backup pod failed: {:?}\n{}",
+        backup.ending,
+        container_config(&backup)
+    );
+    // The application's user, no capability at all, nothing that restricted refuses.
+    for option in [
+        "--read-only",
+        "--cap-drop=ALL",
+        "no-new-privileges",
+        "1000:1000",
+    ] {
+        assert!(
+            backup.run_options.iter().any(|o| o == option),
+            "{option} missing: {:?}",
+            backup.run_options
+        );
+    }
+    assert!(
+        !backup
+            .run_options
+            .iter()
+            .any(|o| o.starts_with("--cap-add")),
+        "{:?}",
+        backup.run_options
+    );
+    let status = recorded(ns, "nightly", "nightly-manual-1").await;
+    assert_eq!(status["mover"]["mode"], "Unprivileged", "{status:#}");
+    assert_eq!(status["mover"]["runAsUser"], 1000, "{status:#}");
+    let mover_message = status["mover"]["message"].as_str().unwrap_or_default();
+    assert!(mover_message.contains("\"shop-0\""), "{mover_message}");
+    let last = &status["lastRun"];
+    assert_eq!(last["result"], "SucceededWithWarnings", "{status:#}");
+    assert_eq!(last["reason"], "SucceededWithWarnings", "{status:#}");
+    assert_eq!(last["warnings"], 1, "{status:#}");
+    let message = last["message"].as_str().unwrap_or_default();
+    assert!(message.contains("other-owner.key"), "{message}");
+    assert!(message.contains("ermission denied"), "{message}");
+    assert_eq!(last["filesRead"], readable_files as i64, "{status:#}");
+    let readable_bytes = regular_file_sizes(&data) - b"not the application's\n".len() as u64;
+    assert_eq!(
+        last["bytesRead"].as_u64(),
+        Some(readable_bytes),
+        "{status:#}"
+    );
+
+    // Back, as the same user: every file it could read, with its content, mode and times.
+    let status = restore(
+        &mut kubelet,
+        &client,
+        ns,
+        "back",
+        json!({"volumes": [{"sourceClaimName": "data", "targetClaimName": "data-restored"}]}),
+    )
+    .await;
+    assert_eq!(status["mover"]["runAsUser"], 1000, "{status:#}");
+    let mut expected = tree(&data);
+    expected.remove("other-owner.key");
+    let mut got = tree(&restored);
+    // The target's root keeps its own mode and owner (a mount point is never changed).
+    expected.remove("");
+    got.remove("");
+    assert_eq!(
+        got, expected,
+        "the restored volume differs from what the user could read"
+    );
+}
+
+#[tokio::test]
+async fn a_plan_asking_for_root_where_the_admin_did_not_allow_it_gets_no_job() {
+    if !parts_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("not-allowed");
+    let ns = namespace.name.as_str();
+    let client = client().await;
+    secret(ns, "repository", &[("password", REPOSITORY_PASSWORD)]);
+    claim(ns, "data");
+    // The operator's policy allows privileged movers in another namespace only.
+    let _operator = OperatorContainer::start_with_policy(
+        ns,
+        r#"{"privilegedMoverNamespaces":["backup-admin"]}"#,
+    );
+    apply(&plan(
+        ns,
+        "as-root",
+        "http://127.0.0.1:1/nowhere",
+        json!({"volumes": [{"claimName": "data"}], "mover": {"mode": "Privileged"}}),
+    ));
+    let ready = eventually("the plan's Ready=False", ACT_TIMEOUT, || async {
+        let status = plan_status(ns, "as-root");
+        let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+        conditions
+            .into_iter()
+            .find(|c| c["type"] == "Ready" && c["status"] == "False")
+    })
+    .await;
+    assert_eq!(ready["reason"], "PrivilegedMoverNotAllowed", "{ready:#}");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("policy.privilegedMoverNamespaces"),
+        "{message}"
+    );
+    assert!(message.contains(ns), "{message}");
+    // Give the operator time to (wrongly) act on the manual trigger.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(client, ns);
+    let listed = jobs.list(&Default::default()).await.expect("the Jobs");
+    assert!(listed.items.is_empty(), "{:?}", listed.items);
 }

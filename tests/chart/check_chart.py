@@ -870,6 +870,15 @@ def the_tenant_policy_reaches_the_operator_as_json() -> None:
 
 
 @check
+def privileged_movers_are_allowed_only_in_the_namespaces_the_values_list() -> None:
+    expect("NEVERWIPED_TENANT_POLICY" not in Rendered({"policy": {"privilegedMoverNamespaces": []}})
+           .operator_env(), "no namespace allows privileged movers by default")
+    env = Rendered({"policy": {"privilegedMoverNamespaces": ["backup-admin"]}}).operator_env()
+    expect(json.loads(env["NEVERWIPED_TENANT_POLICY"]) == {"privilegedMoverNamespaces": ["backup-admin"]},
+           f"the namespaces as JSON: {env.get('NEVERWIPED_TENANT_POLICY')}")
+
+
+@check
 def notes_tell_the_user_what_to_apply_next() -> None:
     notes = Rendered(None).notes
     for part in ["kubectl -n neverwiped-system rollout status deployment/neverwiped-operator",

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{CredentialsSecretRef, DatabaseType, PodSettings, SecretKeyRef};
+use super::mover::{MoverSettings, MoverStatus};
 use super::names::{
     DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, HOST_PATTERN, PATH_PATTERN, REPOSITORY_URL_PATTERN,
     REPOSITORY_URL_RULE,
@@ -47,6 +48,7 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
     printcolumn = r#"{"name":"Next Run","type":"string","jsonPath":".status.nextScheduleTime"}"#,
     printcolumn = r#"{"name":"Runs At","type":"string","jsonPath":".status.resolvedSchedule"}"#,
     printcolumn = r#"{"name":"Queued","type":"integer","jsonPath":".status.queued.position"}"#,
+    printcolumn = r#"{"name":"Mover","type":"string","jsonPath":".status.mover.mode"}"#,
     printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend","priority":1}"#,
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.lastRun.snapshotId","priority":1}"#,
     printcolumn = r#"{"name":"Snapshots","type":"integer","jsonPath":".status.repository.snapshots","priority":1}"#,
@@ -122,6 +124,8 @@ pub struct BackupPlanSpec {
     /// Placement and resources of the Jobs' pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mover: Option<MoverSettings>,
 }
 
 fn default_time_zone() -> String {
@@ -414,6 +418,8 @@ pub struct BackupPlanStatus {
     /// `spec.schedule` with every `H` replaced by this plan's own value: when it really runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_schedule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mover: Option<MoverStatus>,
 }
 
 /// A run waiting for a slot.

@@ -4,6 +4,7 @@
 
 mod backup_plan;
 mod common;
+mod mover;
 pub mod names;
 mod restore;
 mod snapshots;
@@ -12,6 +13,7 @@ use kube::CustomResourceExt;
 
 pub use backup_plan::*;
 pub use common::*;
+pub use mover::*;
 pub use restore::*;
 pub use snapshots::*;
 

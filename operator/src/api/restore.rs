@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{CredentialsSecretRef, DatabaseType, PodSettings};
+use super::mover::{MoverSettings, MoverStatus};
 use super::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, HOST_PATTERN, PATH_PATTERN};
 
 /// `latest`, or a snapshot id or a prefix of one (at least 8 hex digits).
@@ -66,6 +67,10 @@ pub struct RestoreSpec {
     /// Placement and resources of the restore Job's pod; by default the plan's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodSettings>,
+    /// How the restore Job's pod runs; by default as the plan's `spec.mover` says, as the user
+    /// the plan's backups ran as (its `status.mover`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mover: Option<MoverSettings>,
 }
 
 fn default_snapshot() -> String {
@@ -223,4 +228,6 @@ pub struct RestoreStatus {
     /// What happened, for a person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mover: Option<MoverStatus>,
 }

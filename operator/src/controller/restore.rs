@@ -22,6 +22,7 @@ use crate::conditions::{
     condition_state, find_condition, set_condition, types, ConditionStatus, Reason,
 };
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
+use crate::mover::{restore_mover, MoverChoice};
 use crate::plan::{
     check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys,
 };
@@ -234,6 +235,19 @@ fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDe
     }
 }
 
+/// Who the restore pod runs as (once the plan is known); a refusal joins `problems`.
+fn chosen_mover(
+    restore: &Restore,
+    observed: &ObservedRestore,
+    settings: &Settings,
+    problems: &mut Vec<Problem>,
+) -> Option<MoverChoice> {
+    let plan = observed.plan.as_ref()?;
+    restore_mover(restore, plan, &settings.tenant_policy)
+        .map_err(|refusal| problems.push(Problem::Refused(refusal)))
+        .ok()
+}
+
 /// Starts the Job when everything exists; otherwise a `Ready=False` condition (and an Event when
 /// it changed), and a look again later.
 fn start_or_wait(
@@ -258,6 +272,7 @@ fn start_or_wait(
         &settings.tenant_policy,
     );
     problems.splice(0..0, refusals.into_iter().map(Problem::Refused));
+    let mover = chosen_mover(restore, observed, settings, &mut problems);
     let mut status = std::mem::take(&mut decision.status);
     let ready_before = find_condition(&status.conditions, types::READY).map(condition_state);
     match (not_ready(&problems), &observed.plan, deadline) {
@@ -277,6 +292,7 @@ fn start_or_wait(
                 &RestoreRun {
                     deadline,
                     database_types,
+                    mover: mover.as_ref().map(|m| m.mover.clone()).unwrap_or_default(),
                 },
                 &settings.job,
             );
@@ -292,6 +308,7 @@ fn start_or_wait(
                     note: format!("created PersistentVolumeClaim {}", claim.name_any()),
                 });
             }
+            status.mover = mover.as_ref().map(MoverChoice::status);
             status.phase = Some(RestorePhase::Running);
             status.job_name = job.metadata.name.clone();
             status.start_time = Some(Time(now));
@@ -466,6 +483,7 @@ mod tests {
                 }],
                 databases: vec![],
                 pod: None,
+                mover: None,
             },
         );
         restore.metadata.namespace = Some("shop".into());

@@ -15,6 +15,7 @@ use super::{
     DATA_ROOT, LABEL_PLAN, RESULT_FILE,
 };
 use crate::api::{BackupPlan, DatabaseSource, Retention, RunTrigger};
+use crate::mover::Mover;
 use jiff::{SignedDuration, Timestamp};
 
 /// A volume a backup Job reads.
@@ -43,6 +44,8 @@ pub struct BackupRun {
     /// No other pod of the plan is alive: the sidecar may remove every lock of the plan's host
     /// name (`--remove-locks-of-host`), left by runs that were killed.
     pub remove_stale_locks: bool,
+    /// Who the pod runs as when it reads volumes.
+    pub mover: Mover,
 }
 
 /// The Job's name for a backup run: one name per scheduled time (or per manual trigger, which
@@ -126,15 +129,16 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     }
     .to_args();
 
-    // Reading every file of a volume, whoever owns it, needs root's DAC_READ_SEARCH (read files
-    // and search directories regardless of their mode) and nothing else: the volumes are mounted
-    // read-only, so no write privilege is granted. A plan with only databases needs none. (The Pod
-    // Security Standard `baseline` does not list DAC_READ_SEARCH; DAC_OVERRIDE, which it lists,
-    // would also grant writing: the narrower capability is the safer one.)
-    let privileges = if volumes.is_empty() {
-        Privileges::Unprivileged
-    } else {
-        Privileges::Root(&["DAC_READ_SEARCH"])
+    // A privileged mover reads every file of a volume, whoever owns it, with root's
+    // DAC_READ_SEARCH (read files and search directories regardless of their mode) and nothing
+    // else: the volumes are mounted read-only, so no write privilege is granted. (The Pod Security
+    // Standard `baseline` does not list DAC_READ_SEARCH; DAC_OVERRIDE, which it lists, would also
+    // grant writing: the narrower capability is the safer one.) An unprivileged one reads what its
+    // user may. A plan with only databases needs no privilege.
+    let privileges = match (&run.mover, volumes.is_empty()) {
+        (_, true) => Privileges::Unprivileged,
+        (Mover::Privileged, false) => Privileges::Root(&["DAC_READ_SEARCH"]),
+        (Mover::Unprivileged(identity), false) => Privileges::User(identity.reading()),
     };
 
     let mut labels = common_labels("backup");

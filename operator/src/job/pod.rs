@@ -17,6 +17,7 @@ use neverwiped_contract::cli::{self, env};
 
 use super::{JobSettings, RESULT_FILE, SECRETS_ROOT, SIDECAR_CONTAINER};
 use crate::api::{CredentialsSecretRef, PodSettings, SecretKeyRef};
+use crate::mover::MoverIdentity;
 
 /// The user a pod that reads no volumes runs as.
 pub(super) const UNPRIVILEGED_UID: i64 = 65532;
@@ -29,8 +30,46 @@ fn env_suffix(name: &str) -> String {
 pub(super) enum Privileges {
     /// Root, with only these capabilities.
     Root(&'static [&'static str]),
-    /// A non-root user with no capabilities.
+    /// The default non-root user with no capabilities: pods that read no volumes.
     Unprivileged,
+    /// This non-root user with no capabilities: pods that read or write volumes unprivileged.
+    User(MoverIdentity),
+}
+
+/// The pod's user, groups and `fsGroup`.
+struct PodIdentity {
+    uid: i64,
+    gid: i64,
+    supplemental_groups: Vec<i64>,
+    fs_group: Option<i64>,
+}
+
+impl Privileges {
+    fn identity(&self, mounts_claims: bool) -> PodIdentity {
+        match self {
+            Privileges::Root(_) => PodIdentity {
+                uid: 0,
+                gid: 0,
+                supplemental_groups: Vec::new(),
+                fs_group: None,
+            },
+            // fsGroup would change the group of every file on mounted claims: only without them.
+            Privileges::Unprivileged => PodIdentity {
+                uid: UNPRIVILEGED_UID,
+                gid: UNPRIVILEGED_UID,
+                supplemental_groups: Vec::new(),
+                fs_group: (!mounts_claims).then_some(UNPRIVILEGED_UID),
+            },
+            // A backup's identity has no fsGroup (MoverIdentity::reading); a restore's is the
+            // group its files get.
+            Privileges::User(identity) => PodIdentity {
+                uid: identity.uid,
+                gid: identity.gid,
+                supplemental_groups: identity.supplemental_groups.clone(),
+                fs_group: identity.fs_group,
+            },
+        }
+    }
 }
 
 #[derive(Default)]
@@ -131,7 +170,8 @@ impl PodBuilder {
                     path: file.into(),
                     mode: None,
                 }]),
-                // Owner read-only; `fsGroup` makes it readable by a non-root sidecar.
+                // Owner and group read-only; `fsGroup` makes it readable by a non-root sidecar
+                // (without one, `finish` makes it readable by all).
                 default_mode: Some(0o440),
                 optional: Some(false),
             }),
@@ -206,10 +246,16 @@ impl PodBuilder {
         // The root filesystem is read-only; the sidecar's scratch space is an emptyDir.
         self.mount_empty_dir("tmp", "/tmp");
         self.env_value("TMPDIR", "/tmp".into());
-        let run_as_user = match pod.privileges {
-            Privileges::Root(_) => 0,
-            Privileges::Unprivileged => UNPRIVILEGED_UID,
-        };
+        let identity = pod.privileges.identity(self.mounts_claims);
+        if identity.uid != 0 && identity.fs_group.is_none() {
+            // Secret files are owned by root and by the fsGroup: without one, a non-root sidecar
+            // reads them only if everyone may (everyone is the sidecar: one container).
+            for volume in &mut self.volumes {
+                if let Some(secret) = volume.secret.as_mut() {
+                    secret.default_mode = Some(0o444);
+                }
+            }
+        }
         let container = Container {
             name: SIDECAR_CONTAINER.into(),
             image: Some(pod.settings.image.clone()),
@@ -225,7 +271,7 @@ impl PodBuilder {
             termination_message_path: Some(RESULT_FILE.into()),
             // The sidecar writes its JSON result there; logs are never mistaken for a result.
             termination_message_policy: Some("File".into()),
-            security_context: Some(container_security(&pod.privileges, run_as_user)),
+            security_context: Some(container_security(&pod.privileges, &identity)),
             ..Container::default()
         };
         let pod_settings = pod.pod_settings.cloned().unwrap_or_default();
@@ -241,8 +287,13 @@ impl PodBuilder {
                     type_: "RuntimeDefault".into(),
                     localhost_profile: None,
                 }),
-                // fsGroup would change the group of every file on mounted claims: only without them.
-                fs_group: (!self.mounts_claims).then_some(run_as_user),
+                fs_group: identity.fs_group,
+                // Where an fsGroup meets a claim (a restore's target), the kubelet changes the
+                // volume's files only when its root's group differs, not on every start.
+                fs_group_change_policy: (identity.fs_group.is_some() && self.mounts_claims)
+                    .then(|| "OnRootMismatch".into()),
+                supplemental_groups: (!identity.supplemental_groups.is_empty())
+                    .then(|| identity.supplemental_groups.clone()),
                 ..PodSecurityContext::default()
             }),
             affinity: pod.node_name.clone().map(on_node),
@@ -259,18 +310,18 @@ impl PodBuilder {
 
 /// The sidecar's security context: no escalation, a read-only root, all capabilities dropped but
 /// those the operation needs.
-fn container_security(privileges: &Privileges, run_as_user: i64) -> SecurityContext {
+fn container_security(privileges: &Privileges, identity: &PodIdentity) -> SecurityContext {
     let capabilities: Vec<String> = match privileges {
         Privileges::Root(capabilities) => capabilities.iter().map(|c| c.to_string()).collect(),
-        Privileges::Unprivileged => Vec::new(),
+        Privileges::Unprivileged | Privileges::User(_) => Vec::new(),
     };
     SecurityContext {
         allow_privilege_escalation: Some(false),
         privileged: Some(false),
         read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(run_as_user != 0),
-        run_as_user: Some(run_as_user),
-        run_as_group: Some(run_as_user),
+        run_as_non_root: Some(identity.uid != 0),
+        run_as_user: Some(identity.uid),
+        run_as_group: Some(identity.gid),
         capabilities: Some(Capabilities {
             drop: Some(vec!["ALL".into()]),
             add: (!capabilities.is_empty()).then_some(capabilities),

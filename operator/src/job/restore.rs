@@ -15,6 +15,7 @@ use super::{
     RESTORE_ROOT, RESULT_FILE,
 };
 use crate::api::{BackupPlan, DatabaseType, NonEmptyTargetPolicy, Restore, RestoreDatabase};
+use crate::mover::Mover;
 
 /// The Job's name for a Restore.
 pub fn restore_job_name(restore: &Restore) -> String {
@@ -27,6 +28,8 @@ pub struct RestoreRun {
     pub deadline: SignedDuration,
     /// The engine of each database entry, from the Restore or else from the plan.
     pub database_types: BTreeMap<String, DatabaseType>,
+    /// Who the pod runs as when it writes volumes.
+    pub mover: Mover,
 }
 
 /// Builds the Job that runs `restore`, reading from `plan`'s repository.
@@ -89,13 +92,14 @@ pub fn restore_job(
     }
     .to_args();
 
-    // Writing files back with their owners and modes needs CHOWN (set the owner), FOWNER (set
-    // modes and times of files the process does not own) and DAC_OVERRIDE (write into directories
-    // whatever their mode); nothing else.
-    let privileges = if spec.volumes.is_empty() {
-        Privileges::Unprivileged
-    } else {
-        Privileges::Root(&["CHOWN", "DAC_OVERRIDE", "FOWNER"])
+    // A privileged mover writes files back with their owners and modes: CHOWN (set the owner),
+    // FOWNER (set modes and times of files the process does not own) and DAC_OVERRIDE (write into
+    // directories whatever their mode); nothing else. An unprivileged one writes them as its user
+    // (the owners are not restored), its fsGroup the group of the target's root.
+    let privileges = match (&run.mover, spec.volumes.is_empty()) {
+        (_, true) => Privileges::Unprivileged,
+        (Mover::Privileged, false) => Privileges::Root(&["CHOWN", "DAC_OVERRIDE", "FOWNER"]),
+        (Mover::Unprivileged(identity), false) => Privileges::User(identity.clone()),
     };
     let mut labels = common_labels("restore");
     labels.insert(LABEL_RESTORE.into(), restore.name_any());

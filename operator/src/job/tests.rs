@@ -9,6 +9,7 @@ use crate::api::{
     RestoreVolume,
 };
 use crate::fixtures::plan_spec;
+use crate::mover::{Mover, MoverIdentity};
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
 
@@ -73,6 +74,7 @@ fn run() -> BackupRun {
         node_name: Some("node-7".into()),
         deadline: SignedDuration::from_hours(2),
         remove_stale_locks: true,
+        mover: Mover::Privileged,
     }
 }
 
@@ -447,6 +449,7 @@ fn restore() -> Restore {
                 on_non_empty_target: NonEmptyTargetPolicy::Overwrite,
             }],
             pod: None,
+            mover: None,
         },
     );
     restore.metadata.namespace = Some("shop".into());
@@ -459,6 +462,7 @@ fn restore_job_writes_each_volume_into_its_target_claim() {
     let run = RestoreRun {
         deadline: SignedDuration::from_hours(12),
         database_types: BTreeMap::from([("orders".to_string(), DatabaseType::Postgresql)]),
+        mover: Mover::Privileged,
     };
     let job = restore_job(&restore(), &plan(), &run, &settings());
     assert_eq!(job.metadata.name.as_deref(), Some("bring-back-restore"));
@@ -531,4 +535,67 @@ fn trigger_names_read_back_and_anything_else_is_an_error() {
         Err(UnknownTrigger(Some("manual".into())))
     );
     assert_eq!(parse_trigger(None), Err(UnknownTrigger(None)));
+}
+
+#[test]
+fn an_unprivileged_backup_reads_as_its_user_with_the_fs_group_as_a_supplemental_group() {
+    let unprivileged = BackupRun {
+        mover: Mover::Unprivileged(MoverIdentity {
+            uid: 1000,
+            gid: 3000,
+            supplemental_groups: vec![4000],
+            fs_group: Some(2000),
+        }),
+        ..run()
+    };
+    let job = backup_job(&plan(), &unprivileged, &settings());
+    let pod = pod_spec(&job);
+    let pod_security = pod.security_context.as_ref().unwrap();
+    assert_eq!(
+        pod_security.fs_group, None,
+        "fsGroup would chown the claims"
+    );
+    assert_eq!(pod_security.fs_group_change_policy, None);
+    assert_eq!(pod_security.supplemental_groups, Some(vec![2000, 4000]));
+    let security = container(&job).security_context.as_ref().unwrap();
+    assert_eq!(security.run_as_user, Some(1000));
+    assert_eq!(security.run_as_group, Some(3000));
+    assert_eq!(security.run_as_non_root, Some(true));
+    assert_eq!(security.capabilities.as_ref().unwrap().add, None);
+    // Without an fsGroup the Secrets' files must be readable by a user that is not root.
+    for volume in pod.volumes.iter().flatten() {
+        if let Some(secret) = &volume.secret {
+            assert_eq!(secret.default_mode, Some(0o444), "{}", volume.name);
+        }
+    }
+}
+
+#[test]
+fn an_unprivileged_restore_sets_its_fs_group_only_when_the_root_mismatches() {
+    let run = RestoreRun {
+        deadline: SignedDuration::from_hours(1),
+        database_types: BTreeMap::new(),
+        mover: Mover::Unprivileged(MoverIdentity {
+            uid: 1000,
+            gid: 1000,
+            supplemental_groups: vec![],
+            fs_group: Some(2000),
+        }),
+    };
+    let job = restore_job(&restore(), &plan(), &run, &settings());
+    let pod = pod_spec(&job);
+    let pod_security = pod.security_context.as_ref().unwrap();
+    assert_eq!(pod_security.fs_group, Some(2000));
+    assert_eq!(
+        pod_security.fs_group_change_policy.as_deref(),
+        Some("OnRootMismatch")
+    );
+    let security = container(&job).security_context.as_ref().unwrap();
+    assert_eq!(security.run_as_user, Some(1000));
+    assert_eq!(security.capabilities.as_ref().unwrap().add, None);
+    for volume in pod.volumes.iter().flatten() {
+        if let Some(secret) = &volume.secret {
+            assert_eq!(secret.default_mode, Some(0o440), "{}", volume.name);
+        }
+    }
 }

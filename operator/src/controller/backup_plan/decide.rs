@@ -79,6 +79,7 @@ pub fn decide_with(
             String::new()
         }
         Ok(ready) => {
+            decision.status.mover = Some(ready.mover.status());
             occupant = start_or_advance(
                 plan,
                 observed,

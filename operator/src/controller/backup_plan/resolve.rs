@@ -1,5 +1,6 @@
 //! What the plan's spec names, resolved against the cluster: its Secrets and claims, how each
-//! volume is read (a snapshot or directly), and the node a direct read must run on.
+//! volume is read (a snapshot or directly), the node a direct read must run on, and who the pod
+//! that reads them runs as.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
@@ -8,6 +9,7 @@ use super::fetch::ObservedPlan;
 use crate::admission::check_backup_plan;
 use crate::api::BackupPlan;
 use crate::job::LABEL_RUN;
+use crate::mover::{choose_mover, IdentitySource, MoverChoice};
 use crate::plan::{resolve_plan_seeded, Problem, ResolvedPlan};
 use crate::tenant_policy::TenantPolicy;
 use crate::volumes::{choose_reads, direct_placement, SnapshotSupport, VolumeRead};
@@ -22,6 +24,8 @@ pub struct ReadyPlan {
     pub direct_node: Option<String>,
     /// The claims of the namespace that may be backed up (the plan's own clones left out).
     pub claims: Vec<PersistentVolumeClaim>,
+    /// Who the pod that reads the volumes runs as.
+    pub mover: MoverChoice,
 }
 
 impl ReadyPlan {
@@ -71,11 +75,19 @@ pub fn resolve(
             return Err(problems);
         }
     };
+    let mover = match plan_mover(plan, observed, &resolved, policy) {
+        Ok(chosen) => chosen,
+        Err(refusal) => {
+            problems.push(Problem::Refused(refusal));
+            return Err(problems);
+        }
+    };
     let mut ready = ReadyPlan {
         plan: resolved,
         reads: Vec::new(),
         direct_node: None,
         claims,
+        mover,
     };
     if ready.plan.claims.is_empty() {
         return if problems.is_empty() {
@@ -127,4 +139,27 @@ pub fn resolve(
     ready.reads = reads;
     ready.direct_node = direct_node;
     Ok(ready)
+}
+
+/// Who the plan's backup pods run as: the application's user comes from the pods that mount the
+/// plan's claims.
+fn plan_mover(
+    plan: &BackupPlan,
+    observed: &ObservedPlan,
+    resolved: &ResolvedPlan,
+    policy: &TenantPolicy,
+) -> Result<MoverChoice, crate::admission::Refusal> {
+    let claim_names: Vec<&str> = resolved.claims.iter().map(|c| c.name.as_str()).collect();
+    let applications = IdentitySource::Applications {
+        pods: &observed.pods,
+        claims: &claim_names,
+    };
+    let namespace = plan.metadata.namespace.as_deref().unwrap_or_default();
+    choose_mover(
+        plan.spec.mover.as_ref(),
+        "spec.mover",
+        namespace,
+        policy,
+        applications,
+    )
 }

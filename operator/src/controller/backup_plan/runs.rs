@@ -139,6 +139,7 @@ pub fn start<'a>(
         node_name: ready.direct_node.clone(),
         deadline: ready.plan.deadline,
         remove_stale_locks,
+        mover: ready.mover.mover.clone(),
     };
     let job_name = backup_job_name(plan, &run);
     let trigger = run.trigger;

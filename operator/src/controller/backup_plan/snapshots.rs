@@ -237,6 +237,7 @@ pub fn advance<'a>(
         node_name: ready.direct_node.clone(),
         deadline,
         remove_stale_locks,
+        mover: ready.mover.mover.clone(),
     };
     let mut job = backup_job(plan, &run, &settings.job);
     // The run's name was fixed when its snapshots were taken.
