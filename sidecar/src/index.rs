@@ -88,7 +88,10 @@ impl Index {
         if self.contains(&blob.id) {
             return;
         }
-        let slot = Slot::new(pack_number(&mut self.packs, &mut self.pack_numbers, pack), blob);
+        let slot = Slot::new(
+            pack_number(&mut self.packs, &mut self.pack_numbers, pack),
+            blob,
+        );
         self.recent.insert(blob.id, slot);
         if self.recent.len() >= MERGE_AT_LEAST.max(self.sorted.len() / 8) {
             self.merge_recent();
@@ -285,7 +288,10 @@ fn prefix_of(id: &[u8; 32]) -> usize {
 fn pack_number(packs: &mut Vec<PackId>, numbers: &mut HashMap<PackId, u32>, pack: PackId) -> u32 {
     *numbers.entry(pack).or_insert_with(|| {
         // The high bit holds the kind: 2^31 packs of 8 MiB are 16 PiB.
-        assert!(packs.len() < TREE_BIT as usize, "more than 2^31 packs in one index");
+        assert!(
+            packs.len() < TREE_BIT as usize,
+            "more than 2^31 packs in one index"
+        );
         packs.push(pack);
         (packs.len() - 1) as u32
     })

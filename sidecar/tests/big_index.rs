@@ -56,7 +56,11 @@ fn index_object(first_pack: u64, blobs: u64) -> IndexFile {
                     blobs: (0..BLOBS_PER_PACK.min(blobs - p * BLOBS_PER_PACK))
                         .map(|i| IndexedBlob {
                             id: BlobId::from_bytes(id_of("blob", start + i)),
-                            kind: if i == 0 { BlobKind::Tree } else { BlobKind::Data },
+                            kind: if i == 0 {
+                                BlobKind::Tree
+                            } else {
+                                BlobKind::Data
+                            },
                             offset: (i * 48) as u32,
                             length: 48,
                             raw_length: 20,
@@ -108,7 +112,10 @@ async fn ten_million_blobs_open_in_bounded_memory() {
     for n in (0..blobs).step_by(99_991) {
         let id = BlobId::from_bytes(id_of("blob", n));
         let found = index.get(&id).expect("every generated blob is indexed");
-        assert_eq!(found.pack, PackId::from_bytes(id_of("pack", n / BLOBS_PER_PACK)));
+        assert_eq!(
+            found.pack,
+            PackId::from_bytes(id_of("pack", n / BLOBS_PER_PACK))
+        );
     }
     let heap = index.heap_bytes() as u64;
     let rss_after = status_kib("VmRSS");

@@ -15,6 +15,14 @@ fn blob(n: u64, kind: BlobKind) -> IndexedBlob {
     }
 }
 
+fn kind_of(n: u64) -> BlobKind {
+    if n % 5 == 0 {
+        BlobKind::Tree
+    } else {
+        BlobKind::Data
+    }
+}
+
 fn pack(n: u8) -> PackId {
     PackId::from_bytes([n; 32])
 }
@@ -25,10 +33,7 @@ fn file(packs: &[(u8, Range<u64>)]) -> IndexFile {
             .iter()
             .map(|(p, blobs)| IndexedPack {
                 id: pack(*p),
-                blobs: blobs
-                    .clone()
-                    .map(|n| blob(n, if n % 5 == 0 { BlobKind::Tree } else { BlobKind::Data }))
-                    .collect(),
+                blobs: blobs.clone().map(|n| blob(n, kind_of(n))).collect(),
             })
             .collect(),
         supersedes: vec![],
@@ -40,8 +45,10 @@ fn object(n: u8) -> ObjectId {
 }
 
 fn assert_at(index: &Index, n: u64, pack_number: u8) {
-    let expected = blob(n, if n % 5 == 0 { BlobKind::Tree } else { BlobKind::Data });
-    let found = index.get(&expected.id).unwrap_or_else(|| panic!("blob {n} is missing"));
+    let expected = blob(n, kind_of(n));
+    let found = index
+        .get(&expected.id)
+        .unwrap_or_else(|| panic!("blob {n} is missing"));
     assert_eq!(
         found,
         BlobLocation {
@@ -67,7 +74,17 @@ fn a_built_index_finds_every_blob_and_no_other() {
     let index = builder.finish(vec![object(9)]);
     assert_eq!(index.blob_count(), 4000);
     for n in 0..4000 {
-        assert_at(&index, n, if n < 1000 { 1 } else if n < 1500 { 2 } else { 3 });
+        assert_at(
+            &index,
+            n,
+            if n < 1000 {
+                1
+            } else if n < 1500 {
+                2
+            } else {
+                3
+            },
+        );
     }
     for n in 4000..4100 {
         assert!(!index.contains(&blob(n, BlobKind::Data).id));
@@ -115,7 +132,10 @@ fn blobs_added_after_loading_are_found_before_and_after_each_merge() {
     let mut index = builder.finish(vec![]);
     // Added one pack at a time, as a backup's uploader does, past several merges.
     for (i, start) in (20_000..60_000).step_by(1000).enumerate() {
-        index.add_file(Some(object(10 + i as u8)), &file(&[(10 + i as u8, start..start + 1000)]));
+        index.add_file(
+            Some(object(10 + i as u8)),
+            &file(&[(10 + i as u8, start..start + 1000)]),
+        );
         assert_at(&index, start, 10 + i as u8);
         assert_at(&index, start + 999, 10 + i as u8);
         assert_at(&index, 7, 1);
@@ -125,7 +145,15 @@ fn blobs_added_after_loading_are_found_before_and_after_each_merge() {
     assert_at(&index, 3, 1);
     assert_eq!(index.blob_count(), 60_000);
     for n in (0..60_000).step_by(7) {
-        assert_at(&index, n, if n < 20_000 { 1 } else { 10 + ((n - 20_000) / 1000) as u8 });
+        assert_at(
+            &index,
+            n,
+            if n < 20_000 {
+                1
+            } else {
+                10 + ((n - 20_000) / 1000) as u8
+            },
+        );
     }
     assert_eq!(index.blob_ids().len(), 60_000);
 }
@@ -136,7 +164,10 @@ fn a_large_index_is_searched_through_its_prefix_table() {
     builder.add_file(object(1), &file(&[(1, 0..PREFIX_TABLE_FROM as u64 + 10)]));
     let index = builder.finish(vec![]);
     assert_eq!(index.prefix_starts.len(), 65_537);
-    assert_eq!(*index.prefix_starts.last().unwrap() as usize, index.sorted.len());
+    assert_eq!(
+        *index.prefix_starts.last().unwrap() as usize,
+        index.sorted.len()
+    );
     for n in (0..PREFIX_TABLE_FROM as u64 + 10).step_by(997) {
         assert_at(&index, n, 1);
     }
