@@ -221,8 +221,8 @@ hz=$(getconf CLK_TCK)
 # without one allocates inodes slowly right after many were freed; see settle_after_deletion).
 describe_fs() {
   local type source journal=""
-  type=$(findmnt -n -o FSTYPE --target "$1" 2>/dev/null || echo "?")
-  source=$(findmnt -n -o SOURCE --target "$1" 2>/dev/null || echo "?")
+  type=$(findmnt -n -o FSTYPE --target "$1" 2>/dev/null | head -1); type=${type:-?}
+  source=$(findmnt -n -o SOURCE --target "$1" 2>/dev/null | head -1); source=${source:-?}
   if [ "$type" = ext4 ]; then
     if ls /proc/fs/jbd2 2>/dev/null | grep -q "^${source#/dev/}-"; then journal=", journaled"; else journal=", no journal"; fi
   fi
