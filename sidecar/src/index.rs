@@ -3,8 +3,8 @@
 //! Every blob costs [`BYTES_PER_BLOB`] bytes: a fixed-size entry (its full id, pack number and
 //! kind, offset, lengths) in one array sorted by id, searched by bisection; pack ids sit once in
 //! a side table. Blobs added after loading (a backup's own packs) wait in a small hash map that is
-//! merged into the array when it grows past an eighth of it, so lookups stay cheap and the
-//! map stays small.
+//! merged into the array when it grows past a 32nd of it (sorted, then merged in place from the
+//! back), so lookups stay cheap and the map stays small.
 
 use crate::format::index::{IndexFile, IndexedBlob};
 use crate::ids::{BlobId, BlobKind, ObjectId, PackId};
@@ -93,21 +93,37 @@ impl Index {
             blob,
         );
         self.recent.insert(blob.id, slot);
-        if self.recent.len() >= MERGE_AT_LEAST.max(self.sorted.len() / 8) {
+        if self.recent.len() >= MERGE_AT_LEAST.max(self.sorted.len() / 32) {
             self.merge_recent();
         }
     }
 
     fn merge_recent(&mut self) {
-        let recent = std::mem::take(&mut self.recent);
-        self.sorted.reserve_exact(recent.len());
-        self.sorted
-            .extend(recent.into_iter().map(|(id, slot)| Entry {
+        let mut added: Vec<Entry> = std::mem::take(&mut self.recent)
+            .into_iter()
+            .map(|(id, slot)| Entry {
                 id: *id.as_bytes(),
                 slot,
-            }));
-        // No id is in both parts, so an unstable sort keeps every blob's one location.
-        self.sorted.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+            })
+            .collect();
+        added.sort_unstable_by_key(|entry| entry.id);
+        // Merged from the back into the grown array: each entry moves once, nothing is copied
+        // whole. No id is in both parts.
+        let mut old = self.sorted.len();
+        self.sorted.reserve_exact(added.len());
+        self.sorted.extend_from_slice(&added);
+        let mut new = added.len();
+        let mut write = self.sorted.len();
+        while new > 0 {
+            write -= 1;
+            if old > 0 && self.sorted[old - 1].id > added[new - 1].id {
+                old -= 1;
+                self.sorted[write] = self.sorted[old];
+            } else {
+                new -= 1;
+                self.sorted[write] = added[new];
+            }
+        }
         self.rebuild_prefix_table();
     }
 
