@@ -152,6 +152,25 @@ def targets(summary, floor):
     return res
 
 
+def many_files_targets(summary, meta):
+    """Issue 15's targets for the many-files tree: ratios to restic, and peak memory."""
+    res = []
+    limit_mib = 100 if meta.get("data_files", 0) <= 300000 else 128
+    for mode in ("local", "rest"):
+        get = lambda tool, phase, key, m=mode: (summary.get((tool, m, phase)) or {}).get(key)
+        for phase, limit in (("first", 0.4), ("unchanged", 0.25), ("restore", 0.4)):
+            v = ratio(get("neverwiped", phase, "wall_s"), get("restic", phase, "wall_s"))
+            if v is not None:
+                res.append({"target": f"{PHASE_LABEL[phase]}: wall <= {limit}x restic", "mode": mode, "value": v,
+                            "limit": limit, "met": v <= limit, "factor_off": v / limit, "unit": "x"})
+        for phase in PHASES:
+            v = get("neverwiped", phase, "rss_mib")
+            if v is not None:
+                res.append({"target": f"{PHASE_LABEL[phase]}: peak RSS <= {limit_mib} MiB", "mode": mode, "value": v,
+                            "limit": limit_mib, "met": v <= limit_mib, "factor_off": v / limit_mib, "unit": "MiB"})
+    return res
+
+
 def link_estimates(summary):
     """neverwiped on a link. A backup first reads the repository's index and the parent's trees (the
     download direction, before any work), then uploads packs while it computes: estimate =
@@ -236,12 +255,13 @@ def ratio_lines(rats, markdown):
         "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in [head] + body] + [""]
 
 
-def target_lines(tg, markdown):
-    lines = ["**Issue 6's targets**", ""] if markdown else ["== issue 6's targets"]
+def target_lines(tg, markdown, issue="6"):
+    lines = [f"**Issue {issue}'s targets**", ""] if markdown else [f"== issue {issue}'s targets"]
     for t in tg:
         over = (t["factor_off"] - 1) * 100
         verdict = "met" if t["met"] else (f"MISSED: {over:.0f}% over the limit" if over >= 1 else f"MISSED: {over:.1f}% over the limit")
-        text = f"{t['target']} [{t['mode']}]: {t['value']:.3f}x -> {verdict}"
+        value = f"{t['value']:.3f}x" if t["unit"] == "x" else f"{t['value']:.1f} {t['unit']}"
+        text = f"{t['target']} [{t['mode']}]: {value} -> {verdict}"
         lines.append(("- " + text) if markdown else "  " + text)
     return lines + [""]
 
@@ -322,7 +342,8 @@ def chart(out, meta, summary, floor=None):
         ax.set_axisbelow(True)
     axes[0].legend(fontsize=8)
     loads = [v for s in summary.values() for v in (s.get("load1_min"), s.get("load1_max")) if v is not None]
-    fig.suptitle(f"{meta['data_files']} files, {meta['data_bytes'] / 1e9:.2f} GB (scale {meta['scale']}), "
+    what = "many-files tree" if meta.get("workload") == "many-files" else f"scale {meta['scale']}"
+    fig.suptitle(f"{meta['data_files']} files, {meta['data_bytes'] / 1e9:.2f} GB ({what}), "
                  f"{meta['machine']['cpus']} vCPU; medians of {meta['runs']} runs (bars: min-max); "
                  f"load average {min(loads):.1f}-{max(loads):.1f}; warm cache; lower is better", fontsize=10)
     fig.tight_layout()
@@ -340,14 +361,16 @@ def main():
     meta, rows, verify, floor = load(out)
     summary = summarise(rows, verify)
     rats = ratios(summary)
-    tg = targets(summary, floor)
+    many = meta.get("workload") == "many-files"
+    tg = many_files_targets(summary, meta) if many else targets(summary, floor)
+    issue = "15" if many else "6"
     links = link_estimates(summary)
-    text = table(summary, floor, False) + ratio_lines(rats, False) + target_lines(tg, False) + link_lines(links, False)
-    md = [f"Scale {meta['scale']}: {meta['data_files']} files, {meta['data_bytes']} bytes; {meta['runs']} runs; "
+    text = table(summary, floor, False) + ratio_lines(rats, False) + target_lines(tg, False, issue) + link_lines(links, False)
+    md = [("Many-files tree" if many else f"Scale {meta['scale']}") + f": {meta['data_files']} files, {meta['data_bytes']} bytes; {meta['runs']} runs; "
           f"{meta['machine']['cpus']} vCPU {meta['machine']['cpu_model']}, {meta['machine']['mem_kib'] // 1048576} GiB; "
           f"started {meta['started']}; {meta['cache']}; restores on {meta.get('restore_file_system', '?')}", "",
           "Versions: " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items() if v), ""]
-    md += table(summary, floor, True) + ratio_lines(rats, True) + target_lines(tg, True) + link_lines(links, True)
+    md += table(summary, floor, True) + ratio_lines(rats, True) + target_lines(tg, True, issue) + link_lines(links, True)
     open(os.path.join(out, "results.md"), "w").write("\n".join(md) + "\n")
     medians = [dict(v) for v in summary.values()]
     json.dump({"meta": meta, "floor": floor, "medians": medians, "ratios": rats, "targets": tg, "links": links,

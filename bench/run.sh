@@ -3,6 +3,7 @@
 #
 #   bench/run.sh [--scale N] [--rest] [--peers restic,borg] [--out DIR] [--runs N] [--work DIR]
 #                [--rev REV] [--no-build] [--no-floor] [--rebuild-data] [--restore-dir DIR]
+#                [--workload reference|many-files] [--files N]
 #
 # Builds the deterministic data set (../shared/bench/make-dataset.sh, 1/N of the 5.3 GB reference;
 # default 1/5, ~1.07 GB), builds neverwiped in release mode, and for each tool runs the four
@@ -15,6 +16,9 @@
 # Prints per phase and tool: wall seconds, CPU seconds (user+sys), peak RSS, bytes added,
 # repository size, the load average, and neverwiped's ratios to each peer; writes raw.jsonl,
 # results.json, results.csv, results.md and chart.png into the out folder. See bench/README.md.
+# --workload many-files swaps the data set for bench/many_files.py's source-like tree of --files N
+# files (default 200 000, in ~N/20 folders; ~6.6 KB a file) and its change (1 % of the files
+# grown, 0.2 % deleted, 0.5 % new); "what the cores allow" is not measured for it.
 # --rev REV builds that commit (git archive into the work folder) instead of the work tree as it is.
 # --restore-dir DIR puts the restores on another file system (e.g. a journaled ext4 mount).
 # Not part of the test suite. Needs: cargo, python3, /usr/bin/time (GNU time), PostgreSQL 15 (for
@@ -38,6 +42,8 @@ rebuild_data=0
 rev=""
 restore_dir=""
 seed="${SEED:-20240301}"
+workload=reference
+files=200000
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [ $# -gt 0 ]; do
@@ -60,6 +66,10 @@ while [ $# -gt 0 ]; do
     --rebuild-data) rebuild_data=1; shift ;;
     --restore-dir) restore_dir="$2"; shift 2 ;;
     --restore-dir=*) restore_dir="${1#*=}"; shift ;;
+    --workload) workload="$2"; shift 2 ;;
+    --workload=*) workload="${1#*=}"; shift ;;
+    --files) files="$2"; shift 2 ;;
+    --files=*) files="${1#*=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -73,6 +83,13 @@ case "$scale" in
   *) SCALE="1/$scale" ;;
 esac
 tag="$(printf '%s' "$SCALE" | tr '/' '_')"
+case "$workload" in
+  reference) ;;
+  many-files)
+    case "$files" in *[!0-9]*|"") echo "run.sh: --files takes a number of files" >&2; exit 2 ;; esac
+    tag="files-$files"; floor=0 ;;
+  *) echo "run.sh: unknown workload $workload (reference, many-files)" >&2; exit 2 ;;
+esac
 [ "$peers" = none ] && peers=""
 IFS=, read -r -a peer_list <<< "$peers"
 for p in "${peer_list[@]}"; do
@@ -145,16 +162,29 @@ else
 fi
 
 # ------------------------------------------------------------------------------------- data set
+# change apply|revert: the workload's "changed night" (writes $DATA.changed.sha256 on apply)
+change() {
+  case "$workload" in
+    reference) "$SHARED/bench/change.sh" "$1" ;;
+    many-files) python3 "$HERE/many_files.py" "$1" "$DATA" "$files" "$seed" ;;
+  esac
+}
 stamp="scale=$SCALE seed=$seed"
+[ "$workload" = reference ] || stamp="workload=$workload files=$files seed=$seed generator=$(sha256sum < "$HERE/many_files.py" | cut -c1-16)"
 if [ "$rebuild_data" = 1 ] || [ ! -f "$DATA.sha256" ] || [ "$(cat "$DATA.bench-stamp" 2>/dev/null)" != "$stamp" ]; then
-  log "building the data set: SCALE=$SCALE into $DATA (make-dataset.sh; needs PostgreSQL 15)"
   rm -f "$DATA.bench-stamp" "$DATA.change-saved.bin"
-  "$SHARED/bench/make-dataset.sh" >&2 || die "make-dataset.sh failed"
+  if [ "$workload" = reference ]; then
+    log "building the data set: SCALE=$SCALE into $DATA (make-dataset.sh; needs PostgreSQL 15)"
+    "$SHARED/bench/make-dataset.sh" >&2 || die "make-dataset.sh failed"
+  else
+    log "building the many-files tree: $files files into $DATA (bench/many_files.py make)"
+    python3 "$HERE/many_files.py" make "$DATA" "$files" "$seed" || die "many_files.py failed"
+  fi
   echo "$stamp" > "$DATA.bench-stamp"
 else
   log "reusing the data set in $DATA ($stamp)"
 fi
-"$SHARED/bench/change.sh" revert >/dev/null   # a run killed after 'apply' left the change in place
+change revert >/dev/null   # a run killed after 'apply' left the change in place
 (cd "$DATA" && find . -type f -print0 | sort -z | xargs -0 -P 2 -n 256 sha256sum | sort -k2) > "$work/source-$tag.sha256"
 sort -k2 "$DATA.sha256" | cmp -s - "$work/source-$tag.sha256" || die "$DATA differs from its manifest $DATA.sha256: use --rebuild-data"
 data_files=$(find "$DATA" -type f | wc -l)
@@ -173,7 +203,7 @@ unset NEVERWIPED_PASSWORD RESTIC_PASSWORD NEVERWIPED_GATE_USERNAME NEVERWIPED_GA
 # ------------------------------------------------------------------------------------- rest-server
 rest_pid="" rest_port="" rest_data="$work/rest-data"
 stop_rest() { if [ -n "$rest_pid" ]; then kill "$rest_pid" 2>/dev/null || true; wait "$rest_pid" 2>/dev/null || true; rest_pid=""; fi; }
-trap 'stop_rest; "$SHARED/bench/change.sh" revert >/dev/null 2>&1 || true' EXIT
+trap 'stop_rest; change revert >/dev/null 2>&1 || true' EXIT
 if [ "$rest" = 1 ]; then
   rm -rf "$rest_data"; mkdir -p "$rest_data"
   rest_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -191,8 +221,8 @@ hz=$(getconf CLK_TCK)
 # without one allocates inodes slowly right after many were freed; see settle_after_deletion).
 describe_fs() {
   local type source journal=""
-  type=$(findmnt -n -o FSTYPE --target "$1" 2>/dev/null || echo "?")
-  source=$(findmnt -n -o SOURCE --target "$1" 2>/dev/null || echo "?")
+  type=$(findmnt -n -o FSTYPE --target "$1" 2>/dev/null | head -1); type=${type:-?}
+  source=$(findmnt -n -o SOURCE --target "$1" 2>/dev/null | head -1); source=${source:-?}
   if [ "$type" = ext4 ]; then
     if ls /proc/fs/jbd2 2>/dev/null | grep -q "^${source#/dev/}-"; then journal=", journaled"; else journal=", no journal"; fi
   fi
@@ -204,7 +234,7 @@ import json, os, platform, sys
 mem = open("/proc/meminfo").read().split("\n")[0].split()[1]
 cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")]
 json.dump({
-  "started": "$(date -u +%FT%TZ)", "scale": "$SCALE", "seed": "$seed", "runs": $runs,
+  "started": "$(date -u +%FT%TZ)", "workload": "$workload", "scale": "$SCALE", "seed": "$seed", "runs": $runs,
   "rest": $rest, "peers": "$peers", "data_files": $data_files, "data_bytes": $data_bytes,
   "manifest_sha256": "$(sha256sum < "$DATA.sha256" | cut -c1-16)",
   "machine": {"cpus": os.cpu_count(), "cpu_model": cpu[0] if cpu else "?", "mem_kib": int(mem),
@@ -308,7 +338,7 @@ one_run() {
   local tool=$1 mode=$2 run=$3
   local name="$tool-$mode-run$run" dir="$work/runs/$tool-$mode-run$run" repo_dir rest_repo="" url
   rm -rf "$dir"; mkdir -p "$dir"
-  "$SHARED/bench/change.sh" revert >/dev/null
+  change revert >/dev/null
   if [ "$mode" = rest ]; then
     repo_dir="$rest_data/$name"; rest_repo="$name"; url="rest:http://127.0.0.1:$rest_port/$name/"
   else
@@ -337,7 +367,7 @@ one_run() {
   "${init[@]}" > "$out/logs/$name-init.log" 2>&1 || { log "$name: init failed: $(tail -3 "$out/logs/$name-init.log")"; return 1; }
   local phase
   for phase in first unchanged changed; do
-    [ "$phase" = changed ] && "$SHARED/bench/change.sh" apply > /dev/null
+    [ "$phase" = changed ] && change apply > /dev/null
     local -a cmd=("${backup[@]}")
     cmd=("${cmd[@]/PHASE/$phase}")
     measure "$tool" "$mode" "$run" "$phase" "$repo_dir" "$rest_repo" "$r.json" -- "${cmd[@]}" || return 1
@@ -348,7 +378,7 @@ one_run() {
   verify_restore "$target" "$tool" "$mode" "$run" || true
   rm -rf "$target"
   restore_deleted_at=$(date +%s)
-  "$SHARED/bench/change.sh" revert >/dev/null
+  change revert >/dev/null
   rm -rf "$dir"   # the repository (local) goes; its sizes are recorded
   [ "$mode" = rest ] && rm -rf "${rest_data:?}/$name"
   return 0

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 #[tokio::main]
 async fn main() -> ExitCode {
     let started = chrono::Utc::now();
+    map_large_allocations();
     let hardened = cli::hardening::disable_core_dumps();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -199,4 +200,16 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
         }
     }
     ExitCode::from(ExitStatus::Failed.code() as u8)
+}
+
+/// Allocations of 1 MiB or more get their own mapping, given back when freed. The index and the
+/// sets of blob ids grow by doubling, and under glibc's default threshold (which rises up to
+/// 32 MiB) every outgrown copy stayed resident as free heap: a prune of a million files peaked at
+/// 133 MiB that way.
+fn map_large_allocations() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt sets one parameter of the allocator, under the allocator's own lock.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }

@@ -17,7 +17,7 @@ use crate::format::snapshot::Snapshot;
 use crate::format::tree::Tree;
 use crate::format::{open_object, seal_object};
 use crate::ids::{BlobId, BlobKind, ObjectId, SnapshotId};
-use crate::index::Index;
+use crate::index::{Index, IndexBuilder};
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
@@ -274,17 +274,29 @@ impl Repository {
         &self,
         kind: ObjectKind,
     ) -> Result<(Vec<(ObjectId, T)>, Vec<DamagedObject>)> {
-        let ids = self.list_ids(kind).await?;
-        let outcomes: Vec<(ObjectId, Result<T>)> = futures::stream::iter(ids)
-            .map(|id| async move { (id, self.read_object::<T>(kind, &id).await) })
-            .buffer_unordered(METADATA_READ_CONCURRENCY)
-            .collect()
-            .await;
         let mut readable = Vec::new();
+        let damaged = self
+            .for_each_object(kind, |id, value| readable.push((id, value)))
+            .await?;
+        Ok((readable, damaged))
+    }
+
+    /// Like [`Repository::read_every`], but hands each object to `each` as soon as it is read,
+    /// so that no more than a few are held at once (index objects of a large repository).
+    /// Returns the damaged objects.
+    pub async fn for_each_object<T: DeserializeOwned>(
+        &self,
+        kind: ObjectKind,
+        mut each: impl FnMut(ObjectId, T),
+    ) -> Result<Vec<DamagedObject>> {
+        let ids = self.list_ids(kind).await?;
+        let mut outcomes = futures::stream::iter(ids)
+            .map(|id| async move { (id, self.read_object::<T>(kind, &id).await) })
+            .buffer_unordered(METADATA_READ_CONCURRENCY);
         let mut damaged = Vec::new();
-        for (id, outcome) in outcomes {
+        while let Some((id, outcome)) = outcomes.next().await {
             match outcome {
-                Ok(value) => readable.push((id, value)),
+                Ok(value) => each(id, value),
                 Err(Error::Backend(BackendError::NotFound { .. })) => {}
                 Err(error @ (Error::Corrupt { .. } | Error::Format(_))) => {
                     damaged.push(DamagedObject {
@@ -297,14 +309,16 @@ impl Repository {
             }
         }
         damaged.sort_by_key(|object| object.id);
-        Ok((readable, damaged))
+        Ok(damaged)
     }
 
     /// The damaged index and snapshot objects: what `check` reports and `prune` refuses to run
     /// over (a skipped snapshot's data would look unused).
     pub async fn damaged_objects(&self) -> Result<Vec<DamagedObject>> {
         let (_, mut damaged) = self.snapshots_and_damage().await?;
-        let (_, damaged_indexes) = self.read_every::<IndexFile>(ObjectKind::Index).await?;
+        let damaged_indexes = self
+            .for_each_object::<IndexFile>(ObjectKind::Index, |_, _| {})
+            .await?;
         damaged.extend(damaged_indexes);
         Ok(damaged)
     }
@@ -397,15 +411,14 @@ impl Repository {
         Ok((in_force, damaged))
     }
 
+    /// The index, built as each index object is read: only a few are held decoded at once.
     async fn read_index(&self) -> Result<Index> {
-        let (files, damaged) = self.index_files_and_damage().await?;
+        let mut builder = IndexBuilder::default();
+        let damaged = self
+            .for_each_object::<IndexFile>(ObjectKind::Index, |id, file| builder.add_file(id, &file))
+            .await?;
         warn_skipped(&damaged);
-        let mut index = Index::default();
-        for (id, file) in files {
-            index.add_file(Some(id), &file);
-        }
-        index.skipped = damaged.into_iter().map(|object| object.id).collect();
-        Ok(index)
+        Ok(builder.finish(damaged.into_iter().map(|object| object.id).collect()))
     }
 }
 

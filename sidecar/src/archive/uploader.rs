@@ -15,8 +15,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio::task::JoinSet;
 
-/// Packs recorded per index object while a backup runs.
+/// Packs recorded per index object while a backup runs, at most.
 const PACKS_PER_INDEX_OBJECT: usize = 8;
+
+/// An index object is written once its packs hold this many blobs (a pack is never split across
+/// objects): packs of small files hold thousands of blobs each, and a reader decodes a few
+/// objects at once, so this bounds what loading the index holds besides the index itself.
+const BLOBS_PER_INDEX_OBJECT: usize = 8192;
 
 /// What the uploads added to the repository.
 #[derive(Debug, Default, Clone, Copy)]
@@ -92,7 +97,8 @@ impl Shared {
                 id,
                 blobs: entries.iter().map(IndexedBlob::from).collect(),
             });
-            if pending.len() >= PACKS_PER_INDEX_OBJECT {
+            let blobs: usize = pending.iter().map(|pack| pack.blobs.len()).sum();
+            if pending.len() >= PACKS_PER_INDEX_OBJECT || blobs >= BLOBS_PER_INDEX_OBJECT {
                 std::mem::take(&mut *pending)
             } else {
                 Vec::new()

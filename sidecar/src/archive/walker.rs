@@ -48,8 +48,11 @@ pub struct Walker {
     pub chunker: Arc<Chunker>,
     /// The chunker's read buffer, kept from file to file.
     chunk_buffer: Vec<u8>,
-    /// Blobs already in the repository or already sent to the workers in this backup.
-    pub known: HashSet<BlobId>,
+    /// Blobs sent to the workers in this backup that the index may not list yet (those it lists
+    /// are dropped now and then: the index knows them, and this set stays small).
+    sent: HashSet<BlobId>,
+    /// Blobs sent since `sent` was last pruned.
+    sent_since_pruned: usize,
     pub jobs: Sender<BlobJob>,
     /// Blob buffers coming back from the packer.
     buffers: Recycler,
@@ -66,6 +69,9 @@ pub struct Walker {
     no_atime: bool,
 }
 
+/// How many blobs are sent between two prunings of [`Walker::sent`].
+const SENT_PRUNE_EVERY: usize = 1 << 15;
+
 /// The walk stopped because the rest of the pipeline did.
 fn pipeline_stopped() -> Error {
     Error::Interrupted("the upload pipeline stopped".into())
@@ -81,12 +87,12 @@ impl Walker {
         excludes: Excludes,
         progress: Arc<Progress>,
     ) -> Walker {
-        let known = repo.index().blob_ids();
         Walker {
             keys: repo.keys().clone(),
             chunker: Arc::new(repo.chunker()),
             chunk_buffer: Vec::new(),
-            known,
+            sent: HashSet::new(),
+            sent_since_pruned: 0,
             repo,
             runtime,
             jobs,
@@ -115,7 +121,8 @@ impl Walker {
     /// Sends a blob to the workers unless the repository has it; returns its id.
     fn store_blob(&mut self, kind: BlobKind, plaintext: &[u8]) -> Result<BlobId> {
         let id = self.keys.blob_id(kind, plaintext);
-        if self.known.insert(id) {
+        if !self.is_known(&id) {
+            self.remember_sent(id);
             let mut buffer = self.buffers.take();
             buffer.reserve_exact(JOB_FRONT_BYTES + plaintext.len() + crate::crypto::TAG_BYTES);
             buffer.resize(JOB_FRONT_BYTES, 0);
@@ -124,6 +131,21 @@ impl Walker {
             self.jobs.send(job).map_err(|_| pipeline_stopped())?;
         }
         Ok(id)
+    }
+
+    /// Whether the repository has the blob, or this backup sent it already.
+    fn is_known(&self, id: &BlobId) -> bool {
+        self.sent.contains(id) || self.repo.index().contains(id)
+    }
+
+    fn remember_sent(&mut self, id: BlobId) {
+        self.sent.insert(id);
+        self.sent_since_pruned += 1;
+        if self.sent_since_pruned >= SENT_PRUNE_EVERY {
+            self.sent_since_pruned = 0;
+            let index = self.repo.index();
+            self.sent.retain(|id| !index.contains(id));
+        }
     }
 
     fn store_tree(&mut self, mut nodes: Vec<Node>) -> Result<BlobId> {
@@ -344,7 +366,7 @@ impl Walker {
             }
         }
         let reusable = unchanged_content(parent, seen)
-            .filter(|content| content.iter().all(|id| self.known.contains(id)));
+            .filter(|content| content.iter().all(|id| self.is_known(id)));
         if let Some(content) = reusable {
             let size = seen.st_size as u64;
             self.stats.files += 1;

@@ -4,11 +4,14 @@
 //! trees can be read and every blob they name is indexed. Read data: each chosen pack is read
 //! whole, its SHA-256 must match its name, its sealed header must match the index, and every
 //! blob must open (authenticated, decompressed, and hashing to its id).
+//!
+//! Memory: the loaded index, each pack's expected size, and the trees seen; index objects are
+//! read one at a time (again when packs are read, for the entries of the chosen ones).
 
 use super::expected_pack_size;
 use crate::backend::ObjectKind;
 use crate::error::{Error, Result};
-use crate::format::index::IndexedPack;
+use crate::format::index::{IndexFile, IndexedPack};
 use crate::format::pack::read_header;
 use crate::format::tree::NodeKind;
 use crate::ids::{BlobId, PackId};
@@ -44,11 +47,14 @@ impl CheckReport {
 
 pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<CheckReport> {
     let mut report = CheckReport::default();
-    let index_files = repo.index_files().await?;
-    let mut packs: HashMap<PackId, IndexedPack> = HashMap::new();
-    for (_, file) in index_files {
-        for pack in file.packs {
-            packs.insert(pack.id, pack);
+    // What is checked is what backups and restores load: the index objects in force, today.
+    repo.refresh_index().await?;
+    let objects = repo.index().objects.clone();
+    let mut packs: HashMap<PackId, u64> = HashMap::new();
+    for object in &objects {
+        let file: IndexFile = repo.read_object(ObjectKind::Index, object).await?;
+        for pack in &file.packs {
+            packs.insert(pack.id, expected_pack_size(pack));
         }
     }
     report.packs = packs.len();
@@ -60,14 +66,13 @@ pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<Chec
         .map(|info| (info.name, info.size_bytes))
         .collect();
 
-    for (id, pack) in &packs {
+    for (id, &expected) in &packs {
         match stored.get(&id.to_hex()) {
             None => report.problems.push(format!(
                 "pack {id} is in the index but missing from the repository"
             )),
-            Some(&size) if size != expected_pack_size(pack) => report.problems.push(format!(
-                "pack {id} has {size} bytes, the index implies {} (truncated or damaged)",
-                expected_pack_size(pack)
+            Some(&size) if size != expected => report.problems.push(format!(
+                "pack {id} has {size} bytes, the index implies {expected} (truncated or damaged)"
             )),
             Some(_) => {}
         }
@@ -91,30 +96,38 @@ pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<Chec
     }
     check_snapshots(repo, &mut report).await?;
 
-    let chosen: Vec<&IndexedPack> = match read_data {
-        ReadData::None => Vec::new(),
-        ReadData::All => packs.values().collect(),
+    let mut chosen: HashSet<PackId> = match read_data {
+        ReadData::None => HashSet::new(),
+        ReadData::All => packs.keys().copied().collect(),
         ReadData::Subset(percent) => {
             let threshold = (percent.clamp(0.0, 100.0) / 100.0 * u64::MAX as f64) as u64;
             let salt: u64 = rand::random();
-            let mut chosen: Vec<&IndexedPack> = packs
-                .values()
-                .filter(|p| {
-                    let bytes: [u8; 8] = p.id.as_bytes()[..8].try_into().expect("8 bytes");
+            let mut chosen: HashSet<PackId> = packs
+                .keys()
+                .filter(|id| {
+                    let bytes: [u8; 8] = id.as_bytes()[..8].try_into().expect("8 bytes");
                     (u64::from_le_bytes(bytes) ^ salt) <= threshold
                 })
+                .copied()
                 .collect();
             if chosen.is_empty() && percent > 0.0 {
-                chosen.extend(packs.values().next());
+                chosen.extend(packs.keys().next());
             }
             chosen
         }
     };
-    for pack in chosen {
-        if !stored.contains_key(&pack.id.to_hex()) {
-            continue; // already reported
+    // The chosen packs' entries, from the index objects again, one object at a time.
+    for object in &objects {
+        if chosen.is_empty() {
+            break;
         }
-        read_pack(repo, pack, &mut report).await?;
+        let file: IndexFile = repo.read_object(ObjectKind::Index, object).await?;
+        for pack in file.packs {
+            // A pack listed twice is read once; one missing was reported already.
+            if chosen.remove(&pack.id) && stored.contains_key(&pack.id.to_hex()) {
+                read_pack(repo, &pack, &mut report).await?;
+            }
+        }
     }
     Ok(report)
 }

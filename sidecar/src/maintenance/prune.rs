@@ -10,6 +10,11 @@
 //!
 //! A crash before step 2 ends leaves the old indexes in force (new packs are unindexed garbage);
 //! after it, the new ones are. Data is only deleted once no index in force names it.
+//!
+//! Memory: the loaded index, the used blobs (a sorted array, 32 bytes each) and the trees seen;
+//! index objects are read one at a time, in planning and again when the kept packs are written
+//! into the new index, so no copy of the whole index is held. Each used blob counts in one pack
+//! only, the one the loaded index places it in: a copy elsewhere is unused.
 
 use super::expected_pack_size;
 use crate::backend::ObjectKind;
@@ -24,20 +29,42 @@ use std::collections::HashSet;
 
 /// A pack with at least this share of unused bytes is repacked.
 const REPACK_UNUSED_SHARE: f64 = 0.2;
-/// Packs listed per new index object.
+/// Packs listed per new index object, at most.
 const PACKS_PER_INDEX_OBJECT: usize = 256;
+/// A new index object is written once its packs hold this many blobs (see the uploader's).
+const BLOBS_PER_INDEX_OBJECT: usize = 8192;
+
+/// The blobs the snapshots need: sorted, no id twice.
+#[derive(Debug, Default)]
+pub struct UsedBlobs(Vec<BlobId>);
+
+impl UsedBlobs {
+    pub fn contains(&self, id: &BlobId) -> bool {
+        self.0.binary_search(id).is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 /// What a prune will do.
 #[derive(Debug, Default)]
 pub struct PrunePlan {
     /// Packs kept as they are.
-    pub keep: Vec<IndexedPack>,
+    pub keep: Vec<PackId>,
     /// Packs whose used blobs are copied, then deleted.
     pub repack: Vec<IndexedPack>,
     /// Packs with nothing in use, or in no index.
     pub delete: Vec<PackId>,
     pub old_indexes: Vec<ObjectId>,
-    pub used_blobs: HashSet<BlobId>,
+    /// The index objects in force when planned: the kept packs' entries are read from them.
+    pub in_force: Vec<ObjectId>,
+    pub used_blobs: UsedBlobs,
     pub bytes_kept: u64,
     pub bytes_freed: u64,
     pub bytes_repacked: u64,
@@ -51,14 +78,17 @@ impl PrunePlan {
 }
 
 /// The blobs every snapshot needs: trees and file contents.
-async fn used_blobs(repo: &IndexedRepository) -> Result<HashSet<BlobId>> {
-    let mut used = HashSet::new();
+async fn used_blobs(repo: &IndexedRepository) -> Result<UsedBlobs> {
+    let mut used = Vec::new();
+    let mut distinct = 0;
+    let mut trees_seen = HashSet::new();
     for (_, snapshot) in repo.snapshots().await? {
         let mut pending = vec![snapshot.tree];
         while let Some(tree_id) = pending.pop() {
-            if !used.insert(tree_id) {
+            if !trees_seen.insert(tree_id) {
                 continue;
             }
+            used.push(tree_id);
             // A tree that cannot be read makes the plan unknowable: stop rather than delete data.
             let tree = repo.read_tree(&tree_id, "a tree while pruning").await?;
             for node in tree.nodes {
@@ -69,8 +99,17 @@ async fn used_blobs(repo: &IndexedRepository) -> Result<HashSet<BlobId>> {
                 }
             }
         }
+        // Snapshots share most of their files: do not let the repeats pile up.
+        if used.len() > 2 * distinct.max(1 << 16) {
+            used.sort_unstable();
+            used.dedup();
+            distinct = used.len();
+        }
     }
-    Ok(used)
+    used.sort_unstable();
+    used.dedup();
+    used.shrink_to_fit();
+    Ok(UsedBlobs(used))
 }
 
 /// Refuses to plan over damaged snapshot or index objects: a snapshot that cannot be read would
@@ -93,59 +132,39 @@ async fn refuse_damage(repo: &IndexedRepository) -> Result<()> {
 
 pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
     refuse_damage(repo).await?;
+    // The plan reads the index objects the loaded index was built from: make them today's.
+    repo.refresh_index().await?;
     let used = used_blobs(repo).await?;
     // Every index object goes, superseded ones included: were one left behind, deleting the
     // object that supersedes it would bring it back into force.
     let old_indexes = repo.list_ids(ObjectKind::Index).await?;
-    let index_files = repo.index_files().await?;
     let mut plan = PrunePlan {
         old_indexes,
+        in_force: repo.index().objects.clone(),
         ..Default::default()
     };
     let mut seen_packs = HashSet::new();
-    let mut kept_blobs: HashSet<BlobId> = HashSet::new();
-    for (_, file) in index_files {
+    for object in plan.in_force.clone() {
+        let file: IndexFile = repo.read_object(ObjectKind::Index, &object).await?;
         for pack in file.packs {
-            if !seen_packs.insert(pack.id) {
-                continue;
-            }
-            let size = expected_pack_size(&pack);
-            // A blob stored twice is needed only once: the first copy kept serves.
-            let used_bytes: u64 = pack
-                .blobs
-                .iter()
-                .filter(|b| used.contains(&b.id) && !kept_blobs.contains(&b.id))
-                .map(|b| b.length as u64)
-                .sum();
-            // Only blobs count as unused: a small pack's header is a large share of it, and a
-            // pack repacked for its header would come out of the repack just as small again.
-            let blob_bytes: u64 = pack.blobs.iter().map(|b| b.length as u64).sum();
-            let unused_bytes = blob_bytes - used_bytes;
-            if used_bytes == 0 {
-                plan.bytes_freed += size;
-                plan.delete.push(pack.id);
-            } else if unused_bytes > 0 && unused_bytes as f64 / size as f64 >= REPACK_UNUSED_SHARE {
-                kept_blobs.extend(
-                    pack.blobs
-                        .iter()
-                        .filter(|b| used.contains(&b.id))
-                        .map(|b| b.id),
-                );
-                plan.bytes_freed += size - used_bytes;
-                plan.bytes_repacked += used_bytes;
-                plan.repack.push(pack);
-            } else {
-                kept_blobs.extend(pack.blobs.iter().map(|b| b.id));
-                plan.bytes_kept += size;
-                plan.keep.push(pack);
+            if seen_packs.insert(pack.id) {
+                plan_pack(repo, &used, &mut plan, pack);
             }
         }
     }
-    if let Some(missing) = used.iter().find(|id| !kept_blobs.contains(id)) {
-        return Err(Error::BlobMissing {
-            id: *missing,
-            context: "needed by a snapshot; run `check`, prune stops".into(),
+    {
+        let index = repo.index();
+        let homeless = used.0.iter().find(|id| {
+            index
+                .get(id)
+                .is_none_or(|location| !seen_packs.contains(&location.pack))
         });
+        if let Some(missing) = homeless {
+            return Err(Error::BlobMissing {
+                id: *missing,
+                context: "needed by a snapshot; run `check`, prune stops".into(),
+            });
+        }
     }
     // Packs no index names (interrupted backups or prunes). Safe to remove under the exclusive lock.
     for info in repo.backend().list(ObjectKind::Data).await? {
@@ -158,6 +177,42 @@ pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
     }
     plan.used_blobs = used;
     Ok(plan)
+}
+
+/// Whether this copy of a blob is the one that serves: used, and where the index places it (a
+/// blob stored twice is needed once).
+fn serves(repo: &IndexedRepository, used: &UsedBlobs, pack: PackId, blob: &IndexedBlob) -> bool {
+    used.contains(&blob.id)
+        && repo
+            .index()
+            .get(&blob.id)
+            .is_some_and(|home| home.pack == pack && home.offset == blob.offset)
+}
+
+/// Sorts one pack into the plan: kept, repacked or deleted.
+fn plan_pack(repo: &IndexedRepository, used: &UsedBlobs, plan: &mut PrunePlan, pack: IndexedPack) {
+    let size = expected_pack_size(&pack);
+    let used_bytes: u64 = pack
+        .blobs
+        .iter()
+        .filter(|b| serves(repo, used, pack.id, b))
+        .map(|b| b.length as u64)
+        .sum();
+    // Only blobs count as unused: a small pack's header is a large share of it, and a
+    // pack repacked for its header would come out of the repack just as small again.
+    let blob_bytes: u64 = pack.blobs.iter().map(|b| b.length as u64).sum();
+    let unused_bytes = blob_bytes - used_bytes;
+    if used_bytes == 0 {
+        plan.bytes_freed += size;
+        plan.delete.push(pack.id);
+    } else if unused_bytes > 0 && unused_bytes as f64 / size as f64 >= REPACK_UNUSED_SHARE {
+        plan.bytes_freed += size - used_bytes;
+        plan.bytes_repacked += used_bytes;
+        plan.repack.push(pack);
+    } else {
+        plan.bytes_kept += size;
+        plan.keep.push(pack.id);
+    }
 }
 
 /// Bytes freed and kept by an executed prune.
@@ -176,25 +231,18 @@ pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<
         report.bytes_kept = plan.bytes_kept;
         return Ok(report);
     }
-    let mut new_packs: Vec<IndexedPack> = plan.keep.clone();
+    let mut new_packs: Vec<IndexedPack> = Vec::new();
 
-    // 1. Repack the used blobs of mostly-unused packs.
+    // 1. Repack the used blobs of mostly-unused packs: each blob from where the index places it,
+    //    so that none is copied twice, nor one a kept pack holds.
     let target = repo.params().pack_target_bytes as usize;
     let mut builder = PackBuilder::with_capacity(target);
-    let mut copied: HashSet<BlobId> = plan
-        .keep
-        .iter()
-        .flat_map(|p| p.blobs.iter().map(|b| b.id))
-        .collect();
     for pack in &plan.repack {
         for blob in pack
             .blobs
             .iter()
-            .filter(|b| plan.used_blobs.contains(&b.id))
+            .filter(|b| serves(repo, &plan.used_blobs, pack.id, b))
         {
-            if !copied.insert(blob.id) {
-                continue;
-            }
             let sealed = repo
                 .backend()
                 .read_range(
@@ -227,16 +275,12 @@ pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<
     }
 
     // 2. The new index, then the object that retires the old ones.
-    for chunk in new_packs.chunks(PACKS_PER_INDEX_OBJECT) {
-        repo.write_object(
-            ObjectKind::Index,
-            &IndexFile {
-                packs: chunk.to_vec(),
-                supersedes: vec![],
-            },
-        )
-        .await?;
+    let mut writer = IndexWriter::default();
+    for pack in new_packs {
+        writer.add(repo, pack).await?;
     }
+    write_kept_packs(repo, &plan, &mut writer).await?;
+    writer.flush(repo).await?;
     let retire = IndexFile {
         packs: vec![],
         supersedes: plan.old_indexes.clone(),
@@ -263,6 +307,65 @@ pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<
     report.bytes_freed = plan.bytes_freed;
     report.bytes_kept = plan.bytes_kept + plan.bytes_repacked;
     Ok(report)
+}
+
+/// Gathers packs into new index objects of bounded size.
+#[derive(Default)]
+struct IndexWriter {
+    packs: Vec<IndexedPack>,
+    blobs: usize,
+}
+
+impl IndexWriter {
+    async fn add(&mut self, repo: &IndexedRepository, pack: IndexedPack) -> Result<()> {
+        self.blobs += pack.blobs.len();
+        self.packs.push(pack);
+        if self.packs.len() >= PACKS_PER_INDEX_OBJECT || self.blobs >= BLOBS_PER_INDEX_OBJECT {
+            self.flush(repo).await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self, repo: &IndexedRepository) -> Result<()> {
+        if self.packs.is_empty() {
+            return Ok(());
+        }
+        let file = IndexFile {
+            packs: std::mem::take(&mut self.packs),
+            supersedes: vec![],
+        };
+        self.blobs = 0;
+        repo.write_object(ObjectKind::Index, &file).await?;
+        Ok(())
+    }
+}
+
+/// The kept packs' entries, read again from the index objects the plan was made from, one object
+/// at a time.
+async fn write_kept_packs(
+    repo: &IndexedRepository,
+    plan: &PrunePlan,
+    writer: &mut IndexWriter,
+) -> Result<()> {
+    let mut kept: HashSet<PackId> = plan.keep.iter().copied().collect();
+    for object in &plan.in_force {
+        let file: IndexFile = repo.read_object(ObjectKind::Index, object).await?;
+        for pack in file.packs {
+            // `remove`: a pack listed twice is written once, as planned from its first listing.
+            if kept.remove(&pack.id) {
+                writer.add(repo, pack).await?;
+            }
+        }
+    }
+    match kept.iter().next() {
+        None => Ok(()),
+        Some(pack) => Err(Error::Corrupt {
+            what: format!("pack {pack}"),
+            reason: "a kept pack's index object changed while pruning; prune stops before \
+                     deleting anything"
+                .into(),
+        }),
+    }
 }
 
 async fn upload_pack(repo: &IndexedRepository, builder: PackBuilder) -> Result<IndexedPack> {
