@@ -41,7 +41,10 @@ fn build_source(source: &Path) {
         let dir = source.join(dir_name(dir));
         std::fs::create_dir_all(dir.join("sub")).unwrap();
         for file in 0..FILES_PER_DIR {
-            for path in [dir.join(file_name(file)), dir.join("sub").join(file_name(file))] {
+            for path in [
+                dir.join(file_name(file)),
+                dir.join("sub").join(file_name(file)),
+            ] {
                 std::fs::write(&path, format!("restored content of {}", path.display())).unwrap();
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o751)).unwrap();
                 if is_root() {
@@ -59,7 +62,10 @@ fn build_source(source: &Path) {
 fn build_outside(outside: &Path) {
     std::fs::create_dir_all(outside.join("sub")).unwrap();
     for file in 0..FILES_PER_DIR {
-        for path in [outside.join(file_name(file)), outside.join("sub").join(file_name(file))] {
+        for path in [
+            outside.join(file_name(file)),
+            outside.join("sub").join(file_name(file)),
+        ] {
             std::fs::write(&path, b"outside: must never change").unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
             set_mtime(&path);
@@ -165,9 +171,12 @@ fn directories_swapped_for_symlinks_during_a_restore_never_let_it_change_anythin
         .unwrap();
     let repo = runtime.block_on(async {
         let repo = init(Arc::new(LocalBackend::new(work.path().join("repo")))).await;
-        backup(&repo, BackupOptions::new(vec![Source::Path(source.clone())]))
-            .await
-            .unwrap();
+        backup(
+            &repo,
+            BackupOptions::new(vec![Source::Path(source.clone())]),
+        )
+        .await
+        .unwrap();
         repo
     });
     let (_, snapshot) = runtime.block_on(repo.find_snapshot("latest")).unwrap();
@@ -226,6 +235,9 @@ fn directories_swapped_for_symlinks_during_a_restore_never_let_it_change_anythin
             assert_eq!(observe(&outside), before);
         }
     }
+    eprintln!(
+        "{completed} of {ROUNDS} restores completed; the workload swapped {total_swaps} times"
+    );
     assert!(
         total_swaps > 200,
         "the workload swapped only {total_swaps} times"
