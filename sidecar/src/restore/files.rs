@@ -144,7 +144,8 @@ impl BatchFiles {
         let dir = self.dir_fd(entry);
         let name = entry.node.name.as_slice();
         let io = |e: Errno| Error::io(format!("creating {}", self.display(number)), e.into());
-        let open = || nix::fcntl::openat(Some(dir), name, flags, Mode::from_bits_truncate(0o600));
+        let mode = Mode::from_bits_truncate(creation_mode(entry.node.meta.mode).unwrap_or(0o600));
+        let open = || nix::fcntl::openat(Some(dir), name, flags, mode);
         let raw = match open() {
             Err(Errno::EEXIST) => {
                 replace(dir, name).map_err(io)?;
@@ -208,13 +209,33 @@ impl BatchFiles {
         };
         let meta = &self.plan.entries[number].node.meta;
         let what = || self.display(number);
-        let lost = metadata::set_on_descriptor(file.as_raw_fd(), meta, self.privileged, &what)?;
+        let mode_set = creation_mode(meta.mode).is_some();
+        let lost =
+            metadata::set_on_descriptor(file.as_raw_fd(), meta, self.privileged, mode_set, &what)?;
         self.warnings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend(lost);
         Ok(())
     }
+}
+
+/// The mode to create a file with so that it needs no `fchmod`: its own, when the process's
+/// umask leaves it whole and it has no set-user-ID, set-group-ID or sticky bit (an owner change
+/// would clear the first two). `None`: create it private and set the mode afterwards.
+fn creation_mode(mode: u32) -> Option<u32> {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let umask = (*UMASK.get_or_init(read_umask))?;
+    (mode & 0o7000 == 0 && mode & 0o777 & umask == 0).then_some(mode & 0o777)
+}
+
+/// The process's umask, read without changing it (`umask(2)` can only set it).
+fn read_umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Umask:"))?;
+    u32::from_str_radix(line.trim(), 8).ok()
 }
 
 /// Removes what stands at `name` in `dir` unless it is a directory (restoring over an earlier
@@ -422,6 +443,7 @@ pub fn set_dirs_metadata(
             dir.as_raw_fd(),
             meta,
             privileged,
+            false,
             &what,
         )?);
     }

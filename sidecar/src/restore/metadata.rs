@@ -18,13 +18,15 @@ fn error(what: &dyn Fn() -> String, errno: nix::Error) -> Error {
     Error::io(format!("setting metadata of {}", what()), errno.into())
 }
 
-/// Sets owner (when privileged), mode and modification time of the open entry `fd`. Returns a
-/// warning when a set-user-ID or set-group-ID bit did not hold: the kernel clears set-group-ID
-/// without an error where the process lacks CAP_FSETID and the file's group.
+/// Sets owner (when privileged), mode (unless `mode_set`: the entry was created with it) and
+/// modification time of the open entry `fd`. Returns a warning when a set-user-ID or
+/// set-group-ID bit did not hold: the kernel clears set-group-ID without an error where the
+/// process lacks CAP_FSETID and the file's group.
 pub fn set_on_descriptor(
     fd: RawFd,
     meta: &Metadata,
     privileged: bool,
+    mode_set: bool,
     what: &dyn Fn() -> String,
 ) -> Result<Option<String>> {
     if privileged {
@@ -32,8 +34,10 @@ pub fn set_on_descriptor(
         let (uid, gid) = (Uid::from_raw(meta.uid), Gid::from_raw(meta.gid));
         nix::unistd::fchown(fd, Some(uid), Some(gid)).map_err(|e| error(what, e))?;
     }
-    let mode = Mode::from_bits_truncate(meta.mode & 0o7777);
-    nix::sys::stat::fchmod(fd, mode).map_err(|e| error(what, e))?;
+    if !mode_set {
+        let mode = Mode::from_bits_truncate(meta.mode & 0o7777);
+        nix::sys::stat::fchmod(fd, mode).map_err(|e| error(what, e))?;
+    }
     nix::sys::stat::futimens(fd, &TimeSpec::UTIME_OMIT, &mtime(meta))
         .map_err(|e| error(what, e))?;
     if meta.mode & 0o6000 == 0 {

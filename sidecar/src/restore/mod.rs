@@ -122,8 +122,15 @@ async fn restore_unlocked(
         opener: Some(opener),
         ..Restored::default()
     };
-    while let Some(batch) = walker.next_batch(repo, limits).await? {
-        restored = restore_batch(repo, Arc::new(batch), restored, options, settings).await?;
+    // The next batch is planned (its trees read) while this one is restored.
+    let mut next = walker.next_batch(repo, limits).await?;
+    while let Some(batch) = next.take() {
+        let (done, upcoming) = tokio::join!(
+            restore_batch(repo, Arc::new(batch), restored, options, settings),
+            walker.next_batch(repo, limits)
+        );
+        restored = done?;
+        next = upcoming?;
     }
     let Restored {
         opener,
