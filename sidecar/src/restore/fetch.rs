@@ -6,7 +6,7 @@
 //! `slots` buffers of fetched bytes exist at once (each at most one fetch long), and each decode
 //! thread keeps one zstd context and one plaintext buffer of at most one blob.
 
-use super::files::{FileCreation, FileWriter};
+use super::files::BatchFiles;
 use super::plan::{PlannedBlob, RestorePlan};
 use crate::backend::ObjectKind;
 use crate::compress::Decoder;
@@ -16,7 +16,6 @@ use crate::ids::PackId;
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use futures::StreamExt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -144,9 +143,8 @@ struct Job {
 /// What the decode threads share.
 struct Shared {
     keys: RepositoryKeys,
-    paths: Arc<Vec<PathBuf>>,
-    /// Which files exist: a writer creates each one it is the first to need.
-    creation: Arc<FileCreation>,
+    /// The batch's files: a writer creates each one it is the first to need.
+    files: Arc<BatchFiles>,
     progress: Arc<Progress>,
     /// Free fetch buffers; a slot permit guarantees one is here (or may be made).
     buffers: Mutex<Vec<Vec<u8>>>,
@@ -159,7 +157,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn record_damage(&self, pack: PackId, blob: &PlannedBlob, error: &Error) {
+    /// Records a blob lost to damage; its targets are done (they read as zeros).
+    fn record_damage(&self, pack: PackId, blob: &PlannedBlob, error: &Error) -> Result<()> {
         tracing::warn!("cannot restore blob {} of pack {pack}: {error}", blob.id);
         self.damaged
             .lock()
@@ -169,6 +168,10 @@ impl Shared {
                 pack,
                 reason: error.to_string(),
             });
+        for target in &blob.targets {
+            self.files.target_damaged(target.entry)?;
+        }
+        Ok(())
     }
 
     fn fail(&self, error: Error) {
@@ -203,8 +206,7 @@ impl Shared {
 pub async fn fetch_content(
     repo: &IndexedRepository,
     plan: &RestorePlan,
-    paths: Arc<Vec<PathBuf>>,
-    creation: Arc<FileCreation>,
+    files: Arc<BatchFiles>,
     progress: Arc<Progress>,
     settings: FetchSettings,
 ) -> Result<FetchOutcome> {
@@ -213,8 +215,7 @@ pub async fn fetch_content(
     let fetches = group_fetches(plan, fetch_bytes);
     let shared = Arc::new(Shared {
         keys: repo.keys().clone(),
-        paths,
-        creation,
+        files,
         progress,
         buffers: Mutex::new(Vec::with_capacity(slots)),
         keep_buffer_bytes: fetch_bytes as usize,
@@ -313,7 +314,7 @@ async fn fetch_range(
         Ok(bytes) => bytes,
         Err(error) if is_damage(&error) => {
             for blob in &fetch.blobs {
-                shared.record_damage(fetch.pack, blob, &error);
+                shared.record_damage(fetch.pack, blob, &error)?;
             }
             return Ok(());
         }
@@ -334,16 +335,9 @@ async fn fetch_range(
 /// One decode thread: opens, decodes, checks and writes the blobs of each fetched range.
 fn decode_jobs(shared: &Shared, jobs: crossbeam_channel::Receiver<Job>) {
     let mut decoder = Decoder::default();
-    let mut writer = FileWriter::new(shared.creation.clone());
     for mut job in jobs {
         if !shared.failed.load(Ordering::SeqCst) {
-            match write_fetch(
-                shared,
-                &mut decoder,
-                &mut writer,
-                &job.fetch,
-                &mut job.bytes,
-            ) {
+            match write_fetch(shared, &mut decoder, &job.fetch, &mut job.bytes) {
                 Ok(written) => {
                     shared.written.fetch_add(written, Ordering::Relaxed);
                 }
@@ -359,7 +353,6 @@ fn decode_jobs(shared: &Shared, jobs: crossbeam_channel::Receiver<Job>) {
 fn write_fetch(
     shared: &Shared,
     decoder: &mut Decoder,
-    writer: &mut FileWriter,
     fetch: &Fetch,
     bytes: &mut [u8],
 ) -> Result<u64> {
@@ -371,20 +364,21 @@ fn write_fetch(
                 what: format!("pack {}", fetch.pack),
                 reason: "it is shorter than the index says".into(),
             };
-            shared.record_damage(fetch.pack, blob, &short);
+            shared.record_damage(fetch.pack, blob, &short)?;
             continue;
         };
         let what = || format!("blob {} in pack {}", blob.id, fetch.pack);
         let plaintext = match open_blob_in_place(shared, decoder, blob, sealed, &what) {
             Ok(plaintext) => plaintext,
             Err(error) if is_damage(&error) => {
-                shared.record_damage(fetch.pack, blob, &error);
+                shared.record_damage(fetch.pack, blob, &error)?;
                 continue;
             }
             Err(error) => return Err(error),
         };
         for target in &blob.targets {
-            writer.write_at(&shared.paths, target.entry, target.offset, plaintext)?;
+            super::files::write_at(&shared.files, target.entry, target.offset, plaintext)?;
+            shared.files.target_done(target.entry)?;
             written += plaintext.len() as u64;
             shared.progress.add_processed(plaintext.len() as u64);
         }

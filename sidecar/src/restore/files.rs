@@ -1,436 +1,451 @@
-//! The file-system side of a restore: creating entries, writing content, setting metadata.
+//! The file-system side of a restore batch: creating entries relative to their directory's
+//! descriptor, writing content through the descriptor each file was created with, setting
+//! metadata on what was opened.
+//!
+//! Nothing here names an entry by a path: a directory swapped for a symlink during the restore is
+//! never followed (see `dirs`), and a file is written only through the descriptor that created it
+//! (`O_CREAT | O_EXCL | O_NOFOLLOW`), so an entry swapped in after it was made is never written.
 
-use super::plan::PlannedEntry;
+use super::dirs::{self, DirFd, DirOpener};
+use super::metadata;
+use super::plan::{PlannedEntry, RestorePlan};
 use crate::error::{Error, Result};
 use crate::format::tree::{Metadata, NodeKind};
-use nix::sys::stat::{mknod, Mode, SFlag};
-use nix::sys::time::TimeSpec;
-use nix::unistd::{Gid, Uid};
-use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
-use std::io::ErrorKind;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{Mode, SFlag};
+use nix::unistd::UnlinkatFlags;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
-/// Which regular files exist yet. A restore's writers create each file when they first write to
-/// it, so that creating tens of thousands of files (mostly kernel time) is spread over the
-/// writing threads and overlaps the fetches instead of coming first, on one thread; files no
-/// write reaches (empty, or all holes) are created afterwards by [`finish_entries`].
-pub struct FileCreation {
-    /// Per plan entry: [`NOT_CREATED`], [`CREATING`], [`CREATED`] or [`FAILED`].
-    states: Vec<AtomicU8>,
-    /// Per plan entry: the size a created file is given (0 for other entries).
-    sizes: Vec<u64>,
-    /// Wakes writers that wait for a file another one is creating.
-    lock: Mutex<()>,
-    created: Condvar,
+/// Where a regular file of the batch stands.
+enum FileState {
+    NotCreated,
+    /// Created, some of its content still to come: writers share this descriptor.
+    Open(Arc<File>),
+    /// All content written and metadata set; closed.
+    Finished,
+    Failed,
 }
 
-const NOT_CREATED: u8 = 0;
-const CREATING: u8 = 1;
-const CREATED: u8 = 2;
-const FAILED: u8 = 3;
-
-impl FileCreation {
-    pub fn new(entries: &[PlannedEntry]) -> FileCreation {
-        FileCreation {
-            states: entries.iter().map(|_| AtomicU8::new(NOT_CREATED)).collect(),
-            sizes: entries
-                .iter()
-                .map(|entry| match entry.node.kind {
-                    NodeKind::File { size, .. } => size,
-                    _ => 0,
-                })
-                .collect(),
-            lock: Mutex::new(()),
-            created: Condvar::new(),
-        }
-    }
-
-    /// Opens entry `number` for writing, creating it (at its full size, so that skipped blocks
-    /// of zeros stay holes) unless another thread did or does.
-    fn open(&self, number: usize, path: &Path) -> Result<File> {
-        let state = &self.states[number];
-        match state.compare_exchange(NOT_CREATED, CREATING, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {
-                let created = create_file(path, self.sizes[number]);
-                let outcome = if created.is_ok() { CREATED } else { FAILED };
-                {
-                    let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-                    state.store(outcome, Ordering::Release);
-                }
-                self.created.notify_all();
-                return created;
-            }
-            Err(CREATED) => {}
-            Err(_) => {
-                let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-                while state.load(Ordering::Acquire) == CREATING {
-                    guard = self.created.wait(guard).unwrap_or_else(|p| p.into_inner());
-                }
-                drop(guard);
-                if state.load(Ordering::Acquire) == FAILED {
-                    return Err(Error::Interrupted(format!(
-                        "{} could not be created",
-                        path.display()
-                    )));
-                }
-            }
-        }
-        OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(format!("opening {}", path.display()), e))
-    }
-
-    fn is_created(&self, number: usize) -> bool {
-        self.states[number].load(Ordering::Acquire) == CREATED
-    }
+/// A regular file of the batch: its state and how many of its blob targets are still to write.
+struct FileSlot {
+    state: Mutex<FileState>,
+    remaining: AtomicU32,
 }
 
-/// Creates a regular file that must not exist yet (see [`prepare_entries`]) at its full size.
-fn create_file(path: &Path, size: u64) -> Result<File> {
-    let io = |e| Error::io(format!("creating {}", path.display()), e);
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(io)?;
-    // Holes where content is all zeros stay holes: sparse files stay sparse.
-    file.set_len(size).map_err(io)?;
-    Ok(file)
-}
-
-/// Removes whatever is at `path` unless it is a directory (restoring over an earlier restore).
-fn clear(path: &Path) -> Result<()> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if !meta.is_dir() => {
-            fs::remove_file(path).map_err(|e| Error::io(format!("replacing {}", path.display()), e))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Makes room for a restore's entries before any content is written: creates directories,
-/// symlinks and special files, and removes whatever stands where a file goes (restoring over an
-/// earlier restore). Regular files are created by their first write, or by [`finish_entries`].
-/// Returns warnings for what could not be created (device files without privileges). Entries
-/// come in plan order, parents before children.
-pub fn prepare_entries(
-    entries: &[PlannedEntry],
-    paths: &[PathBuf],
+/// The entries of one batch as the writing threads share them. A file is created by the first
+/// write that needs it (so that creating tens of thousands of files, mostly kernel time, is
+/// spread over the writing threads and overlaps the fetches), and gets its metadata and is
+/// closed by the write that completes it.
+pub struct BatchFiles {
+    plan: Arc<RestorePlan>,
+    /// Per directory of the plan, its descriptor (opened by [`prepare_batch`]).
+    dir_fds: Vec<Option<DirFd>>,
+    /// Per plan entry (regular files only are used).
+    slots: Vec<FileSlot>,
+    target: PathBuf,
     privileged: bool,
-) -> Result<Vec<String>> {
-    let mut warnings = Vec::new();
-    for (entry, path) in entries.iter().zip(paths) {
-        create_one(entry, path, privileged, &mut warnings)?;
-    }
-    Ok(warnings)
+    warnings: Mutex<Vec<String>>,
+    /// Whether a blob of the batch was lost to damage (its files then get their length set).
+    damaged: AtomicBool,
 }
 
-/// Creates the files that no write created (empty ones, or ones all of zeros), then hard links,
-/// once what they link to exists.
-pub fn finish_entries(
-    entries: &[PlannedEntry],
-    hard_links: &HashMap<usize, usize>,
-    paths: &[PathBuf],
-    creation: &FileCreation,
-) -> Result<()> {
-    for (number, entry) in entries.iter().enumerate() {
-        let is_file = matches!(entry.node.kind, NodeKind::File { .. });
-        if is_file && !hard_links.contains_key(&number) && !creation.is_created(number) {
-            create_file(&paths[number], creation.sizes[number])?;
-        }
-    }
-    let mut links: Vec<(usize, usize)> = hard_links.iter().map(|(&n, &f)| (n, f)).collect();
-    links.sort_unstable();
-    for (number, first) in links {
-        let path = &paths[number];
-        clear(path)?;
-        fs::hard_link(&paths[first], path)
-            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-    }
-    Ok(())
-}
-
-/// Creates one entry at `path`; for a regular file, only makes room for it.
-fn create_one(
-    entry: &PlannedEntry,
-    path: &Path,
-    privileged: bool,
-    warnings: &mut Vec<String>,
-) -> Result<()> {
-    let io = |e| Error::io(format!("creating {}", path.display()), e);
-    match &entry.node.kind {
-        NodeKind::Dir { .. } => match fs::create_dir(path) {
-            Ok(()) => {}
-            // An existing directory is reused; a symlink in its place is not followed.
-            Err(e)
-                if e.kind() == ErrorKind::AlreadyExists
-                    && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) => {}
-            Err(e) => return Err(io(e)),
-        },
-        NodeKind::File { .. } => clear(path)?,
-        NodeKind::Symlink { target } => {
-            clear(path)?;
-            std::os::unix::fs::symlink(OsStr::from_bytes(target), path).map_err(io)?;
-        }
-        NodeKind::Fifo => {
-            clear(path)?;
-            nix::unistd::mkfifo(path, Mode::from_bits_truncate(0o600)).map_err(|e| io(e.into()))?;
-        }
-        NodeKind::CharDevice { rdev } | NodeKind::BlockDevice { rdev } => {
-            let kind = if matches!(entry.node.kind, NodeKind::CharDevice { .. }) {
-                SFlag::S_IFCHR
-            } else {
-                SFlag::S_IFBLK
-            };
-            clear(path)?;
-            match mknod(path, kind, Mode::from_bits_truncate(0o600), *rdev) {
-                Ok(()) => {}
-                // Creating device files takes CAP_MKNOD, which a restore pod may lack.
-                Err(nix::errno::Errno::EPERM) => warnings.push(format!(
-                    "skipped the device file {}: creating it needs root with CAP_MKNOD",
-                    path.display()
-                )),
-                Err(error) if !privileged => warnings.push(format!(
-                    "skipped the device file {}: {error} (restore as root)",
-                    path.display()
-                )),
-                Err(error) => return Err(io(error.into())),
+impl BatchFiles {
+    fn new(
+        plan: Arc<RestorePlan>,
+        dir_fds: Vec<Option<DirFd>>,
+        target: &Path,
+        privileged: bool,
+    ) -> BatchFiles {
+        let slots: Vec<FileSlot> = plan
+            .entries
+            .iter()
+            .map(|_| FileSlot {
+                state: Mutex::new(FileState::NotCreated),
+                remaining: AtomicU32::new(0),
+            })
+            .collect();
+        for (_, blobs) in &plan.packs {
+            for target in blobs.iter().flat_map(|blob| &blob.targets) {
+                slots[target.entry]
+                    .remaining
+                    .fetch_add(1, Ordering::Relaxed);
             }
         }
-    }
-    Ok(())
-}
-
-/// Writes blobs' plaintext into restored files, keeping the last file open: the blobs of a pack
-/// range often follow each other in one file.
-pub struct FileWriter {
-    open: Option<(usize, File)>,
-    creation: std::sync::Arc<FileCreation>,
-}
-
-impl FileWriter {
-    pub fn new(creation: std::sync::Arc<FileCreation>) -> FileWriter {
-        FileWriter {
-            open: None,
-            creation,
+        BatchFiles {
+            plan,
+            dir_fds,
+            slots,
+            target: target.to_path_buf(),
+            privileged,
+            warnings: Mutex::new(Vec::new()),
+            damaged: AtomicBool::new(false),
         }
     }
 
-    /// Writes `data` into the file of entry `entry` at `offset`, skipping 4 KiB blocks of zeros:
-    /// the file was created at its full length, so they read back as zeros and stay holes.
-    pub fn write_at(
-        &mut self,
-        paths: &[PathBuf],
-        entry: usize,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<()> {
-        const BLOCK: usize = 4096;
-        let path = &paths[entry];
-        let is_zero = |block: &[u8]| block.iter().all(|&b| b == 0);
-        let mut start = 0;
-        while start < data.len() {
-            let end_of = |at: usize| (at + BLOCK).min(data.len());
-            if is_zero(&data[start..end_of(start)]) {
-                start = end_of(start);
-                continue;
+    /// The restored path of entry `number`, for messages.
+    pub fn display(&self, number: usize) -> String {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::OsStr::from_bytes(&self.plan.entries[number].path);
+        self.target.join(path).display().to_string()
+    }
+
+    fn dir_fd(&self, entry: &PlannedEntry) -> RawFd {
+        self.dir_fds[entry.parent]
+            .as_ref()
+            .expect("prepare_batch opens the directory of every entry")
+            .as_raw_fd()
+    }
+
+    /// The descriptor of file `number`, creating the file unless another thread did.
+    fn open(&self, number: usize) -> Result<Arc<File>> {
+        let mut state = self.slots[number]
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match &*state {
+            FileState::Open(file) => Ok(file.clone()),
+            FileState::NotCreated => match self.create(number) {
+                Ok(file) => {
+                    let file = Arc::new(file);
+                    *state = FileState::Open(file.clone());
+                    Ok(file)
+                }
+                Err(error) => {
+                    *state = FileState::Failed;
+                    Err(error)
+                }
+            },
+            FileState::Finished | FileState::Failed => Err(Error::Interrupted(format!(
+                "{} could not be created",
+                self.display(number)
+            ))),
+        }
+    }
+
+    fn size(&self, number: usize) -> u64 {
+        match self.plan.entries[number].node.kind {
+            NodeKind::File { size, .. } => size,
+            _ => 0,
+        }
+    }
+
+    /// Creates file `number` in its directory, empty, replacing what an earlier restore left
+    /// there. (Its length is set where the writes do not reach it: see [`write_at`].)
+    fn create(&self, number: usize) -> Result<File> {
+        let entry = &self.plan.entries[number];
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let dir = self.dir_fd(entry);
+        let name = entry.node.name.as_slice();
+        let io = |e: Errno| Error::io(format!("creating {}", self.display(number)), e.into());
+        let mode = Mode::from_bits_truncate(creation_mode(entry.node.meta.mode).unwrap_or(0o600));
+        let open = || nix::fcntl::openat(Some(dir), name, flags, mode);
+        let raw = match open() {
+            Err(Errno::EEXIST) => {
+                replace(dir, name).map_err(io)?;
+                open().map_err(io)?
             }
-            let mut end = end_of(start);
-            while end < data.len() && !is_zero(&data[end..end_of(end)]) {
-                end = end_of(end);
-            }
-            let file = self.file(path, entry)?;
-            file.write_all_at(&data[start..end], offset + start as u64)
-                .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-            start = end;
+            other => other.map_err(io)?,
+        };
+        // SAFETY: `raw` was just opened and is owned by nothing else.
+        Ok(unsafe { File::from_raw_fd(raw) })
+    }
+
+    /// Gives file `number` its full length: its end was not written (zeros left as a hole, or
+    /// content lost to damage).
+    fn set_full_length(&self, number: usize, file: &File) -> Result<()> {
+        file.set_len(self.size(number))
+            .map_err(|e| Error::io(format!("writing {}", self.display(number)), e))
+    }
+
+    /// Records that a blob target of file `number` is lost to damage (it reads as zeros).
+    pub fn target_damaged(&self, number: usize) -> Result<()> {
+        self.damaged.store(true, Ordering::Relaxed);
+        self.target_done(number)
+    }
+
+    /// Records that one blob target of file `number` is written (or lost to damage); the last
+    /// one sets the file's metadata and closes it.
+    pub fn target_done(&self, number: usize) -> Result<()> {
+        if self.slots[number].remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.finish(number)?;
         }
         Ok(())
     }
 
-    fn file(&mut self, path: &Path, entry: usize) -> Result<&File> {
-        if self.open.as_ref().map(|(open, _)| *open) != Some(entry) {
-            self.open = None; // closed before the next one opens
-            let file = self.creation.open(entry, path)?;
-            self.open = Some((entry, file));
+    /// Sets the metadata of file `number` on its descriptor (creating it if no write did: empty,
+    /// all zeros, or all damaged) and closes it.
+    fn finish(&self, number: usize) -> Result<()> {
+        let file = {
+            let mut state = self.slots[number]
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match std::mem::replace(&mut *state, FileState::Finished) {
+                FileState::Open(file) if self.damaged.load(Ordering::Relaxed) => {
+                    self.set_full_length(number, &file)?;
+                    file
+                }
+                FileState::Open(file) => file,
+                FileState::NotCreated => {
+                    let file = self.create(number)?;
+                    if self.size(number) > 0 {
+                        self.set_full_length(number, &file)?;
+                    }
+                    Arc::new(file)
+                }
+                FileState::Finished => return Ok(()),
+                FileState::Failed => {
+                    *state = FileState::Failed;
+                    return Ok(());
+                }
+            }
+        };
+        let meta = &self.plan.entries[number].node.meta;
+        let what = || self.display(number);
+        let mode_set = creation_mode(meta.mode).is_some();
+        let lost =
+            metadata::set_on_descriptor(file.as_raw_fd(), meta, self.privileged, mode_set, &what)?;
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(lost);
+        Ok(())
+    }
+}
+
+/// The mode to create a file with so that it needs no `fchmod`: its own, when the process's
+/// umask leaves it whole and it has no set-user-ID, set-group-ID or sticky bit (an owner change
+/// would clear the first two). `None`: create it private and set the mode afterwards.
+fn creation_mode(mode: u32) -> Option<u32> {
+    static UMASK: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let umask = (*UMASK.get_or_init(read_umask))?;
+    (mode & 0o7000 == 0 && mode & 0o777 & umask == 0).then_some(mode & 0o777)
+}
+
+/// The process's umask, read without changing it (`umask(2)` can only set it).
+fn read_umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Umask:"))?;
+    u32::from_str_radix(line.trim(), 8).ok()
+}
+
+/// Removes what stands at `name` in `dir` unless it is a directory (restoring over an earlier
+/// restore); a directory is left for the retried creation to fail on.
+fn replace(dir: RawFd, name: &[u8]) -> nix::Result<()> {
+    let stat = nix::sys::stat::fstatat(Some(dir), name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+    if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFDIR {
+        return Err(Errno::EEXIST);
+    }
+    match nix::unistd::unlinkat(Some(dir), name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(errno) => Err(errno),
+    }
+}
+
+/// Runs `make` for `name` in `dir`; when something stands there, removes it and tries again.
+fn make_replacing(dir: RawFd, name: &[u8], make: impl Fn() -> nix::Result<()>) -> nix::Result<()> {
+    match make() {
+        Err(Errno::EEXIST) => {
+            replace(dir, name)?;
+            make()
         }
-        Ok(&self.open.as_ref().expect("opened above").1)
+        other => other,
     }
 }
 
-fn timespec(secs: i64, nanos: u32) -> TimeSpec {
-    TimeSpec::new(secs, nanos as i64)
-}
-
-/// Owner, mode and times of one entry (owner only when privileged; mode not for symlinks).
-/// Returns a warning when a set-user-ID or set-group-ID bit did not hold: the kernel clears
-/// set-group-ID without an error where the process lacks CAP_FSETID and the file's group.
-fn set_metadata(
-    path: &Path,
-    kind: &NodeKind,
-    meta: &Metadata,
+/// Makes room for a batch: opens the directory of every entry (by descriptor, from the target
+/// down), creates directories, symlinks and special files, and sets the metadata of symlinks and
+/// special files. Regular files are created by their first write, or when the batch ends.
+/// Entries come in plan order, parents before children. Returns the batch's shared files.
+pub fn prepare_batch(
+    plan: Arc<RestorePlan>,
+    opener: &mut DirOpener,
     privileged: bool,
+) -> Result<(BatchFiles, Vec<String>)> {
+    let mut warnings = Vec::new();
+    let mut dir_fds: Vec<Option<DirFd>> = vec![None; plan.dirs.len()];
+    for entry in &plan.entries {
+        let dir = match &dir_fds[entry.parent] {
+            Some(dir) => dir.clone(),
+            None => {
+                let dir = opener.open(&plan.dirs[entry.parent])?;
+                dir_fds[entry.parent] = Some(dir.clone());
+                dir
+            }
+        };
+        let what = || opener.display(&entry.path);
+        warnings.extend(create_one(entry, dir.as_raw_fd(), privileged, &what)?);
+    }
+    let files = BatchFiles::new(plan, dir_fds, opener.target(), privileged);
+    Ok((files, warnings))
+}
+
+/// Creates one entry that is not a regular file in `dir`, with its metadata (a directory gets
+/// its own at the end of the restore).
+fn create_one(
+    entry: &PlannedEntry,
+    dir: RawFd,
+    privileged: bool,
+    what: &dyn Fn() -> String,
 ) -> Result<Option<String>> {
-    let what =
-        |e: nix::Error| Error::io(format!("setting metadata of {}", path.display()), e.into());
-    let is_symlink = matches!(kind, NodeKind::Symlink { .. });
-    if privileged {
-        nix::unistd::fchownat(
-            None,
-            path,
-            Some(Uid::from_raw(meta.uid)),
-            Some(Gid::from_raw(meta.gid)),
-            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-        )
-        .map_err(what)?;
+    let name = entry.node.name.as_slice();
+    let io = |e: Errno| dirs::changed(format!("creating {}", what()), e);
+    let special = |kind: SFlag, rdev: u64| {
+        nix::sys::stat::mknodat(Some(dir), name, kind, Mode::from_bits_truncate(0o600), rdev)
+    };
+    let made = match &entry.node.kind {
+        NodeKind::Dir { .. } => return dirs::make_child(dir, name).map(|()| None).map_err(io),
+        NodeKind::File { .. } => return Ok(None),
+        NodeKind::Symlink { target } => make_replacing(dir, name, || {
+            nix::unistd::symlinkat(target.as_slice(), Some(dir), name)
+        }),
+        NodeKind::Fifo => make_replacing(dir, name, || special(SFlag::S_IFIFO, 0)),
+        NodeKind::CharDevice { rdev } => {
+            make_replacing(dir, name, || special(SFlag::S_IFCHR, *rdev))
+        }
+        NodeKind::BlockDevice { rdev } => {
+            make_replacing(dir, name, || special(SFlag::S_IFBLK, *rdev))
+        }
+    };
+    let is_device = matches!(
+        entry.node.kind,
+        NodeKind::CharDevice { .. } | NodeKind::BlockDevice { .. }
+    );
+    match made {
+        Ok(()) => {}
+        // Creating device files takes CAP_MKNOD, which a restore pod may lack.
+        Err(Errno::EPERM) if is_device => {
+            return Ok(Some(format!(
+                "skipped the device file {}: creating it needs root with CAP_MKNOD",
+                what()
+            )))
+        }
+        Err(error) if is_device && !privileged => {
+            return Ok(Some(format!(
+                "skipped the device file {}: {error} (restore as root)",
+                what()
+            )))
+        }
+        Err(error) => return Err(io(error)),
     }
-    if !is_symlink {
-        fs::set_permissions(path, fs::Permissions::from_mode(meta.mode))
-            .map_err(|e| Error::io(format!("setting the mode of {}", path.display()), e))?;
-    }
-    let mtime = timespec(meta.mtime.secs, meta.mtime.nanos);
-    nix::sys::stat::utimensat(
-        None,
-        path,
-        &TimeSpec::UTIME_OMIT,
-        &mtime,
-        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+    metadata::set_by_name(
+        dir,
+        name,
+        &entry.node.kind,
+        &entry.node.meta,
+        privileged,
+        what,
     )
-    .map_err(what)?;
-    Ok(special_bits_lost(path, kind, meta.mode))
 }
 
-/// A warning when `path` lacks set-user-ID or set-group-ID bits `mode` asks for.
-fn special_bits_lost(path: &Path, kind: &NodeKind, mode: u32) -> Option<String> {
-    let wanted = mode & 0o6000;
-    if wanted == 0 || matches!(kind, NodeKind::Symlink { .. }) {
-        return None;
+/// Ends a batch: creates and finishes the files no write completed (empty ones, ones all of
+/// zeros), then makes the hard links, once what they link to exists. Returns the warnings of
+/// the batch's files.
+pub fn finish_batch(files: &BatchFiles, opener: &mut DirOpener) -> Result<Vec<String>> {
+    let plan = &files.plan;
+    for (number, entry) in plan.entries.iter().enumerate() {
+        let is_file = matches!(entry.node.kind, NodeKind::File { .. });
+        if is_file && !plan.hard_links.contains_key(&number) {
+            files.finish(number)?;
+        }
     }
-    let has = fs::symlink_metadata(path).ok()?.permissions().mode() & 0o6000;
-    (has != wanted).then(|| {
-        format!(
-            "the set-user-ID or set-group-ID bit of {} was not restored (mode {:04o} asked, {:04o} set): it needs root with CAP_FSETID",
-            path.display(),
-            mode,
-            has | (mode & 0o1777)
-        )
-    })
+    let mut links: Vec<(usize, usize)> = plan.hard_links.iter().map(|(&n, &f)| (n, f)).collect();
+    links.sort_unstable();
+    for (number, first) in links {
+        let from = &plan.entries[first];
+        link(files, number, files.dir_fd(from), &from.node.name)?;
+    }
+    for (number, first_path) in &plan.earlier_links {
+        let (parent, name) = match first_path.iter().rposition(|&b| b == b'/') {
+            Some(at) => (&first_path[..at], &first_path[at + 1..]),
+            None => (&first_path[..0], first_path.as_slice()),
+        };
+        let from_dir = opener.open(parent)?;
+        link(files, *number, from_dir.as_raw_fd(), name)?;
+    }
+    Ok(std::mem::take(
+        &mut *files.warnings.lock().unwrap_or_else(|p| p.into_inner()),
+    ))
 }
 
-/// Sets metadata on every entry: files first, then directories deepest first (writing into a
-/// directory changes its modification time, and a read-only one could not be written into).
-pub fn apply_metadata(
-    entries: &[PlannedEntry],
-    hard_links: &HashMap<usize, usize>,
-    paths: &[PathBuf],
+/// Makes entry `number` a hard link to `name` in `from_dir` (the link itself, never a symlink's
+/// target: `linkat` without `AT_SYMLINK_FOLLOW`).
+fn link(files: &BatchFiles, number: usize, from_dir: RawFd, name: &[u8]) -> Result<()> {
+    let entry = &files.plan.entries[number];
+    let dir = files.dir_fd(entry);
+    let new = entry.node.name.as_slice();
+    make_replacing(dir, new, || {
+        nix::unistd::linkat(Some(from_dir), name, Some(dir), new, AtFlags::empty())
+    })
+    .map_err(|e| Error::io(format!("creating {}", files.display(number)), e.into()))
+}
+
+/// Writes `data` into the file of entry `entry` at `offset`, skipping 4 KiB blocks of zeros, which
+/// stay holes: the write that ends the file gives it its full length when its last blocks were
+/// skipped.
+pub fn write_at(files: &BatchFiles, entry: usize, offset: u64, data: &[u8]) -> Result<()> {
+    const BLOCK: usize = 4096;
+    let is_zero = |block: &[u8]| block.iter().all(|&b| b == 0);
+    let mut start = 0;
+    let mut written_to = 0;
+    let mut file = None;
+    while start < data.len() {
+        let end_of = |at: usize| (at + BLOCK).min(data.len());
+        if is_zero(&data[start..end_of(start)]) {
+            start = end_of(start);
+            continue;
+        }
+        let mut end = end_of(start);
+        while end < data.len() && !is_zero(&data[end..end_of(end)]) {
+            end = end_of(end);
+        }
+        let file = match &file {
+            Some(file) => file,
+            None => file.insert(files.open(entry)?),
+        };
+        file.write_all_at(&data[start..end], offset + start as u64)
+            .map_err(|e| Error::io(format!("writing {}", files.display(entry)), e))?;
+        written_to = end;
+        start = end;
+    }
+    let ends_the_file = offset + data.len() as u64 == files.size(entry);
+    if ends_the_file && written_to < data.len() {
+        let file = match &file {
+            Some(file) => file,
+            None => file.insert(files.open(entry)?),
+        };
+        files.set_full_length(entry, file)?;
+    }
+    Ok(())
+}
+
+/// Sets the metadata of every restored directory on its own descriptor, deepest first (`dirs`
+/// come parents first).
+pub fn set_dirs_metadata(
+    dirs: &[(Vec<u8>, Metadata)],
+    opener: &mut DirOpener,
     privileged: bool,
 ) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
-    for (number, entry) in entries.iter().enumerate() {
-        if matches!(entry.node.kind, NodeKind::Dir { .. }) || hard_links.contains_key(&number) {
-            continue;
-        }
-        if matches!(
-            entry.node.kind,
-            NodeKind::CharDevice { .. } | NodeKind::BlockDevice { .. }
-        ) && fs::symlink_metadata(&paths[number]).is_err()
-        {
-            continue; // not created, already warned about
-        }
-        warnings.extend(set_metadata(
-            &paths[number],
-            &entry.node.kind,
-            &entry.node.meta,
+    for (path, meta) in dirs.iter().rev() {
+        let dir = opener.open(path)?;
+        let what = || opener.display(path);
+        warnings.extend(metadata::set_on_descriptor(
+            dir.as_raw_fd(),
+            meta,
             privileged,
+            false,
+            &what,
         )?);
     }
-    for (number, entry) in entries.iter().enumerate().rev() {
-        if matches!(entry.node.kind, NodeKind::Dir { .. }) {
-            warnings.extend(set_metadata(
-                &paths[number],
-                &entry.node.kind,
-                &entry.node.meta,
-                privileged,
-            )?);
-        }
-    }
     Ok(warnings)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::format::tree::Node;
-    use std::sync::Arc;
-
-    fn file_entry(size: u64) -> PlannedEntry {
-        PlannedEntry {
-            path: b"f".to_vec(),
-            node: Node {
-                name: b"f".to_vec(),
-                kind: NodeKind::File {
-                    size,
-                    content: vec![],
-                },
-                meta: Metadata {
-                    mode: 0o644,
-                    uid: 0,
-                    gid: 0,
-                    mtime: Default::default(),
-                    ctime: Default::default(),
-                    inode: 1,
-                    device: 1,
-                    links: 1,
-                },
-            },
-        }
-    }
-
-    /// Writers racing to a file that does not exist yet: one creates it, the others wait and
-    /// open it, and every write lands.
-    #[test]
-    fn racing_writers_create_a_file_once_and_all_their_writes_land() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = Arc::new(vec![dir.path().join("f")]);
-        let creation = Arc::new(FileCreation::new(&[file_entry(8 * 4096)]));
-        let writers: Vec<_> = (0..8u8)
-            .map(|n| {
-                let (paths, creation) = (paths.clone(), creation.clone());
-                std::thread::spawn(move || {
-                    let mut writer = FileWriter::new(creation);
-                    let block = vec![n + 1; 4096];
-                    writer
-                        .write_at(&paths, 0, u64::from(n) * 4096, &block)
-                        .unwrap();
-                })
-            })
-            .collect();
-        for writer in writers {
-            writer.join().unwrap();
-        }
-        let written = fs::read(&paths[0]).unwrap();
-        assert_eq!(written.len(), 8 * 4096);
-        for (n, block) in written.chunks(4096).enumerate() {
-            assert!(block.iter().all(|&b| b == n as u8 + 1), "block {n}");
-        }
-    }
-
-    /// A file that cannot be created fails its first writer with the reason, and every writer
-    /// that waited for it with an error rather than a hang.
-    #[test]
-    fn a_file_that_cannot_be_created_fails_every_writer() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("missing-dir/f");
-        let creation = FileCreation::new(&[file_entry(10)]);
-        let first = creation.open(0, &path).unwrap_err();
-        assert!(first.to_string().contains("creating"), "{first}");
-        assert!(creation.open(0, &path).is_err());
-        assert!(!creation.is_created(0));
-    }
 }

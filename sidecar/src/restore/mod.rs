@@ -1,22 +1,28 @@
-//! Restore: plan the whole restore, make the directories, fetch each pack's needed blobs once (in
-//! parallel) and write them at their offsets (each file created by its first write), create what
-//! no write did (empty files, hard links), then set metadata (directories last, deepest first).
+//! Restore, a batch of entries at a time: plan the batch, make its directories, symlinks and
+//! special files, fetch each pack's needed blobs once (in parallel) and write them at their
+//! offsets (each file created by its first write, given its metadata by its last), create what no
+//! write did (empty files, hard links); at the end set the directories' metadata (deepest first).
+//! Every entry is created and changed relative to its directory's descriptor (see `dirs`).
 //!
-//! Memory stays flat whatever the size of the snapshot: fetched pack ranges live in a fixed set
-//! of reused buffers (the memory budget), and a fixed pool of threads decodes them (see `fetch`).
+//! Memory stays flat whatever the size of the snapshot: a batch holds a bounded number of
+//! entries, fetched pack ranges live in a fixed set of reused buffers (the memory budget), and a
+//! fixed pool of threads decodes them (see `fetch`). What outlives a batch is one path and
+//! metadata per directory, and one path per hard-linked inode.
 
 mod damage;
+mod dirs;
 mod fetch;
 mod files;
+mod metadata;
 pub mod plan;
 
 use crate::error::{Error, Result};
+use crate::format::tree::{Metadata, NodeKind};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
+use dirs::DirOpener;
 use fetch::FetchSettings;
-use files::FileCreation;
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use plan::{BatchLimits, PlanWalker, RestorePlan};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -40,6 +46,9 @@ pub struct RestoreOptions {
     pub memory_budget_bytes: u64,
     /// Threads that decrypt, decompress, check and write blobs; 0 means one per core.
     pub decoders: usize,
+    /// Entries planned and restored at once (the restore's memory grows with it, not with the
+    /// snapshot); 0 means the default, 8192 (fewer where the limit of open files is low).
+    pub batch_entries: usize,
     pub progress: Arc<Progress>,
 }
 
@@ -52,6 +61,7 @@ impl RestoreOptions {
             concurrency: 4,
             memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
             decoders: 0,
+            batch_entries: 0,
             progress: Arc::new(Progress::default()),
         }
     }
@@ -100,68 +110,155 @@ async fn restore_unlocked(
     root: crate::ids::BlobId,
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
-    // Shared with the blocking tasks, not copied: the plan grows with the number of files.
-    let plan = Arc::new(plan_restore(repo, root, &options.includes).await?);
-    options
-        .progress
-        .bytes_total
-        .store(plan.total_bytes, std::sync::atomic::Ordering::Relaxed);
-    std::fs::create_dir_all(&options.target)
-        .map_err(|e| Error::io(format!("creating {}", options.target.display()), e))?;
-    let paths: Arc<Vec<PathBuf>> = Arc::new(
-        plan.entries
-            .iter()
-            .map(|entry| options.target.join(OsStr::from_bytes(&entry.path)))
-            .collect(),
-    );
-    let mut warnings = blocking({
-        let (plan, paths) = (plan.clone(), paths.clone());
-        let restore_owner = options.restore_owner;
-        move || files::prepare_entries(&plan.entries, &paths, restore_owner)
-    })
-    .await?;
-    let creation = Arc::new(FileCreation::new(&plan.entries));
+    let mut walker = PlanWalker::new(repo, root, &options.includes).await?;
+    let opener = DirOpener::new(&options.target)?;
+    let limits = batch_limits(options.batch_entries);
     let settings = FetchSettings {
         memory_budget_bytes: options.memory_budget_bytes,
         concurrency: options.concurrency,
         decoders: options.decoders,
     };
-    let fetched = fetch::fetch_content(
-        repo,
-        &plan,
-        paths.clone(),
-        creation.clone(),
-        options.progress.clone(),
-        settings,
-    )
-    .await?;
-    blocking({
-        let (plan, paths) = (plan.clone(), paths.clone());
-        move || files::finish_entries(&plan.entries, &plan.hard_links, &paths, &creation)
-    })
-    .await?;
-    let restore_owner = options.restore_owner;
-    let files = plan.files;
-    let finished = blocking({
-        let plan = plan.clone();
-        move || files::apply_metadata(&plan.entries, &plan.hard_links, &paths, restore_owner)
-    })
-    .await?;
-    warnings.extend(finished);
-    let damaged = damage::damaged_files(&plan, &fetched.damaged);
+    let mut restored = Restored {
+        opener: Some(opener),
+        ..Restored::default()
+    };
+    // The next batch is planned (its trees read) while this one is restored.
+    let mut next = walker.next_batch(repo, limits).await?;
+    while let Some(batch) = next.take() {
+        let (done, upcoming) = tokio::join!(
+            restore_batch(repo, Arc::new(batch), restored, options, settings),
+            walker.next_batch(repo, limits)
+        );
+        restored = done?;
+        next = upcoming?;
+    }
+    let Restored {
+        opener,
+        dirs,
+        mut report,
+        damaged,
+    } = restored;
+    // Directories last, deepest first: writing into a directory changes its modification time,
+    // and a read-only one could not be written into.
+    let privileged = options.restore_owner;
+    let mut opener = opener.expect("kept between batches");
+    let lost = blocking(move || files::set_dirs_metadata(&dirs, &mut opener, privileged)).await?;
+    report.warnings.extend(lost);
     if !damaged.is_empty() {
         // Every entry is restored and has its metadata: the error names what is missing.
-        for warning in &warnings {
+        for warning in &report.warnings {
             tracing::warn!("{warning}");
         }
         return Err(Error::RestoreIncomplete { damaged });
     }
-    Ok(RestoreReport {
-        files,
-        bytes_written: fetched.bytes_written,
-        bytes_fetched: fetched.bytes_fetched,
-        warnings,
+    Ok(report)
+}
+
+/// What the batches restored so far leave for the next ones and the end.
+#[derive(Default)]
+struct Restored {
+    /// The target's directories by descriptor (moved into each batch's blocking work).
+    opener: Option<DirOpener>,
+    /// Every directory restored, with its metadata, parents first.
+    dirs: Vec<(Vec<u8>, Metadata)>,
+    report: RestoreReport,
+    damaged: Vec<DamagedFile>,
+}
+
+/// Restores one batch of the plan: makes its entries, fetches and writes its content, finishes
+/// its files and hard links.
+async fn restore_batch(
+    repo: &IndexedRepository,
+    plan: Arc<RestorePlan>,
+    mut restored: Restored,
+    options: &RestoreOptions,
+    settings: FetchSettings,
+) -> Result<Restored> {
+    options
+        .progress
+        .bytes_total
+        .fetch_add(plan.total_bytes, std::sync::atomic::Ordering::Relaxed);
+    let mut opener = restored.opener.take().expect("kept between batches");
+    let privileged = options.restore_owner;
+    let (files, warnings, opener) = blocking({
+        let plan = plan.clone();
+        move || {
+            let (files, warnings) = files::prepare_batch(plan, &mut opener, privileged)?;
+            Ok((Arc::new(files), warnings, opener))
+        }
     })
+    .await?;
+    restored.report.warnings.extend(warnings);
+    let fetched = fetch::fetch_content(
+        repo,
+        &plan,
+        files.clone(),
+        options.progress.clone(),
+        settings,
+    )
+    .await?;
+    let (warnings, opener) = blocking({
+        let files = files.clone();
+        let mut opener = opener;
+        move || Ok((files::finish_batch(&files, &mut opener)?, opener))
+    })
+    .await?;
+    restored.opener = Some(opener);
+    restored.report.warnings.extend(warnings);
+    restored.report.files += plan.files;
+    restored.report.bytes_written += fetched.bytes_written;
+    restored.report.bytes_fetched += fetched.bytes_fetched;
+    restored
+        .damaged
+        .extend(damage::damaged_files(&plan, &fetched.damaged));
+    restored.dirs.extend(
+        plan.entries
+            .iter()
+            .filter(|entry| matches!(entry.node.kind, NodeKind::Dir { .. }))
+            .map(|entry| (entry.path.clone(), entry.node.meta.clone())),
+    );
+    Ok(restored)
+}
+
+/// How big a batch may be: its entries' directories and files may all be open at once, within
+/// the process's limit of open files (raised to its maximum).
+fn batch_limits(asked: usize) -> BatchLimits {
+    const MOST_ENTRIES: usize = 8192;
+    const MOST_DIRS: usize = 512;
+    let open_files = raise_open_file_limit();
+    let room = open_files.saturating_sub(MOST_DIRS + 128);
+    let entries = match asked {
+        0 => room.clamp(64, MOST_ENTRIES),
+        asked => asked,
+    };
+    BatchLimits {
+        entries,
+        dirs: MOST_DIRS.min(entries),
+    }
+}
+
+/// Raises the soft limit of open files to the hard one; returns the limit now in force.
+fn raise_open_file_limit() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
 }
 
 /// Runs blocking work off the async threads.

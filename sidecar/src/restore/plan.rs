@@ -1,5 +1,10 @@
 //! What a restore will do: every entry of the snapshot below the includes, in creation order, and
 //! for every pack the blobs to fetch and where each one goes.
+//!
+//! The plan is made in batches of a bounded number of entries ([`PlanWalker`]), each restored
+//! before the next is planned: a restore's memory does not grow with the number of files. (Only
+//! what must outlive a batch is kept: each directory, whose metadata is set last, and the first
+//! path of each hard-linked inode.)
 
 use crate::error::{Error, Result};
 use crate::format::tree::{Node, NodeKind};
@@ -8,11 +13,13 @@ use crate::index::BlobLocation;
 use crate::repository::IndexedRepository;
 use std::collections::HashMap;
 
-/// One entry to recreate, at `path` (relative to the target, components joined by `/`).
+/// One entry to recreate, at `path` (relative to the target, components joined by `/`), in the
+/// directory `parent` (an index into [`RestorePlan::dirs`]) under its name `node.name`.
 #[derive(Debug, Clone)]
 pub struct PlannedEntry {
     pub path: Vec<u8>,
     pub node: Node,
+    pub parent: usize,
 }
 
 /// Where a blob's plaintext is written: a file (by its entry number) at an offset.
@@ -29,17 +36,36 @@ pub struct PlannedBlob {
     pub targets: Vec<BlobTarget>,
 }
 
-/// The whole restore, computed before anything is written.
+/// A restore, or one batch of it.
 #[derive(Debug, Default)]
 pub struct RestorePlan {
     /// Parents before children.
     pub entries: Vec<PlannedEntry>,
+    /// The directories the entries are in (paths relative to the target; empty for the target).
+    pub dirs: Vec<Vec<u8>>,
     /// Per pack, its blobs sorted by offset.
     pub packs: Vec<(PackId, Vec<PlannedBlob>)>,
-    /// Entries that are hard links to an earlier entry (by number).
+    /// Entries that are hard links to an earlier entry of the plan (by number).
     pub hard_links: HashMap<usize, usize>,
+    /// Entries that are hard links to a file of an earlier batch (at that path).
+    pub earlier_links: Vec<(usize, Vec<u8>)>,
     pub total_bytes: u64,
     pub files: u64,
+}
+
+/// How many entries a batch holds at most, and how many of its entries' directories.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLimits {
+    pub entries: usize,
+    pub dirs: usize,
+}
+
+impl BatchLimits {
+    /// No limit: the whole restore in one plan.
+    pub const WHOLE: BatchLimits = BatchLimits {
+        entries: usize::MAX,
+        dirs: usize::MAX,
+    };
 }
 
 /// Names from a tree must be plain names: nothing that would escape the target.
@@ -115,104 +141,244 @@ fn plan_content(
     Ok(())
 }
 
-/// Walks the snapshot's trees and plans the restore of what the includes select (all when empty).
-/// Include paths are snapshot paths such as `/data/db/table.sql`.
+/// A tree being planned: its remaining nodes, and its subdirectories seen so far.
+struct OpenTree {
+    path: Vec<u8>,
+    id: BlobId,
+    nodes: std::vec::IntoIter<Node>,
+    subdirs: Vec<(Vec<u8>, BlobId)>,
+}
+
+/// Walks the snapshot's trees depth first (parents before children, names in order) and plans
+/// what the includes select, a batch at a time.
+pub struct PlanWalker {
+    includes: Vec<Vec<u8>>,
+    pending: Vec<(Vec<u8>, BlobId)>,
+    current: Option<OpenTree>,
+    /// The path of the first file of each hard-linked inode seen.
+    first_link: HashMap<(u64, u64), Vec<u8>>,
+}
+
+/// Include paths (`/data/db/table.sql`) as the planner compares them.
+fn include_paths(includes: &[String]) -> Vec<Vec<u8>> {
+    includes
+        .iter()
+        .map(|i| i.trim_matches('/').as_bytes().to_vec())
+        .filter(|i| !i.is_empty())
+        .collect()
+}
+
+impl PlanWalker {
+    /// Starts the walk at the tree `root`; fails when an include is not in the snapshot (before
+    /// anything is restored: only the trees on the way to each include are read).
+    pub async fn new(
+        repo: &IndexedRepository,
+        root: BlobId,
+        includes: &[String],
+    ) -> Result<PlanWalker> {
+        let includes = include_paths(includes);
+        for include in &includes {
+            check_include(repo, root, include).await?;
+        }
+        Ok(PlanWalker {
+            includes,
+            pending: vec![(Vec::new(), root)],
+            current: None,
+            first_link: HashMap::new(),
+        })
+    }
+
+    /// The next batch of the restore, `None` when the walk is over.
+    pub async fn next_batch(
+        &mut self,
+        repo: &IndexedRepository,
+        limits: BatchLimits,
+    ) -> Result<Option<RestorePlan>> {
+        let mut batch = Batch::default();
+        while batch.plan.entries.len() < limits.entries && batch.plan.dirs.len() < limits.dirs {
+            let Some(tree) = self.current.as_mut() else {
+                let Some((path, id)) = self.pending.pop() else {
+                    break;
+                };
+                self.current = Some(open_tree(repo, path, id).await?);
+                continue;
+            };
+            let Some(node) = tree.nodes.next() else {
+                // Reversed so that popping visits directories in name order.
+                let tree = self.current.take().expect("present");
+                self.pending.extend(tree.subdirs.into_iter().rev());
+                continue;
+            };
+            check_name(&node.name, &tree.id)?;
+            batch.add(repo, tree, node, &self.includes, &mut self.first_link)?;
+        }
+        if batch.plan.entries.is_empty() && self.current.is_none() && self.pending.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(batch.finish()))
+    }
+}
+
+/// Reads a tree and checks that its names are sorted and unique.
+async fn open_tree(repo: &IndexedRepository, path: Vec<u8>, id: BlobId) -> Result<OpenTree> {
+    let tree = repo
+        .read_tree(
+            &id,
+            &format!("directory /{}", String::from_utf8_lossy(&path)),
+        )
+        .await?;
+    if tree
+        .nodes
+        .windows(2)
+        .any(|pair| pair[0].name >= pair[1].name)
+    {
+        return Err(Error::Corrupt {
+            what: format!("tree {id}"),
+            reason: "entries are not sorted by unique names".into(),
+        });
+    }
+    Ok(OpenTree {
+        path,
+        id,
+        nodes: tree.nodes.into_iter(),
+        subdirs: Vec::new(),
+    })
+}
+
+/// Fails unless the snapshot holds `include` (a path without its leading `/`).
+async fn check_include(repo: &IndexedRepository, root: BlobId, include: &[u8]) -> Result<()> {
+    let missing = || {
+        Error::Usage(format!(
+            "/{} is not in the snapshot",
+            String::from_utf8_lossy(include)
+        ))
+    };
+    let mut tree_id = root;
+    let mut components = include.split(|&byte| byte == b'/').peekable();
+    while let Some(name) = components.next() {
+        let tree = open_tree(repo, Vec::new(), tree_id).await?;
+        let node = tree
+            .nodes
+            .as_slice()
+            .iter()
+            .find(|node| node.name == name)
+            .ok_or_else(missing)?;
+        match (&node.kind, components.peek()) {
+            (_, None) => return Ok(()),
+            (NodeKind::Dir { subtree }, Some(_)) => tree_id = *subtree,
+            _ => return Err(missing()),
+        }
+    }
+    Err(missing())
+}
+
+/// A batch being planned.
+#[derive(Default)]
+struct Batch {
+    plan: RestorePlan,
+    blobs: HashMap<BlobId, PlannedBlob>,
+    /// The batch's number of the directory of the tree being planned, and that tree's path.
+    dir: Option<(usize, Vec<u8>)>,
+    /// The first file of each hard-linked inode in this batch.
+    linked: HashMap<(u64, u64), usize>,
+}
+
+impl Batch {
+    /// Plans `node` of `tree`, if the includes need it.
+    fn add(
+        &mut self,
+        repo: &IndexedRepository,
+        tree: &mut OpenTree,
+        node: Node,
+        includes: &[Vec<u8>],
+        first_link: &mut HashMap<(u64, u64), Vec<u8>>,
+    ) -> Result<()> {
+        let mut path = tree.path.clone();
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(&node.name);
+        let (selected, needed) = selection(&path, includes);
+        let plain = !matches!(node.kind, NodeKind::Dir { .. });
+        if !needed || (plain && !selected) {
+            return Ok(());
+        }
+        if self.dir.as_ref().map(|(_, dir)| dir) != Some(&tree.path) {
+            self.plan.dirs.push(tree.path.clone());
+            self.dir = Some((self.plan.dirs.len() - 1, tree.path.clone()));
+        }
+        let parent = self.dir.as_ref().expect("set above").0;
+        let number = self.plan.entries.len();
+        match &node.kind {
+            NodeKind::Dir { subtree } => tree.subdirs.push((path.clone(), *subtree)),
+            NodeKind::File { size, content } => {
+                self.plan.files += 1;
+                let link_key = (node.meta.device, node.meta.inode);
+                let first = (node.meta.links > 1)
+                    .then(|| first_link.get(&link_key))
+                    .flatten();
+                if let Some(first) = first {
+                    match self.linked.get(&link_key) {
+                        Some(&entry) => self.plan.hard_links.insert(number, entry),
+                        None => {
+                            self.plan.earlier_links.push((number, first.clone()));
+                            None
+                        }
+                    };
+                } else {
+                    if node.meta.links > 1 {
+                        first_link.insert(link_key, path.clone());
+                        self.linked.insert(link_key, number);
+                    }
+                    self.plan.total_bytes += size;
+                    plan_content(
+                        repo,
+                        &mut self.blobs,
+                        number,
+                        &path,
+                        *size,
+                        content,
+                        &tree.id,
+                    )?;
+                }
+            }
+            _ => {}
+        }
+        self.plan.entries.push(PlannedEntry { path, node, parent });
+        Ok(())
+    }
+
+    /// The plan, with each pack's blobs sorted by offset.
+    fn finish(self) -> RestorePlan {
+        let mut plan = self.plan;
+        let mut by_pack: HashMap<PackId, Vec<PlannedBlob>> = HashMap::new();
+        for blob in self.blobs.into_values() {
+            by_pack.entry(blob.location.pack).or_default().push(blob);
+        }
+        plan.packs = by_pack
+            .into_iter()
+            .map(|(pack, mut blobs)| {
+                blobs.sort_by_key(|b| b.location.offset);
+                (pack, blobs)
+            })
+            .collect();
+        plan.packs.sort_by_key(|(pack, _)| *pack);
+        plan
+    }
+}
+
+/// Walks the snapshot's trees and plans the whole restore of what the includes select (all when
+/// empty), in one plan. Include paths are snapshot paths such as `/data/db/table.sql`.
 pub async fn plan_restore(
     repo: &IndexedRepository,
     root: BlobId,
     includes: &[String],
 ) -> Result<RestorePlan> {
-    let includes: Vec<Vec<u8>> = includes
-        .iter()
-        .map(|i| i.trim_matches('/').as_bytes().to_vec())
-        .filter(|i| !i.is_empty())
-        .collect();
-    let mut plan = RestorePlan::default();
-    let mut matched = vec![false; includes.len()];
-    let mut pending: Vec<(Vec<u8>, BlobId)> = vec![(Vec::new(), root)];
-    let mut first_link: HashMap<(u64, u64), usize> = HashMap::new();
-    let mut blobs: HashMap<BlobId, PlannedBlob> = HashMap::new();
-
-    while let Some((dir_path, tree_id)) = pending.pop() {
-        let tree = repo
-            .read_tree(
-                &tree_id,
-                &format!("directory /{}", String::from_utf8_lossy(&dir_path)),
-            )
-            .await?;
-        let mut subdirs = Vec::new();
-        for pair in tree.nodes.windows(2) {
-            if pair[0].name >= pair[1].name {
-                return Err(Error::Corrupt {
-                    what: format!("tree {tree_id}"),
-                    reason: "entries are not sorted by unique names".into(),
-                });
-            }
-        }
-        for node in tree.nodes {
-            check_name(&node.name, &tree_id)?;
-            let mut path = dir_path.clone();
-            if !path.is_empty() {
-                path.push(b'/');
-            }
-            path.extend_from_slice(&node.name);
-            let (selected, needed) = selection(&path, &includes);
-            if !needed {
-                continue;
-            }
-            for (flag, include) in matched.iter_mut().zip(&includes) {
-                *flag |= path == *include;
-            }
-            let number = plan.entries.len();
-            match &node.kind {
-                NodeKind::Dir { subtree } => subdirs.push((path.clone(), *subtree)),
-                NodeKind::File { .. } if !selected => continue,
-                NodeKind::File { size, content } => {
-                    plan.files += 1;
-                    let link_key = (node.meta.device, node.meta.inode);
-                    if node.meta.links > 1 {
-                        if let Some(&first) = first_link.get(&link_key) {
-                            plan.hard_links.insert(number, first);
-                            plan.entries.push(PlannedEntry { path, node });
-                            continue;
-                        }
-                        first_link.insert(link_key, number);
-                    }
-                    plan.total_bytes += size;
-                    plan_content(repo, &mut blobs, number, &path, *size, content, &tree_id)?;
-                }
-                _ if !selected => continue,
-                _ => {}
-            }
-            plan.entries.push(PlannedEntry { path, node });
-        }
-        // Reverse so that popping visits directories in name order, parents before children.
-        pending.extend(subdirs.into_iter().rev());
-    }
-    if let Some(missing) = includes
-        .iter()
-        .zip(&matched)
-        .find(|(_, found)| !**found)
-        .map(|(i, _)| i)
-    {
-        return Err(Error::Usage(format!(
-            "/{} is not in the snapshot",
-            String::from_utf8_lossy(missing)
-        )));
-    }
-    let mut by_pack: HashMap<PackId, Vec<PlannedBlob>> = HashMap::new();
-    for blob in blobs.into_values() {
-        by_pack.entry(blob.location.pack).or_default().push(blob);
-    }
-    plan.packs = by_pack
-        .into_iter()
-        .map(|(pack, mut blobs)| {
-            blobs.sort_by_key(|b| b.location.offset);
-            (pack, blobs)
-        })
-        .collect();
-    plan.packs.sort_by_key(|(pack, _)| *pack);
-    Ok(plan)
+    let mut walker = PlanWalker::new(repo, root, includes).await?;
+    Ok(walker
+        .next_batch(repo, BatchLimits::WHOLE)
+        .await?
+        .unwrap_or_default())
 }
 
 #[cfg(test)]
