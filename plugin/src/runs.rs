@@ -188,6 +188,7 @@ pub fn restore_object(
             volumes,
             databases,
             pod: None,
+            mover: None,
         },
         status: None,
     })
