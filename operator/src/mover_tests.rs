@@ -1,4 +1,5 @@
 use super::*;
+use crate::conditions::Reason;
 use serde_json::json;
 
 fn pod(name: &str, value: serde_json::Value) -> Pod {
@@ -58,7 +59,7 @@ fn privileged_is_refused_where_the_admin_did_not_allow_it_and_says_what_to_do() 
         IdentitySource::Recorded(None),
     )
     .unwrap_err();
-    assert_eq!(refusal.reason(), "PrivilegedMoverNotAllowed");
+    assert_eq!(refusal.reason(), Reason::PrivilegedMoverNotAllowed);
     let message = refusal.to_string();
     assert!(message.contains("spec.mover.mode"), "{message}");
     assert!(

@@ -14,9 +14,8 @@
 //! so that the command line can be measured on it too. The packs themselves are not written:
 //! only the index is what opening costs.
 
-mod fixtures;
+mod support;
 
-use fixtures::{PASSWORD, TEST_KDF};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::ObjectKind;
 use neverwiped::format::index::{IndexFile, IndexedBlob, IndexedPack};
@@ -25,6 +24,7 @@ use neverwiped::index::BYTES_PER_BLOB;
 use neverwiped::repository::Repository;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
+use support::fixtures::{PASSWORD, TEST_KDF};
 
 /// Blobs per pack and per index object, as a backup of small files writes them.
 const BLOBS_PER_PACK: u64 = 2048;

@@ -4,10 +4,9 @@
 //! outside `umount` and leaves no mount behind. Skipped (with a message) where `/dev/fuse` is
 //! missing.
 
-mod fixtures;
 mod support;
+use support::fixtures;
 
-use fixtures::{assert_same_tree, build_fidelity_tree, init_repository, is_root, PASSWORD};
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::mount::{self, MountOptions};
@@ -17,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::fixtures::{
+    assert_same_tree, build_fidelity_tree, init_repository, is_root, PASSWORD,
+};
 use support::sidecar::bare_command;
 use support::{RestServer, RestServerOptions};
 

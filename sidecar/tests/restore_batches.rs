@@ -3,13 +3,13 @@
 //! whose entries span batches, hard links to a file of an earlier batch, directories' metadata
 //! set at the very end.
 
-mod fixtures;
+mod support;
 
-use fixtures::{assert_same_tree, build_fidelity_tree, init_repository as init, is_root};
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::restore::{restore, RestoreOptions};
 use std::sync::Arc;
+use support::fixtures::{assert_same_tree, build_fidelity_tree, init_repository as init, is_root};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_batch_size_restores_every_kind_of_entry_identically() {

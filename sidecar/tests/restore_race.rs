@@ -4,9 +4,8 @@
 //! per swap). A restore that creates or changes entries by path follows the symlink and creates,
 //! removes, chmods, chowns or re-times files outside the target. Nothing outside may ever change.
 
-mod fixtures;
+mod support;
 
-use fixtures::{init_repository as init, is_root};
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::restore::{restore, RestoreOptions};
@@ -16,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use support::fixtures::{init_repository as init, is_root};
 
 /// Directories of the snapshot the workload swaps.
 const SWAPPED: usize = 6;
