@@ -31,7 +31,9 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Zsanitizer=address \
 -Cdebug-assertions -Coverflow-checks"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
+# A target dir of its own (fuzz/target, or FUZZ_TARGET_DIR), whatever CARGO_TARGET_DIR says: the
+# instrumented build must never mix with the workspace's.
+export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/target}"
 bins=()
 for target in "${targets[@]}"; do bins+=(--bin "$target"); done
 "${cargo[@]}" build --release --target "$host" "${bins[@]}"

@@ -1,5 +1,5 @@
 //! The REST server's listing of a folder (version 2 of the restic REST protocol). The parser's
-//! struct is private to `backend/rest.rs`, so this target parses with the same shape (`null` or
+//! struct is private to `backend/rest/mod.rs`, so this target parses with the same shape (`null` or
 //! an array of `{"name": string, "size": u64}`) through the same `serde_json` call.
 #![no_main]
 

@@ -58,6 +58,9 @@ pub enum Command {
         #[arg(long)]
         to: PathBuf,
     },
+    /// The plan's snapshots as a read-only file system at MOUNTPOINT (an existing folder), in
+    /// restic's layout (snapshots/TIME/, snapshots/latest, ids/ID/, ...), until Ctrl-C.
+    Mount { plan: String, mountpoint: PathBuf },
     /// Runs a backup of the plan now (sets `spec.manualTrigger`).
     Backup {
         plan: String,

@@ -5,12 +5,14 @@
 //!   refusal names the verb and the object.
 //! - [`repository`]: the plan's repository opened in this process, as its Jobs open it.
 //! - [`browse`]: `snapshots`, `ls`, `cat`, `download`, with the engine's own snapshot selection.
+//! - [`mount`]: the plan's snapshots as a read-only FUSE file system.
 //! - [`runs`]: `backup` and `restore`, asked of the operator and followed through status.
 //! - [`status`]: every plan at a glance.
 
 pub mod args;
 pub mod browse;
 pub mod cluster;
+pub mod mount;
 pub mod repository;
 pub mod runs;
 pub mod status;
@@ -80,6 +82,13 @@ pub async fn run(cli: Cli) -> Result<()> {
                 table::bytes(report.bytes_written)
             );
             Ok(())
+        }
+        Command::Mount { plan, mountpoint } => {
+            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
+                .await?
+                .indexed()
+                .await?;
+            mount::serve(repo, &host, mountpoint).await
         }
         Command::Backup { plan, wait } => runs::backup(&cluster, &namespace, plan, *wait).await,
         Command::Restore(args) => {
