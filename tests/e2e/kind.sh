@@ -175,6 +175,7 @@ if [ -f "$ROOT/charts/neverwiped/Chart.yaml" ]; then
     --timeout "$TIMEOUT" \
     --set-string "image.repository=$operator_repository,image.tag=${OPERATOR_IMAGE##*:}" \
     --set-string "sidecar.image.repository=$sidecar_repository,sidecar.image.tag=${SIDECAR_IMAGE##*:}" \
+    --set-json "policy.privilegedMoverNamespaces=[\"$NS\"]" \
     ${E2E_HELM_ARGS:-}
 else
   kubectl apply --server-side -f "$ROOT/crds/"
@@ -183,6 +184,7 @@ else
   sed -e "s|__NAMESPACE__|$SYSTEM_NS|g" \
     -e "s|__OPERATOR_IMAGE__|$OPERATOR_IMAGE|g" \
     -e "s|__SIDECAR_IMAGE__|$SIDECAR_IMAGE|g" \
+    -e "s|__TEST_NAMESPACE__|$NS|g" \
     "$ROOT/tests/e2e/operator.yaml" | kubectl apply -f -
   kubectl rollout status deployment/neverwiped-operator -n "$SYSTEM_NS" --timeout="$TIMEOUT"
 fi
@@ -233,7 +235,9 @@ kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f -
 kubectl delete restores.neverwiped.io,backupplans.neverwiped.io --all -n "$NS" --timeout=120s
 kubectl delete job/init-repository pod/fill pod/compare pvc/data-restored -n "$NS" \
   --ignore-not-found --timeout=120s
-# Reading every file of a volume needs DAC_READ_SEARCH (docs/reference.md, "The Jobs").
+# The files below are root's with mode 0600: reading every one needs the privileged mover (root
+# with DAC_READ_SEARCH), which the operator allows in this namespace only (the chart's
+# policy.privilegedMoverNamespaces), and which needs the Pod Security level "privileged".
 kubectl label namespace "$NS" --overwrite pod-security.kubernetes.io/enforce=privileged >/dev/null
 storage_class_line=""
 if [ -n "$STORAGE_CLASS" ]; then
@@ -338,6 +342,7 @@ spec:
     passwordSecretRef: {name: repository, key: password}
   volumes:
     - claimName: data
+  mover: {mode: Privileged}
   deadline: 30m
 EOF
 if ! await_value backupplan/e2e '{.status.lastRun.result}' Succeeded Failed; then
