@@ -248,6 +248,8 @@ fn crds_have_the_names_users_type() {
             "Bytes Sent",
             "Repository",
             "Next Run",
+            "Runs At",
+            "Queued",
             "Age"
         ]
     );
