@@ -56,6 +56,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY contract contract
 COPY sidecar sidecar
 COPY operator operator
+COPY plugin plugin
 
 # Statically linked against glibc (crt-static): no libc needed in the image, glibc's fast
 # multi-threaded allocator kept. Build scripts and proc macros stay dynamic because --target is

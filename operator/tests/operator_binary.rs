@@ -288,10 +288,9 @@ async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() 
     assert_eq!(security.allow_privilege_escalation, Some(false));
     let capabilities = security.capabilities.as_ref().unwrap();
     assert_eq!(capabilities.drop.as_deref(), Some(&["ALL".to_string()][..]));
-    assert_eq!(
-        capabilities.add.as_deref(),
-        Some(&["DAC_READ_SEARCH".to_string()][..])
-    );
+    // The unprivileged mover (the default): a non-root user and no capability at all.
+    assert_eq!(capabilities.add, None);
+    assert_eq!(security.run_as_non_root, Some(true));
     // Placement: the plan's, and the node where the ReadWriteOnce volume is in use.
     assert_eq!(
         pod.node_selector.as_ref().unwrap()["kubernetes.io/os"],

@@ -334,8 +334,10 @@ def main():
         rust_version = package.get("rust-version")
         if isinstance(rust_version, str):
             rust_versions.append(version_tuple(rust_version))
+        # The images hold the `neverwiped-*` binaries; kubectl-neverwiped runs on the user's
+        # machine, not in a pod (it is only copied, as every member must be for cargo).
         for binary in manifest.get("bin", []):
-            if binary["name"] == package["name"] or binary["name"].startswith("neverwiped-"):
+            if binary["name"].startswith("neverwiped-"):
                 bins[package["name"]] = binary["name"]
         # .dockerignore keeps tests/ out of the build context: a target declared there would
         # make cargo fail to read the manifest in the image build.

@@ -439,6 +439,11 @@ pub fn set_dirs_metadata(
     for (path, meta) in dirs.iter().rev() {
         let dir = opener.open(path)?;
         let what = || opener.display(path);
+        // A volume mounted at this folder (a Restore's claim): its root is the volume's own,
+        // as its provisioner and the kubelet made it, and is left alone like the target's.
+        if metadata::is_mount_point(dir.as_raw_fd(), &what)? {
+            continue;
+        }
         warnings.extend(metadata::set_on_descriptor(
             dir.as_raw_fd(),
             meta,

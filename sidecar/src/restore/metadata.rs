@@ -18,6 +18,30 @@ fn error(what: &dyn Fn() -> String, errno: nix::Error) -> Error {
     Error::io(format!("setting metadata of {}", what()), errno.into())
 }
 
+/// An unprivileged restore may meet entries it does not own (a volume's root, as a provisioner
+/// made it): their mode and times stay as they are, with a warning, and the restore goes on.
+/// Anything else that fails to set, or fails as root, is an error.
+enum Settled {
+    Done,
+    NotOwned(String),
+}
+
+fn settle(
+    outcome: nix::Result<()>,
+    privileged: bool,
+    what: &dyn Fn() -> String,
+) -> Result<Settled> {
+    match outcome {
+        Ok(()) => Ok(Settled::Done),
+        Err(nix::Error::EPERM) if !privileged => Ok(Settled::NotOwned(format!(
+            "the mode and times of {} were not restored: it belongs to another user, and an \
+             unprivileged restore changes only what it owns",
+            what()
+        ))),
+        Err(errno) => Err(error(what, errno)),
+    }
+}
+
 /// Sets owner (when privileged), mode (unless `mode_set`: the entry was created with it) and
 /// modification time of the open entry `fd`. Returns a warning when a set-user-ID or
 /// set-group-ID bit did not hold: the kernel clears set-group-ID without an error where the
@@ -36,10 +60,15 @@ pub fn set_on_descriptor(
     }
     if !mode_set {
         let mode = Mode::from_bits_truncate(meta.mode & 0o7777);
-        nix::sys::stat::fchmod(fd, mode).map_err(|e| error(what, e))?;
+        let changed = nix::sys::stat::fchmod(fd, mode);
+        if let Settled::NotOwned(warning) = settle(changed, privileged, what)? {
+            return Ok(Some(warning));
+        }
     }
-    nix::sys::stat::futimens(fd, &TimeSpec::UTIME_OMIT, &mtime(meta))
-        .map_err(|e| error(what, e))?;
+    let timed = nix::sys::stat::futimens(fd, &TimeSpec::UTIME_OMIT, &mtime(meta));
+    if let Settled::NotOwned(warning) = settle(timed, privileged, what)? {
+        return Ok(Some(warning));
+    }
     if meta.mode & 0o6000 == 0 {
         return Ok(None);
     }
@@ -74,17 +103,22 @@ pub fn set_by_name(
     let is_symlink = matches!(kind, NodeKind::Symlink { .. });
     if !is_symlink {
         let mode = Mode::from_bits_truncate(meta.mode & 0o7777);
-        nix::sys::stat::fchmodat(Some(dir), name, mode, FchmodatFlags::NoFollowSymlink)
-            .map_err(|e| error(what, e))?;
+        let changed =
+            nix::sys::stat::fchmodat(Some(dir), name, mode, FchmodatFlags::NoFollowSymlink);
+        if let Settled::NotOwned(warning) = settle(changed, privileged, what)? {
+            return Ok(Some(warning));
+        }
     }
-    nix::sys::stat::utimensat(
+    let timed = nix::sys::stat::utimensat(
         Some(dir),
         name,
         &TimeSpec::UTIME_OMIT,
         &mtime(meta),
         UtimensatFlags::NoFollowSymlink,
-    )
-    .map_err(|e| error(what, e))?;
+    );
+    if let Settled::NotOwned(warning) = settle(timed, privileged, what)? {
+        return Ok(Some(warning));
+    }
     if is_symlink || meta.mode & 0o6000 == 0 {
         return Ok(None);
     }
@@ -92,6 +126,15 @@ pub fn set_by_name(
         .map_err(|e| error(what, e))?
         .st_mode;
     Ok(special_bits_lost(what, meta.mode, has))
+}
+
+/// Whether the open folder `dir` is the root of a mounted file system: its parent (`..`, which
+/// the kernel resolves across the mount) is on another device.
+pub fn is_mount_point(dir: RawFd, what: &dyn Fn() -> String) -> Result<bool> {
+    let own = nix::sys::stat::fstat(dir).map_err(|e| error(what, e))?;
+    let parent = nix::sys::stat::fstatat(Some(dir), "..", AtFlags::AT_SYMLINK_NOFOLLOW)
+        .map_err(|e| error(what, e))?;
+    Ok(own.st_dev != parent.st_dev)
 }
 
 /// A warning when the mode `has` lacks set-user-ID or set-group-ID bits `mode` asks for.
