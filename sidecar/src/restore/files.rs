@@ -439,9 +439,11 @@ pub fn set_dirs_metadata(
     for (path, meta) in dirs.iter().rev() {
         let dir = opener.open(path)?;
         let what = || opener.display(path);
-        // A volume mounted at this folder (a Restore's claim): its root is the volume's own,
-        // as its provisioner and the kubelet made it, and is left alone like the target's.
-        if metadata::is_mount_point(dir.as_raw_fd(), &what)? {
+        // Unprivileged, a folder of another owner can only be one that was there before the
+        // restore: a volume's root as its provisioner made it, or a folder the container runtime
+        // made to mount it. What is in it is restored; it keeps its owner's mode and times.
+        if !privileged && !metadata::owned_by_us(dir.as_raw_fd(), &what)? {
+            tracing::info!("{} belongs to another user: its mode and times stay", what());
             continue;
         }
         warnings.extend(metadata::set_on_descriptor(

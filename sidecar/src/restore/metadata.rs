@@ -128,13 +128,10 @@ pub fn set_by_name(
     Ok(special_bits_lost(what, meta.mode, has))
 }
 
-/// Whether the open folder `dir` is the root of a mounted file system: its parent (`..`, which
-/// the kernel resolves across the mount) is on another device.
-pub fn is_mount_point(dir: RawFd, what: &dyn Fn() -> String) -> Result<bool> {
-    let own = nix::sys::stat::fstat(dir).map_err(|e| error(what, e))?;
-    let parent = nix::sys::stat::fstatat(Some(dir), "..", AtFlags::AT_SYMLINK_NOFOLLOW)
-        .map_err(|e| error(what, e))?;
-    Ok(own.st_dev != parent.st_dev)
+/// Whether the open entry `fd` belongs to this process's user.
+pub fn owned_by_us(fd: RawFd, what: &dyn Fn() -> String) -> Result<bool> {
+    let stat = nix::sys::stat::fstat(fd).map_err(|e| error(what, e))?;
+    Ok(stat.st_uid == nix::unistd::geteuid().as_raw())
 }
 
 /// A warning when the mode `has` lacks set-user-ID or set-group-ID bits `mode` asks for.
