@@ -443,7 +443,10 @@ pub fn set_dirs_metadata(
         // restore: a volume's root as its provisioner made it, or a folder the container runtime
         // made to mount it. What is in it is restored; it keeps its owner's mode and times.
         if !privileged && !metadata::owned_by_us(dir.as_raw_fd(), &what)? {
-            tracing::info!("{} belongs to another user: its mode and times stay", what());
+            tracing::info!(
+                "{} belongs to another user: its mode and times stay",
+                what()
+            );
             continue;
         }
         warnings.extend(metadata::set_on_descriptor(
