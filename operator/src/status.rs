@@ -901,27 +901,14 @@ mod tests {
     }
 
     fn record(name: &str, result: RunOutcome, completed: &str) -> RunRecord {
+        let reason = if result.is_success() {
+            "Succeeded"
+        } else {
+            "BackupFailed"
+        };
         RunRecord {
-            job_name: name.into(),
-            trigger: RunTrigger::Schedule,
-            scheduled_time: None,
-            start_time: None,
             completion_time: Some(Time(at(completed))),
-            duration_seconds: None,
-            result,
-            reason: if result.is_success() {
-                "Succeeded".into()
-            } else {
-                "BackupFailed".into()
-            },
-            message: None,
-            snapshot_id: None,
-            files_read: None,
-            bytes_read: None,
-            bytes_added: None,
-            bytes_sent: None,
-            warnings: None,
-            databases: vec![],
+            ..RunRecord::without_figures(name.into(), RunTrigger::Schedule, result, reason.into())
         }
     }
 

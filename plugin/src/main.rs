@@ -18,24 +18,8 @@ async fn main() -> ExitCode {
     match kubectl_neverwiped::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {}", one_line(&error));
+            eprintln!("error: {}", neverwiped::text::describe_chain(error.chain()));
             ExitCode::FAILURE
         }
     }
-}
-
-/// The error and its causes on one line, each said once.
-fn one_line(error: &anyhow::Error) -> String {
-    let mut message = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if message.contains(&text) {
-            continue;
-        }
-        if !message.is_empty() {
-            message.push_str(": ");
-        }
-        message.push_str(&text);
-    }
-    message
 }

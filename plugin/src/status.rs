@@ -163,24 +163,7 @@ mod tests {
     }
 
     fn run(job: &str, result: RunOutcome, reason: &str) -> RunRecord {
-        RunRecord {
-            job_name: job.into(),
-            trigger: RunTrigger::Schedule,
-            scheduled_time: None,
-            start_time: None,
-            completion_time: None,
-            duration_seconds: None,
-            result,
-            reason: reason.into(),
-            message: None,
-            snapshot_id: None,
-            files_read: None,
-            bytes_read: None,
-            bytes_added: None,
-            bytes_sent: None,
-            warnings: None,
-            databases: vec![],
-        }
+        RunRecord::without_figures(job.into(), RunTrigger::Schedule, result, reason.into())
     }
 
     #[test]

@@ -1,20 +1,6 @@
 //! Text for a terminal: sizes, ages, and cells cut to their column.
 
-/// Bytes in binary units: `512 B`, `1.5 KiB`, `553.0 MiB`.
-pub fn bytes(count: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = count as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{count} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
+pub use neverwiped::text::bytes;
 
 /// How long ago `then` was, in the largest unit that fits, as kubectl shows ages: `45s`, `12m`,
 /// `5h`, `3d`; a time in the future (clocks differ) counts as now.
@@ -58,7 +44,5 @@ mod tests {
         assert_eq!(fit("nightly", 10), "nightly");
         assert_eq!(fit("a-very-long-plan-name", 8), "a-very-…");
         assert_eq!(fit("ééééé", 3), "éé…");
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(1536), "1.5 KiB");
     }
 }

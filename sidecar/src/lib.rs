@@ -26,5 +26,6 @@ pub mod progress;
 pub mod repository;
 pub mod restore;
 pub mod selection;
+pub mod text;
 
 pub use error::{Error, Result};

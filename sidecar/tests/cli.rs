@@ -1242,13 +1242,7 @@ fn credentials_in_the_gate_address_are_refused_naming_the_variables_to_use() {
 
 #[test]
 fn backup_and_restore_through_the_gate_with_credentials_from_the_environment() {
-    let Some(server) = RestServer::start(
-        "cli_gate",
-        RestServerOptions {
-            auth: true,
-            ..Default::default()
-        },
-    ) else {
+    let Some(server) = RestServer::start_with_login("cli_gate") else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -1286,13 +1280,7 @@ fn backup_and_restore_through_the_gate_with_credentials_from_the_environment() {
 
 #[test]
 fn wrong_gate_credentials_give_a_clear_401_message_and_exit_1() {
-    let Some(server) = RestServer::start(
-        "cli_gate_401",
-        RestServerOptions {
-            auth: true,
-            ..Default::default()
-        },
-    ) else {
+    let Some(server) = RestServer::start_with_login("cli_gate_401") else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -1485,13 +1473,7 @@ async fn a_backup_killed_halfway_runs_again_reusing_what_was_uploaded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_to_the_gate_killed_halfway_runs_again_reusing_what_was_uploaded() {
-    let Some(server) = RestServer::start(
-        "cli_gate_killed",
-        RestServerOptions {
-            auth: true,
-            ..Default::default()
-        },
-    ) else {
+    let Some(server) = RestServer::start_with_login("cli_gate_killed") else {
         return;
     };
     let work = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use support::sidecar::{bare_command, DatabaseRun, Run};
-use support::{RestServer, RestServerOptions};
+use support::RestServer;
 use tempfile::TempDir;
 
 /// Rows of the `orders` table of the big data set: about 190 bytes each in a dump, so the
@@ -299,13 +299,7 @@ fn postgres_every_database_and_role_comes_back_after_a_drop_through_rest_server(
     let Some(server) = Postgres::start(test) else {
         return;
     };
-    let Some(rest) = RestServer::start(
-        test,
-        RestServerOptions {
-            auth: true,
-            ..Default::default()
-        },
-    ) else {
+    let Some(rest) = RestServer::start_with_login(test) else {
         return;
     };
     timed("creating the PostgreSQL data set", || {

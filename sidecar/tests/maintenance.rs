@@ -28,7 +28,7 @@ use neverwiped::restore::{restore, RestoreOptions};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use support::{RestServer, RestServerOptions};
+use support::RestServer;
 
 async fn backup_dir(repo: &IndexedRepository, source: &Path) -> SnapshotId {
     backup(
@@ -65,13 +65,7 @@ async fn data_bytes(backend: &SharedBackend) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_year_of_nightly_snapshots_keeps_exactly_the_policy_set_on_rest_server() {
-    let Some(server) = RestServer::start(
-        "a_year_of_nightly_snapshots",
-        RestServerOptions {
-            auth: true,
-            ..Default::default()
-        },
-    ) else {
+    let Some(server) = RestServer::start_with_login("a_year_of_nightly_snapshots") else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -157,13 +151,7 @@ async fn a_year_of_nightly_snapshots_keeps_exactly_the_policy_set_on_rest_server
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prune_after_forget_shrinks_the_repository_and_kept_snapshots_restore_identically() {
-    let Some(server) = RestServer::start(
-        "prune_after_forget",
-        RestServerOptions {
-            auth: true,
-            ..Default::default()
-        },
-    ) else {
+    let Some(server) = RestServer::start_with_login("prune_after_forget") else {
         return;
     };
     let work = tempfile::tempdir().unwrap();

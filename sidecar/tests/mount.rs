@@ -20,7 +20,7 @@ use support::fixtures::{
     assert_same_tree, build_fidelity_tree, init_repository, is_root, PASSWORD,
 };
 use support::sidecar::bare_command;
-use support::{RestServer, RestServerOptions};
+use support::RestServer;
 
 /// Whether this machine can mount FUSE file systems; says why not.
 fn fuse_or_skip(test: &str) -> bool {
@@ -282,13 +282,7 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
     ) {
         return;
     }
-    let Some(server) = RestServer::start(
-        "cli_mount",
-        RestServerOptions {
-            auth: true,
-            ..Default::default()
-        },
-    ) else {
+    let Some(server) = RestServer::start_with_login("cli_mount") else {
         return;
     };
     let work = tempfile::tempdir().unwrap();

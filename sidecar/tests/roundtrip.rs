@@ -109,13 +109,7 @@ async fn restoring_over_a_tampered_earlier_restore_replaces_entries_and_writes_n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_data_through_rest_server_with_auth_restores_and_deduplicates() {
-    let Some(server) = RestServer::start(
-        "mixed_data_through_rest_server",
-        RestServerOptions {
-            auth: true,
-            ..Default::default()
-        },
-    ) else {
+    let Some(server) = RestServer::start_with_login("mixed_data_through_rest_server") else {
         return;
     };
     let work = tempfile::tempdir().unwrap();

@@ -622,6 +622,36 @@ pub struct RunRecord {
     pub databases: Vec<DatabaseRunRecord>,
 }
 
+impl RunRecord {
+    /// The record of a run that measured nothing (no sidecar result: it failed before the
+    /// sidecar reported, or never started); times and figures are filled in where known.
+    pub fn without_figures(
+        job_name: String,
+        trigger: RunTrigger,
+        result: RunOutcome,
+        reason: String,
+    ) -> RunRecord {
+        RunRecord {
+            job_name,
+            trigger,
+            scheduled_time: None,
+            start_time: None,
+            completion_time: None,
+            duration_seconds: None,
+            result,
+            reason,
+            message: None,
+            snapshot_id: None,
+            files_read: None,
+            bytes_read: None,
+            bytes_added: None,
+            bytes_sent: None,
+            warnings: None,
+            databases: Vec::new(),
+        }
+    }
+}
+
 /// One database dump of a run.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -391,21 +391,9 @@ async fn apply_retention(
     Ok(Some(removed))
 }
 
-/// The error and its causes on one line, each cause once: an error whose own message already
-/// quotes its cause (e.g. a dump tool's output) does not repeat it.
+/// The error and its causes on one line, each cause once.
 pub fn describe_chain(error: &anyhow::Error) -> String {
-    let mut message = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if message.contains(&text) {
-            continue;
-        }
-        if !message.is_empty() {
-            message.push_str(": ");
-        }
-        message.push_str(&text);
-    }
-    message
+    neverwiped::text::describe_chain(error.chain())
 }
 
 async fn restore_snapshot(

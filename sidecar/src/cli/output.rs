@@ -136,21 +136,7 @@ impl ProgressDisplay {
     }
 }
 
-/// Bytes in binary units, e.g. `1.5 GiB`.
-pub fn bytes(count: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = count as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{count} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
+pub use neverwiped::text::bytes;
 
 /// The files of a backup, told apart by where their content came from; the parts add up to
 /// `summary.files`, the files the snapshot holds.

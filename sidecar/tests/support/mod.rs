@@ -102,6 +102,15 @@ pub struct RcloneServerOptions {
 pub struct RestServer(TestServer);
 
 impl RestServer {
+    /// [`RestServer::start`] with a login (`auth`), the way the gate runs.
+    pub fn start_with_login(test: &str) -> Option<RestServer> {
+        let options = RestServerOptions {
+            auth: true,
+            ..Default::default()
+        };
+        RestServer::start(test, options)
+    }
+
     /// Starts a rest-server serving a fresh temporary folder, or returns `None` (after printing
     /// why) when rest-server is not installed and this is not CI.
     pub fn start(test: &str, options: RestServerOptions) -> Option<RestServer> {

@@ -125,23 +125,14 @@ fn failed_record(
     now: Timestamp,
     message: String,
 ) -> RunRecord {
+    let reason = Reason::SnapshotFailed.into();
     RunRecord {
-        job_name: run,
-        trigger: info.trigger,
         scheduled_time: info.scheduled_time.map(Time),
         start_time: Some(Time(started)),
         completion_time: Some(Time(now)),
         duration_seconds: Some(now.duration_since(started).as_secs()),
-        result: RunOutcome::Failed,
-        reason: Reason::SnapshotFailed.into(),
         message: Some(message),
-        snapshot_id: None,
-        files_read: None,
-        bytes_read: None,
-        bytes_added: None,
-        bytes_sent: None,
-        warnings: None,
-        databases: Vec::new(),
+        ..RunRecord::without_figures(run, info.trigger, RunOutcome::Failed, reason)
     }
 }
 
