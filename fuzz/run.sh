@@ -4,12 +4,13 @@
 # crash, leak, timeout or out-of-memory; the input that caused it is left in fuzz/artifacts/.
 #
 #   fuzz/run.sh SECONDS_PER_TARGET [TARGET...]
+#   fuzz/run.sh --build-only [TARGET...]     (build, run nothing: CI builds while the tests run)
 #
 # New inputs the fuzzer finds go to a scratch folder, not to the committed corpus. See README.md
 # for the toolchain this needs and how to run one target longer.
 set -euo pipefail
 
-seconds=${1:?usage: fuzz/run.sh SECONDS_PER_TARGET [TARGET...]}
+seconds=${1:?usage: fuzz/run.sh SECONDS_PER_TARGET|--build-only [TARGET...]}
 shift
 cd "$(dirname "$0")"
 
@@ -37,6 +38,8 @@ export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/target}"
 bins=()
 for target in "${targets[@]}"; do bins+=(--bin "$target"); done
 "${cargo[@]}" build --release --target "$host" "${bins[@]}"
+
+[ "$seconds" = --build-only ] && exit 0
 
 mkdir -p artifacts
 scratch=$(mktemp -d)
