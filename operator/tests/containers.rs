@@ -10,7 +10,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -417,7 +417,9 @@ fn folder(root: &Path, path: &str, owner: (u32, u32), mode: u32) {
 }
 
 /// An application's volume: files of three owners, private files (0600) and folders (0700) that
-/// only their owner may read, a symlink, an empty folder, and megabytes of data.
+/// only their owner may read, a symlink, an empty folder, megabytes of data, and what only a
+/// restore with CAP_MKNOD and CAP_FSETID gives back: a character device (`mknod c 1 3`) and a
+/// set-group-ID file of a group root is not in.
 fn fill_volume(root: &Path) {
     folder(root, "", (0, 0), 0o755);
     put(root, "index.html", b"<h1>shop</h1>\n", (0, 0), 0o644);
@@ -454,6 +456,26 @@ fn fill_volume(root: &Path) {
     put(root, "uploads/empty.txt", b"", (1000, 1000), 0o644);
     folder(root, "uploads", (1000, 1000), 0o755);
     folder(root, "cache-empty", (1001, 1002), 0o711);
+    put(
+        root,
+        "bin/report",
+        b"#!/bin/sh\necho report\n",
+        (1000, 1002),
+        0o2755,
+    );
+    folder(root, "bin", (1000, 1000), 0o755);
+    let made = Command::new("mknod")
+        .arg(root.join("bin/null"))
+        .args(["c", "1", "3"])
+        .status()
+        .expect("mknod");
+    assert!(made.success(), "mknod: {made}");
+    std::os::unix::fs::lchown(root.join("bin/null"), Some(1001), Some(1002)).expect("its owner");
+    std::fs::set_permissions(
+        root.join("bin/null"),
+        std::fs::Permissions::from_mode(0o660),
+    )
+    .expect("its mode");
     std::os::unix::fs::symlink("../index.html", root.join("uploads/home")).expect("a symlink");
     std::os::unix::fs::lchown(root.join("uploads/home"), Some(1000), Some(1000))
         .expect("its owner");
@@ -492,6 +514,13 @@ fn tree(root: &Path) -> BTreeMap<String, String> {
                 pending.push(entry.expect("an entry").path());
             }
             "dir".to_owned()
+        } else if meta.file_type().is_char_device() || meta.file_type().is_block_device() {
+            let kind = if meta.file_type().is_char_device() {
+                "char"
+            } else {
+                "block"
+            };
+            format!("{kind} device rdev={:#x}", meta.rdev())
         } else {
             sha256(&path)
         };
@@ -620,14 +649,14 @@ async fn run(kubelet: &mut Kubelet, client: &kube::Client, namespace: &str, job:
 }
 
 /// Applies a Restore of the plan `nightly`'s latest snapshot, runs its Job as a container and
-/// returns its status once Succeeded.
+/// returns its status once Succeeded, with how its container ran.
 async fn restore(
     kubelet: &mut Kubelet,
     client: &kube::Client,
     namespace: &str,
     name: &str,
     spec: Value,
-) -> Value {
+) -> (Value, PodRun) {
     let mut restore = json!({
         "apiVersion": "neverwiped.io/v1alpha1", "kind": "Restore",
         "metadata": {"name": name, "namespace": namespace},
@@ -662,7 +691,7 @@ async fn restore(
         "{status:#}\n{}",
         container_config(&run)
     );
-    status
+    (status, run)
 }
 
 fn succeeded(run: &PodRun) -> bool {
@@ -795,12 +824,41 @@ async fn a_volume_and_a_database_backed_up_in_containers_restore_identically() {
         "volumes": [{"sourceClaimName": "uploads", "targetClaimName": "uploads-restored", "createClaim": {"storage": "1Gi"}}],
         "databases": [{"name": "orders", "host": "127.0.0.1", "port": target_db.port, "credentialsSecretRef": {"name": "pg-admin"}}],
     });
-    let status = restore(&mut kubelet, &client, ns, "all-back", everything).await;
+    let (status, restore_run) = restore(&mut kubelet, &client, ns, "all-back", everything).await;
     assert_eq!(status["snapshotId"], snapshot.as_str(), "{status:#}");
+    // Root with the restore's capabilities only, on a read-only root: no metadata of a mount
+    // point of that root is changed (it could not be), and the device file and the set-group-ID
+    // bit come back (checked by the tree below).
+    for option in [
+        "--read-only",
+        "--cap-drop=ALL",
+        "--cap-add=CHOWN",
+        "--cap-add=DAC_OVERRIDE",
+        "--cap-add=FOWNER",
+        "--cap-add=FSETID",
+        "--cap-add=MKNOD",
+        "no-new-privileges",
+    ] {
+        assert!(
+            restore_run.run_options.iter().any(|o| o == option),
+            "{option} missing: {:?}",
+            restore_run.run_options
+        );
+    }
+    let Ending::Exited { message, .. } = &restore_run.ending else {
+        unreachable!("succeeded")
+    };
+    let result: Value = serde_json::from_str(message).expect("the restore's result");
+    assert_eq!(result["warningsTotal"], 0, "{result:#}");
     assert_eq!(
         tree(&restored),
         source_tree,
         "the restored volume differs from the source"
+    );
+    assert!(
+        source_tree["/bin/null"].starts_with("char device rdev=0x103 mode=660 owner=1001:1002")
+            && source_tree["/bin/report"].contains("mode=2755 owner=1000:1002"),
+        "{source_tree:#?}"
     );
     let query = "SELECT id, item, price, placed FROM orders ORDER BY id";
     assert_eq!(target_db.sql("shop", query), source_db.sql("shop", query));
@@ -990,6 +1048,26 @@ fn fill_application_volume(root: &Path) -> usize {
     put(root, "uploads/photo.jpg", &noise(2_000_000, 5), app, 0o640);
     put(root, "uploads/empty.txt", b"", app, 0o600);
     folder(root, "uploads", app, 0o750);
+    put(
+        root,
+        "bin/report",
+        b"#!/bin/sh\necho report\n",
+        (1000, 1002),
+        0o2755,
+    );
+    folder(root, "bin", (1000, 1000), 0o755);
+    let made = Command::new("mknod")
+        .arg(root.join("bin/null"))
+        .args(["c", "1", "3"])
+        .status()
+        .expect("mknod");
+    assert!(made.success(), "mknod: {made}");
+    std::os::unix::fs::lchown(root.join("bin/null"), Some(1001), Some(1002)).expect("its owner");
+    std::fs::set_permissions(
+        root.join("bin/null"),
+        std::fs::Permissions::from_mode(0o660),
+    )
+    .expect("its mode");
     std::os::unix::fs::symlink("../index.html", root.join("uploads/home")).expect("a symlink");
     std::os::unix::fs::lchown(root.join("uploads/home"), Some(1000), Some(1000))
         .expect("its owner");
@@ -1112,7 +1190,7 @@ async fn an_unprivileged_backup_reads_the_applications_files_and_warns_of_anothe
     );
 
     // Back, as the same user: every file it could read, with its content, mode and times.
-    let status = restore(
+    let (status, _) = restore(
         &mut kubelet,
         &client,
         ns,

@@ -1044,3 +1044,137 @@ fn an_unprivileged_backup_pod_keeps_the_applications_files_as_they_are() {
         .expect("the claim");
     assert_eq!(data.read_only, Some(true));
 }
+
+#[test]
+fn a_privileged_restore_pod_can_make_devices_and_keep_setgid_bits_and_still_meets_baseline() {
+    let (pod, meta) = template(&restore(&Mover::Privileged));
+    let added = added_capabilities(&pod.containers[0].security_context);
+    // Device files need MKNOD; a set-group-ID bit of a group root is not in needs FSETID.
+    for needed in ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "MKNOD"] {
+        assert!(added.iter().any(|cap| cap == needed), "{needed}: {added:?}");
+    }
+    assert_eq!(
+        added.len(),
+        5,
+        "nothing beyond what restoring needs: {added:?}"
+    );
+    assert_eq!(level_met(&pod, &meta), Level::Baseline);
+    // The unprivileged restore adds nothing: it skips devices with a warning instead.
+    let unprivileged = Mover::Unprivileged(MoverIdentity {
+        uid: 1000,
+        gid: 1000,
+        supplemental_groups: vec![],
+        fs_group: Some(2000),
+    });
+    let (pod, meta) = template(&restore(&unprivileged));
+    assert_eq!(
+        added_capabilities(&pod.containers[0].security_context),
+        Vec::<String>::new()
+    );
+    assert_eq!(level_met(&pod, &meta), Level::Restricted);
+}
+
+/// The pod specs of a manifest file: Pods, and the templates of workloads.
+fn manifest_pods(path: &std::path::Path) -> Vec<(String, PodSpec, ObjectMeta)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("YAML");
+    let mut pods = Vec::new();
+    for document in documents.into_iter().filter(|d| !d.is_null()) {
+        let name = format!(
+            "{} {}/{}",
+            path.file_name().unwrap().to_string_lossy(),
+            document["kind"].as_str().unwrap_or_default(),
+            document["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        let (spec, meta) = match document["kind"].as_str() {
+            Some("Pod") => (&document["spec"], &document["metadata"]),
+            Some("StatefulSet" | "Deployment" | "DaemonSet" | "Job") => (
+                &document["spec"]["template"]["spec"],
+                &document["spec"]["template"]["metadata"],
+            ),
+            _ => continue,
+        };
+        let spec: PodSpec = serde_json::from_value(spec.clone()).expect("a pod spec");
+        let meta: ObjectMeta = serde_json::from_value(meta.clone()).unwrap_or_default();
+        pods.push((name, spec, meta));
+    }
+    pods
+}
+
+fn quickstart_example(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/examples/quickstart")
+        .join(name)
+}
+
+/// docs/quickstart.md labels its namespace `baseline` and says `restricted` works too: every pod
+/// it applies, and every pod the operator builds from its BackupPlan and Restore (as the user the
+/// operator takes from its application pod), meets `restricted`.
+#[test]
+fn every_pod_of_the_quickstart_meets_restricted() {
+    let mut pods = Vec::new();
+    for file in ["app.yaml", "restore-target.yaml", "compare.yaml"] {
+        pods.extend(manifest_pods(&quickstart_example(file)));
+    }
+    assert_eq!(
+        pods.len(),
+        4,
+        "writer, postgres, postgres-restored, compare"
+    );
+    let read = |file: &str| std::fs::read_to_string(quickstart_example(file)).unwrap();
+    let mut plan: BackupPlan = serde_saphyr::from_str(&read("backupplan.yaml")).expect("a plan");
+    plan.metadata.uid = Some("0b6d1c1e-0000-4000-8000-000000000003".into());
+    let mut restore: Restore = serde_saphyr::from_str(&read("restore.yaml")).expect("a Restore");
+    restore.metadata.uid = Some("0b6d1c1e-0000-4000-8000-000000000004".into());
+    assert!(plan.spec.mover.is_none() && restore.spec.mover.is_none());
+    // The writer's user and group (app.yaml), as status.mover reports them.
+    let writer = Mover::Unprivileged(MoverIdentity {
+        uid: 1000,
+        gid: 1000,
+        supplemental_groups: vec![],
+        fs_group: Some(1000),
+    });
+    let volumes: Vec<BackupVolumeMount> = plan
+        .spec
+        .volumes
+        .iter()
+        .map(|volume| {
+            let claim = volume
+                .claim_name
+                .clone()
+                .expect("the quickstart names its claim");
+            BackupVolumeMount {
+                source_claim: claim.clone(),
+                mounted_claim: claim,
+                excludes: vec![],
+            }
+        })
+        .collect();
+    let run = BackupRun {
+        trigger: RunTrigger::Schedule,
+        scheduled_time: Some("2026-12-01T03:00:00Z".parse().unwrap()),
+        manual_trigger: None,
+        volumes,
+        node_name: Some("kind-control-plane".into()),
+        deadline: SignedDuration::from_mins(30),
+        remove_stale_locks: true,
+        mover: writer.clone(),
+    };
+    let (spec, meta) = template(&backup_job(&plan, &run, &settings()));
+    pods.push(("the BackupPlan's backup".into(), spec, meta));
+    let run = RestoreRun {
+        deadline: SignedDuration::from_hours(2),
+        database_types: BTreeMap::new(),
+        mover: writer,
+    };
+    let (spec, meta) = template(&restore_job(&restore, &plan, &run, &settings()));
+    pods.push(("the Restore's pod".into(), spec, meta));
+
+    let mut wrong = Vec::new();
+    for (name, pod, meta) in &pods {
+        for (control, found) in violations(pod, meta, Level::Restricted) {
+            wrong.push(format!("{name}: {control}: {}", found.join("; ")));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

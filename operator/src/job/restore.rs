@@ -17,6 +17,10 @@ use super::{
 use crate::api::{BackupPlan, DatabaseType, NonEmptyTargetPolicy, Restore, RestoreDatabase};
 use crate::mover::Mover;
 
+/// The capabilities of a privileged restore pod (root): what restoring owners, modes, set-ID
+/// bits and device files takes.
+const RESTORE_CAPABILITIES: &[&str] = &["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "MKNOD"];
+
 /// The Job's name for a Restore.
 pub fn restore_job_name(restore: &Restore) -> String {
     job_name(&restore.name_any(), "restore")
@@ -93,12 +97,15 @@ pub fn restore_job(
     .to_args();
 
     // A privileged mover writes files back with their owners and modes: CHOWN (set the owner),
-    // FOWNER (set modes and times of files the process does not own) and DAC_OVERRIDE (write into
-    // directories whatever their mode); nothing else. An unprivileged one writes them as its user
-    // (the owners are not restored), its fsGroup the group of the target's root.
+    // FOWNER (set modes and times of files the process does not own), DAC_OVERRIDE (write into
+    // directories whatever their mode), FSETID (keep a set-group-ID bit of a group root is not
+    // in: the kernel clears it without an error otherwise) and MKNOD (make device files); nothing
+    // else, all listed by the Pod Security Standard `baseline`. An unprivileged one writes them as
+    // its user (the owners are not restored, devices are skipped with a warning), its fsGroup the
+    // group of the target's root.
     let privileges = match (&run.mover, spec.volumes.is_empty()) {
         (_, true) => Privileges::Unprivileged,
-        (Mover::Privileged, false) => Privileges::Root(&["CHOWN", "DAC_OVERRIDE", "FOWNER"]),
+        (Mover::Privileged, false) => Privileges::Root(RESTORE_CAPABILITIES),
         (Mover::Unprivileged(identity), false) => Privileges::User(identity.clone()),
     };
     let mut labels = common_labels("restore");

@@ -509,7 +509,13 @@ fn restore_job_writes_each_volume_into_its_target_claim() {
         .unwrap();
     assert_eq!(
         capabilities.add.as_deref().unwrap(),
-        ["CHOWN".to_string(), "DAC_OVERRIDE".into(), "FOWNER".into()]
+        [
+            "CHOWN".to_string(),
+            "DAC_OVERRIDE".into(),
+            "FOWNER".into(),
+            "FSETID".into(),
+            "MKNOD".into()
+        ]
     );
     let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(owner.kind, "Restore");

@@ -222,12 +222,20 @@ impl StreamCounters {
     }
 }
 
-/// Refuses a backup that read nothing, unless the caller said an empty input is expected.
+/// Refuses a backup that read nothing: always when what it found could not be read (an
+/// unprivileged mover that may read none of a volume's files), else unless the caller said an
+/// empty input is expected.
 fn refuse_empty(
     walk: &walker::WalkStats,
     streams: &StreamCounters,
+    unreadable: &[String],
     allow_empty: bool,
 ) -> Result<()> {
+    if walk.files == 0 && !unreadable.is_empty() {
+        return Err(Error::NothingRead {
+            reason: nothing_readable(unreadable),
+        });
+    }
     if allow_empty {
         return Ok(());
     }
@@ -249,6 +257,21 @@ fn refuse_empty(
     Ok(())
 }
 
+/// Says that nothing could be read, naming the first inputs that could not.
+fn nothing_readable(unreadable: &[String]) -> String {
+    const NAMED: usize = 3;
+    let mut reason = format!(
+        "nothing could be read ({} input{} unreadable): {}",
+        unreadable.len(),
+        if unreadable.len() == 1 { "" } else { "s" },
+        unreadable[..unreadable.len().min(NAMED)].join("; ")
+    );
+    if unreadable.len() > NAMED {
+        reason.push_str("; …");
+    }
+    reason
+}
+
 /// Backs up the sources into a new snapshot.
 pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Result<BackupReport> {
     return_large_buffers_to_the_system();
@@ -266,7 +289,12 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
                 let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
                 let outcome =
                     run_pipeline(repo, tree, parent.map(|(_, tree)| tree), &options).await?;
-                refuse_empty(&outcome.walk, &streams, options.allow_empty)?;
+                refuse_empty(
+                    &outcome.walk,
+                    &streams,
+                    &outcome.warnings,
+                    options.allow_empty,
+                )?;
                 let summary = SnapshotSummary {
                     files: outcome.walk.files,
                     dirs: outcome.walk.dirs,
@@ -479,9 +507,11 @@ async fn run_pipeline(
     let upload = upload_result?;
     let root = root?;
     if walk.sources_read == 0 {
-        return Err(Error::NothingRead {
-            reason: warnings.join("; "),
-        });
+        let reason = match warnings.is_empty() {
+            true => "no source could be read".to_owned(),
+            false => nothing_readable(&warnings),
+        };
+        return Err(Error::NothingRead { reason });
     }
     Ok(PipelineOutcome {
         root,
