@@ -8,9 +8,12 @@
 //! that the walk may reuse by id when nothing in its directory changed, since encoding the same
 //! nodes again would give the same bytes and so the same id.
 
-use crate::error::Result;
+use crate::backend::ObjectKind;
+use crate::compress::Decoder;
+use crate::crypto::blob_associated_data;
+use crate::error::{Error, Result};
 use crate::format::tree::{NodeKind, Tree};
-use crate::ids::BlobId;
+use crate::ids::{BlobId, BlobKind};
 use crate::repository::IndexedRepository;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -126,19 +129,66 @@ impl ParentReader {
     }
 }
 
+/// Reads, opens and decodes one tree: the pack range through the backend, then the rest in one
+/// step on a blocking thread, with that thread's own zstd context (creating one per tree cost
+/// more than decompressing it).
 async fn read(repo: IndexedRepository, id: BlobId) -> Result<ParentTree> {
-    let bytes = repo.read_blob(&id, "parent snapshot").await?;
-    let decoded = tokio::task::spawn_blocking(move || {
-        let tree = Tree::from_bytes(&bytes)?;
-        let canonical = tree.to_bytes() == bytes;
-        Ok::<_, serde_json::Error>((tree, canonical))
+    let location = repo.index().get(&id);
+    let Some(location) = location.filter(|at| at.kind == BlobKind::Tree) else {
+        // The repository's own reader says what is missing, or what else is wrong.
+        let bytes = repo.read_blob(&id, "parent snapshot").await?;
+        return decode(id, &bytes);
+    };
+    let mut sealed = repo
+        .backend()
+        .read_range_into(
+            ObjectKind::Data,
+            &location.pack.to_hex(),
+            location.offset as u64,
+            location.length as u64,
+            Vec::new(),
+        )
+        .await?;
+    let keys = repo.keys().clone();
+    tokio::task::spawn_blocking(move || {
+        let what = || format!("tree {id} in pack {}", location.pack);
+        let encoded = keys
+            .sealer
+            .open_in_place(&mut sealed, &blob_associated_data(BlobKind::Tree, &id), "")
+            .map_err(|error| Error::Corrupt {
+                what: what(),
+                reason: error.to_string(),
+            })?;
+        DECODER.with_borrow_mut(|decoder| {
+            let plaintext = decoder
+                .decode(encoded, location.raw_length as usize)
+                .map_err(|error| Error::Corrupt {
+                    what: what(),
+                    reason: error.to_string(),
+                })?;
+            if keys.blob_id(BlobKind::Tree, plaintext) != id {
+                return Err(Error::Corrupt {
+                    what: what(),
+                    reason: "content does not match its id".into(),
+                });
+            }
+            decode(id, plaintext)
+        })
     })
     .await
-    .map_err(|e| crate::error::Error::Interrupted(e.to_string()))?;
-    let (tree, canonical) = decoded.map_err(|e| crate::error::Error::Corrupt {
+    .map_err(|e| Error::Interrupted(e.to_string()))?
+}
+
+thread_local! {
+    static DECODER: std::cell::RefCell<Decoder> = std::cell::RefCell::new(Decoder::default());
+}
+
+fn decode(id: BlobId, plaintext: &[u8]) -> Result<ParentTree> {
+    let tree = Tree::from_bytes(plaintext).map_err(|e| Error::Corrupt {
         what: format!("tree {id}"),
         reason: e.to_string(),
     })?;
+    let canonical = tree.to_bytes() == plaintext;
     Ok(ParentTree {
         id,
         tree,
