@@ -6,6 +6,9 @@
 //! that swaps files while it is backed up cannot make the walk follow a symlink or block.
 
 mod by_descriptor;
+mod listing;
+mod metadata;
+mod parents;
 
 use super::pipeline::{BlobJob, Recycler, JOB_FRONT_BYTES};
 use super::source::{SourceTree, StreamSource, VirtualEntry};
@@ -13,13 +16,16 @@ use super::Excludes;
 use crate::chunker::Chunker;
 use crate::crypto::RepositoryKeys;
 use crate::error::{Error, Result};
-use crate::format::tree::{Metadata, Node, NodeKind, Timestamp, Tree};
+use crate::format::tree::{Metadata, Node, NodeKind, Tree};
 use crate::ids::{BlobId, BlobKind};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use by_descriptor::{EntryType, OpenDir, OpenError};
 use crossbeam_channel::Sender;
+use listing::{Lister, Listing, Sublistings};
+use metadata::{metadata_of, now_timestamp, synthetic_dir_metadata, unchanged_content};
 use nix::sys::stat::FileStat;
+use parents::{ParentReader, ParentTree, Subtrees};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -43,7 +49,6 @@ pub struct WalkStats {
 
 pub struct Walker {
     pub repo: IndexedRepository,
-    pub runtime: tokio::runtime::Handle,
     pub keys: RepositoryKeys,
     pub chunker: Arc<Chunker>,
     /// The chunker's read buffer, kept from file to file.
@@ -67,6 +72,16 @@ pub struct Walker {
     hard_links: HashMap<(u64, u64), (u64, Vec<BlobId>)>,
     /// Whether files are still opened with `O_NOATIME` (dropped once the kernel refuses it).
     no_atime: bool,
+    /// The parent snapshot's trees, read ahead of the walk.
+    parents: ParentReader,
+    /// Directories listed ahead of the walk.
+    lister: Lister,
+}
+
+/// What is read ahead for the subdirectories of the directory being walked.
+struct Ahead {
+    subtrees: Subtrees,
+    listings: Sublistings,
 }
 
 /// How many blobs are sent between two prunings of [`Walker::sent`].
@@ -88,13 +103,14 @@ impl Walker {
         progress: Arc<Progress>,
     ) -> Walker {
         Walker {
+            parents: ParentReader::new(repo.clone(), runtime.clone()),
+            lister: Lister::new(runtime),
             keys: repo.keys().clone(),
             chunker: Arc::new(repo.chunker()),
             chunk_buffer: Vec::new(),
             sent: HashSet::new(),
             sent_since_pruned: 0,
             repo,
-            runtime,
             jobs,
             buffers,
             excludes,
@@ -154,9 +170,19 @@ impl Walker {
     }
 
     /// A parent tree for comparison; an unreadable one only costs speed, so it is a warning.
-    fn parent_tree(&mut self, id: &BlobId) -> Option<Tree> {
-        let repo = self.repo.clone();
-        match self.runtime.block_on(repo.read_tree(id, "parent snapshot")) {
+    fn parent_tree(&mut self, id: &BlobId) -> Option<ParentTree> {
+        let read = self.parents.read_now(id);
+        self.parent_or_notice(id, read)
+    }
+
+    /// The parent tree `id` of a subdirectory, from its directory's read-ahead.
+    fn subtree_of(&mut self, subtrees: &mut Subtrees, id: &BlobId) -> Option<ParentTree> {
+        let read = self.parents.take(subtrees, id);
+        self.parent_or_notice(id, read)
+    }
+
+    fn parent_or_notice(&mut self, id: &BlobId, read: Result<ParentTree>) -> Option<ParentTree> {
+        match read {
             Ok(tree) => Some(tree),
             Err(error) => {
                 self.notice(format!(
@@ -180,11 +206,15 @@ impl Walker {
     fn archive_virtual_dir(
         &mut self,
         children: std::collections::BTreeMap<Vec<u8>, VirtualEntry>,
-        parent: Option<Tree>,
+        parent: Option<ParentTree>,
     ) -> Result<BlobId> {
         let mut nodes = Vec::new();
+        let mut ahead = Ahead {
+            subtrees: self.parents.subtrees_of(parent.as_ref()),
+            listings: Sublistings::default(),
+        };
         for (name, entry) in children {
-            let parent_node = parent.as_ref().and_then(|tree| tree.find(&name)).cloned();
+            let parent_node = parent.as_ref().and_then(|p| p.tree.find(&name)).cloned();
             let node = match entry {
                 VirtualEntry::Dir {
                     children,
@@ -206,7 +236,7 @@ impl Walker {
                     })
                 }
                 VirtualEntry::Path(path) => {
-                    let node = self.archive_source(&path, parent_node.as_ref())?;
+                    let node = self.archive_source(&path, parent_node.as_ref(), &mut ahead)?;
                     self.stats.sources_read += u64::from(node.is_some());
                     node
                 }
@@ -222,7 +252,12 @@ impl Walker {
     }
 
     /// A source path: looked up in the directory that holds it, like any entry below it.
-    fn archive_source(&mut self, path: &Path, parent: Option<&Node>) -> Result<Option<Node>> {
+    fn archive_source(
+        &mut self,
+        path: &Path,
+        parent: Option<&Node>,
+        ahead: &mut Ahead,
+    ) -> Result<Option<Node>> {
         let Some((holder, name)) = by_descriptor::split_source(path) else {
             self.warn(format!(
                 "cannot read {}: not a file or folder",
@@ -235,7 +270,7 @@ impl Walker {
             Ok((dir, stat))
         });
         match read {
-            Ok((dir, stat)) => self.archive_entry(&dir, path, name, &stat, parent),
+            Ok((dir, stat)) => self.archive_entry(&dir, path, name, &stat, parent, ahead),
             Err(error) => {
                 self.warn(format!("cannot read {}: {error}", path.display()));
                 Ok(None)
@@ -244,7 +279,8 @@ impl Walker {
     }
 
     /// One entry `name` of the open directory `dir`, seen by the listing as `stat`; `None` when
-    /// it is skipped (excluded, unreadable, changed during the backup, a socket).
+    /// it is skipped (excluded, unreadable, changed during the backup, a socket). `ahead` holds
+    /// the parent trees and listings of `dir`'s subdirectories.
     fn archive_entry(
         &mut self,
         dir: &OpenDir,
@@ -252,6 +288,7 @@ impl Walker {
         name: Vec<u8>,
         stat: &FileStat,
         parent: Option<&Node>,
+        ahead: &mut Ahead,
     ) -> Result<Option<Node>> {
         if self.excludes.is_excluded(path) {
             return Ok(None);
@@ -267,18 +304,20 @@ impl Walker {
             },
             EntryType::Dir => {
                 let parent_tree = match parent.map(|n| &n.kind) {
-                    Some(NodeKind::Dir { subtree }) => self.parent_tree(&subtree.clone()),
+                    Some(NodeKind::Dir { subtree }) => {
+                        self.subtree_of(&mut ahead.subtrees, subtree)
+                    }
                     _ => None,
                 };
-                let opened = match dir.open_dir(&name, stat) {
-                    Ok(opened) => opened,
+                let listing = match self.lister.take(&mut ahead.listings, dir, &name, stat) {
+                    Ok(listing) => listing,
                     Err(error) => {
                         return self.skip(format!("cannot list {}: {error}", path.display()))
                     }
                 };
-                meta = metadata_of(&opened.stat);
+                meta = metadata_of(&listing.dir.stat);
                 NodeKind::Dir {
-                    subtree: self.archive_dir(opened, path, parent_tree)?,
+                    subtree: self.archive_dir(listing, path, parent_tree)?,
                 }
             }
             EntryType::Symlink => match dir.read_link(&name) {
@@ -311,33 +350,62 @@ impl Walker {
         Ok(None)
     }
 
-    /// The tree of an open directory: its entries, listed and read through its descriptor.
+    /// The tree of an open directory: its entries, listed and read through its descriptor. When
+    /// every entry came out as the parent tree has it, that tree is the directory's: its id is
+    /// reused without encoding the nodes again (the bytes, so the id, would be the same).
     fn archive_dir(
         &mut self,
-        mut dir: OpenDir,
+        listing: Listing,
         path: &Path,
-        parent: Option<Tree>,
+        parent: Option<ParentTree>,
     ) -> Result<BlobId> {
-        let names = match dir.names() {
-            Ok(names) => names,
-            Err(error) => {
-                self.warn(format!("cannot list {}: {error}", path.display()));
-                Vec::new()
-            }
+        let Listing {
+            dir,
+            entries,
+            error,
+        } = listing;
+        if let Some(error) = error {
+            self.warn(format!("cannot list {}: {error}", path.display()));
+        }
+        let subdirs = entries
+            .iter()
+            .filter_map(|(name, stat)| match stat {
+                Ok(stat) if EntryType::of(stat) == EntryType::Dir => Some((name, stat)),
+                _ => None,
+            })
+            .filter(|(name, _)| {
+                !self
+                    .excludes
+                    .is_excluded(&path.join(OsStr::from_bytes(name)))
+            })
+            .map(|(name, stat)| (name.clone(), *stat))
+            .collect();
+        let mut ahead = Ahead {
+            subtrees: self.parents.subtrees_of(parent.as_ref()),
+            listings: self.lister.sublistings(&dir, subdirs),
         };
-        let mut nodes = Vec::with_capacity(names.len());
-        for name in names {
+        let mut nodes = Vec::with_capacity(entries.len());
+        for (name, stat) in entries {
             let child = path.join(OsStr::from_bytes(&name));
-            let parent_node = parent.as_ref().and_then(|tree| tree.find(&name));
-            match dir.stat(&name) {
-                Ok(stat) => {
-                    nodes.extend(self.archive_entry(&dir, &child, name, &stat, parent_node)?)
-                }
+            let parent_node = parent.as_ref().and_then(|p| p.tree.find(&name));
+            match stat {
+                Ok(stat) => nodes.extend(self.archive_entry(
+                    &dir,
+                    &child,
+                    name,
+                    &stat,
+                    parent_node,
+                    &mut ahead,
+                )?),
                 Err(error) => self.warn(format!("cannot read {}: {error}", child.display())),
             }
         }
         self.stats.dirs += 1;
-        self.store_tree(nodes)
+        match parent {
+            // The listing is sorted, as a stored tree's nodes are.
+            Some(parent) if parent.canonical && parent.tree.nodes == nodes => Ok(parent.id),
+            _ => self.store_tree(nodes),
+        }
     }
 
     /// A regular file's content: reused from the parent snapshot or an earlier hard link when
@@ -472,63 +540,5 @@ enum ChunkReadError {
 impl From<std::io::Error> for ChunkReadError {
     fn from(error: std::io::Error) -> ChunkReadError {
         ChunkReadError::Source(error)
-    }
-}
-
-/// The parent's content when the file looks untouched: same size, modification and change time,
-/// and inode. The change time catches edits that restore the modification time.
-fn unchanged_content(parent: Option<&Node>, stat: &FileStat) -> Option<Vec<BlobId>> {
-    let parent = parent?;
-    let NodeKind::File { size, content } = &parent.kind else {
-        return None;
-    };
-    let meta = metadata_of(stat);
-    let same = *size == stat.st_size as u64
-        && parent.meta.mtime == meta.mtime
-        && parent.meta.ctime == meta.ctime
-        && parent.meta.inode == meta.inode;
-    same.then(|| content.clone())
-}
-
-/// An entry's metadata as the snapshot records it, from its status.
-pub fn metadata_of(stat: &FileStat) -> Metadata {
-    Metadata {
-        mode: stat.st_mode & 0o7777,
-        uid: stat.st_uid,
-        gid: stat.st_gid,
-        mtime: Timestamp {
-            secs: stat.st_mtime,
-            nanos: stat.st_mtime_nsec as u32,
-        },
-        ctime: Timestamp {
-            secs: stat.st_ctime,
-            nanos: stat.st_ctime_nsec as u32,
-        },
-        inode: stat.st_ino,
-        device: stat.st_dev,
-        links: stat.st_nlink.max(1),
-    }
-}
-
-fn now_timestamp() -> Timestamp {
-    let now = chrono::Utc::now();
-    Timestamp {
-        secs: now.timestamp(),
-        nanos: now.timestamp_subsec_nanos(),
-    }
-}
-
-/// Metadata of a directory that exists only in the snapshot (the parent of a stream).
-fn synthetic_dir_metadata() -> Metadata {
-    let now = now_timestamp();
-    Metadata {
-        mode: 0o755,
-        uid: nix::unistd::getuid().as_raw(),
-        gid: nix::unistd::getgid().as_raw(),
-        mtime: now,
-        ctime: now,
-        inode: 0,
-        device: 0,
-        links: 1,
     }
 }

@@ -4,6 +4,8 @@
 //! the kind's payload (content blob ids for files, a subtree id for directories, a target for
 //! symlinks, a device number for devices), and its metadata (mode, owner, times).
 
+mod decode;
+
 use super::raw_bytes;
 use crate::ids::BlobId;
 use serde::{Deserialize, Serialize};
@@ -20,8 +22,8 @@ pub struct Timestamp {
     pub nanos: u32,
 }
 
-/// One entry of a directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One entry of a directory. Read by a visitor of its own (`decode`), not by a derived one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Node {
     /// The entry's name, which need not be UTF-8.
     #[serde(with = "raw_bytes")]

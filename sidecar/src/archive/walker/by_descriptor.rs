@@ -140,13 +140,15 @@ impl OpenDir {
 
     /// Opens the subdirectory `name`, which the listing saw as `seen`.
     pub fn open_dir(&self, name: &[u8], seen: &FileStat) -> Result<OpenDir, OpenError> {
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
-        let fd = self.open_entry(name, flags)?;
-        let stat = check_same(&fd, seen)?;
-        Ok(OpenDir {
-            dir: Dir::from(fd)?,
-            stat,
-        })
+        open_dir_at(self.fd(), name, seen)
+    }
+
+    /// A second descriptor of this directory, from which other threads may open its
+    /// subdirectories ([`DirHandle::open_dir`]) while this one is walked.
+    pub fn handle(&self) -> std::io::Result<DirHandle> {
+        let fd = nix::fcntl::fcntl(self.fd(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(0))?;
+        // SAFETY: `fd` was just made and is owned by nothing else.
+        Ok(DirHandle(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
     /// Opens the regular file `name`, which the listing saw as `seen`: returns it and its
@@ -177,16 +179,36 @@ impl OpenDir {
     }
 
     fn open_entry(&self, name: &[u8], flags: OFlag) -> Result<OwnedFd, OpenError> {
-        let flags = flags | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-        let raw = nix::fcntl::openat(
-            Some(self.fd()),
-            OsStr::from_bytes(name),
-            flags,
-            Mode::empty(),
-        )?;
-        // SAFETY: `raw` was just opened and is owned by nothing else.
-        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+        open_entry_at(self.fd(), name, flags)
     }
+}
+
+/// A directory's descriptor shared with the threads that list its subdirectories ahead.
+pub struct DirHandle(OwnedFd);
+
+impl DirHandle {
+    /// Opens the subdirectory `name`, which the listing saw as `seen`, as
+    /// [`OpenDir::open_dir`] does.
+    pub fn open_dir(&self, name: &[u8], seen: &FileStat) -> Result<OpenDir, OpenError> {
+        open_dir_at(self.0.as_raw_fd(), name, seen)
+    }
+}
+
+fn open_dir_at(at: RawFd, name: &[u8], seen: &FileStat) -> Result<OpenDir, OpenError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+    let fd = open_entry_at(at, name, flags)?;
+    let stat = check_same(&fd, seen)?;
+    Ok(OpenDir {
+        dir: Dir::from(fd)?,
+        stat,
+    })
+}
+
+fn open_entry_at(at: RawFd, name: &[u8], flags: OFlag) -> Result<OwnedFd, OpenError> {
+    let flags = flags | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    let raw = nix::fcntl::openat(Some(at), OsStr::from_bytes(name), flags, Mode::empty())?;
+    // SAFETY: `raw` was just opened and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 /// The status of what `fd` is, when it is the entry the listing saw (same type, device and

@@ -1,0 +1,254 @@
+//! A backup against a parent snapshot reuses the trees of unchanged directories by id and reads
+//! their parent trees ahead of the walk. What it stores must be exactly what a backup without a
+//! parent stores: the same tree ids, from the source folder down. Each kind of change a quiet
+//! night could miss (content with the old size and times, a mode, an owner, an extended
+//! attribute, a file swapped for another, folders gone and new) is made deep in a tree, and the
+//! backup with a parent must then differ from the one before and equal a fresh walk.
+
+mod support;
+
+use neverwiped::archive::{backup, BackupOptions, BackupReport, ParentChoice, Source};
+use neverwiped::backend::local::LocalBackend;
+use neverwiped::format::tree::NodeKind;
+use neverwiped::ids::BlobId;
+use neverwiped::repository::IndexedRepository;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use support::fixtures::{init_repository, is_root, Noise};
+
+/// Folders three deep, some empty, files of a few sizes, symlinks: more directories than the walk
+/// reads ahead at once, so that reading ahead is given up and resumed.
+fn build_tree(root: &Path) {
+    let mut noise = Noise::new(15);
+    for a in 0..6 {
+        for b in 0..7 {
+            let dir = root.join(format!("a{a}")).join(format!("b{b}"));
+            std::fs::create_dir_all(dir.join("empty")).unwrap();
+            for c in 0..3 {
+                let leaf = dir.join(format!("c{c}"));
+                std::fs::create_dir_all(&leaf).unwrap();
+                for f in 0..4 {
+                    let len = (noise.next() % 3000) as usize;
+                    std::fs::write(leaf.join(format!("f{f}.txt")), noise.bytes(len)).unwrap();
+                }
+                std::os::unix::fs::symlink("f0.txt", leaf.join("link")).unwrap();
+            }
+        }
+    }
+    std::fs::write(root.join("top.txt"), b"top").unwrap();
+}
+
+async fn backup_with(
+    repo: &IndexedRepository,
+    source: &Path,
+    parent: ParentChoice,
+) -> BackupReport {
+    let mut options = BackupOptions::new(vec![Source::Path(source.to_path_buf())]);
+    options.parent = parent;
+    let report = backup(repo, options).await.unwrap();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    report
+}
+
+/// The id of the tree of `source` itself in a snapshot (the folders above it hold the times of
+/// folders that other processes change).
+async fn source_tree(repo: &IndexedRepository, report: &BackupReport, source: &Path) -> BlobId {
+    let mut id = report.snapshot.tree;
+    for part in source.strip_prefix("/").unwrap().components() {
+        let tree = repo.read_tree(&id, "test").await.unwrap();
+        let node = tree.find(part.as_os_str().as_bytes()).unwrap();
+        match &node.kind {
+            NodeKind::Dir { subtree } => id = *subtree,
+            other => panic!("{} is {other:?}", part.as_os_str().to_string_lossy()),
+        }
+    }
+    id
+}
+
+struct Fixture {
+    _work: tempfile::TempDir,
+    source: PathBuf,
+    repo: IndexedRepository,
+    last: BlobId,
+}
+
+impl Fixture {
+    async fn new() -> Fixture {
+        let work = tempfile::tempdir().unwrap();
+        let source = work.path().join("source");
+        build_tree(&source);
+        let repo = init_repository(Arc::new(LocalBackend::new(work.path().join("repo")))).await;
+        let first = backup_with(&repo, &source, ParentChoice::None).await;
+        let last = source_tree(&repo, &first, &source).await;
+        Fixture {
+            _work: work,
+            source,
+            repo,
+            last,
+        }
+    }
+
+    /// A backup with the latest snapshot as parent, checked against a fresh walk; returns
+    /// whether its tree differs from the last one, and the report.
+    async fn night(&mut self) -> (bool, BackupReport) {
+        let quiet = backup_with(&self.repo, &self.source, ParentChoice::Latest).await;
+        assert!(quiet.snapshot.parent.is_some());
+        let with_parent = source_tree(&self.repo, &quiet, &self.source).await;
+        let fresh = backup_with(&self.repo, &self.source, ParentChoice::None).await;
+        let without_parent = source_tree(&self.repo, &fresh, &self.source).await;
+        assert_eq!(
+            with_parent, without_parent,
+            "a backup with a parent stored other trees than a fresh walk"
+        );
+        let changed = with_parent != self.last;
+        self.last = with_parent;
+        (changed, quiet)
+    }
+
+    fn deep(&self, name: &str) -> PathBuf {
+        self.source.join("a3/b5/c1").join(name)
+    }
+}
+
+fn set_mtime(path: &Path, mtime: &std::fs::Metadata) {
+    use std::os::unix::fs::MetadataExt;
+    let time = nix::sys::time::TimeSpec::new(mtime.mtime(), mtime.mtime_nsec());
+    nix::sys::stat::utimensat(
+        None,
+        path,
+        &time,
+        &time,
+        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_night_reads_nothing_adds_nothing_and_stores_the_same_trees_as_a_fresh_walk() {
+    let mut fixture = Fixture::new().await;
+    let (changed, quiet) = fixture.night().await;
+    assert!(!changed);
+    assert_eq!(quiet.snapshot.summary.files_read, 0);
+    assert_eq!(quiet.snapshot.summary.blobs_added, 0);
+    assert_eq!(quiet.snapshot.summary.files, 6 * 7 * 3 * 4 + 1);
+    assert_eq!(
+        quiet.snapshot.summary.dirs,
+        fixture_dirs() + root_dirs(&fixture.source)
+    );
+}
+
+/// Folders in the fixture, the source itself included.
+fn fixture_dirs() -> u64 {
+    1 + 6 + 6 * 7 * (1 + 1 + 3)
+}
+
+/// The folders above the source, which the snapshot holds too.
+fn root_dirs(source: &Path) -> u64 {
+    source.components().count() as u64 - 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_content_with_the_old_size_and_times_is_read_again() {
+    let mut fixture = Fixture::new().await;
+    let file = fixture.deep("f2.txt");
+    let before = std::fs::symlink_metadata(&file).unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.iter_mut().for_each(|byte| *byte = !*byte);
+    std::fs::write(&file, &bytes).unwrap();
+    set_mtime(&file, &before);
+    let (changed, report) = fixture.night().await;
+    assert!(
+        changed,
+        "content rewritten under the old size and mtime was missed"
+    );
+    assert_eq!(report.snapshot.summary.files_read, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_mode_is_caught() {
+    let mut fixture = Fixture::new().await;
+    let file = fixture.deep("f1.txt");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(fixture.night().await.0, "a mode change was missed");
+    let dir = fixture.source.join("a1/b2/empty");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(fixture.night().await.0, "a folder's mode change was missed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_owner_is_caught() {
+    if !is_root() {
+        eprintln!("SKIPPED: changing a file's owner needs root");
+        return;
+    }
+    let mut fixture = Fixture::new().await;
+    let file = fixture.deep("f3.txt");
+    std::os::unix::fs::lchown(&file, Some(4242), Some(4343)).unwrap();
+    assert!(fixture.night().await.0, "an owner change was missed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_extended_attribute_is_caught() {
+    let mut fixture = Fixture::new().await;
+    let file = fixture.deep("f0.txt");
+    let before = std::fs::symlink_metadata(&file).unwrap();
+    let path = CString::new(file.as_os_str().as_bytes()).unwrap();
+    let value = b"on";
+    // SAFETY: both pointers are to live buffers of the lengths given.
+    let set = unsafe {
+        libc::lsetxattr(
+            path.as_ptr(),
+            c"user.neverwiped.test".as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if set != 0 {
+        eprintln!(
+            "SKIPPED: this file system refuses user attributes: {}",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    set_mtime(&file, &before);
+    assert!(fixture.night().await.0, "an attribute change was missed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_swapped_for_another_with_the_same_size_and_times_is_read_again() {
+    let mut fixture = Fixture::new().await;
+    let file = fixture.deep("f1.txt");
+    let before = std::fs::symlink_metadata(&file).unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.reverse();
+    bytes.push(b'!');
+    bytes.remove(0);
+    let swap = fixture.deep("swap.tmp");
+    std::fs::write(&swap, &bytes).unwrap();
+    set_mtime(&swap, &before);
+    std::fs::rename(&swap, &file).unwrap();
+    // The folder's times changed with the rename; the file's look as before but for its inode.
+    let (changed, report) = fixture.night().await;
+    assert!(changed);
+    assert_eq!(report.snapshot.summary.files_read, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn folders_gone_and_new_are_caught_and_the_rest_is_still_reused() {
+    let mut fixture = Fixture::new().await;
+    std::fs::remove_dir_all(fixture.source.join("a2/b0")).unwrap();
+    std::fs::remove_dir_all(fixture.source.join("a2/b4/c2")).unwrap();
+    std::fs::create_dir_all(fixture.source.join("a2/b3/new/deeper")).unwrap();
+    std::fs::write(fixture.source.join("a2/b3/new/deeper/n.txt"), b"new").unwrap();
+    let (changed, report) = fixture.night().await;
+    assert!(changed);
+    assert_eq!(report.snapshot.summary.files_read, 1);
+    assert!(
+        !fixture.night().await.0,
+        "a quiet night after the change stored new trees"
+    );
+}
