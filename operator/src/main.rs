@@ -15,6 +15,8 @@
 //!   repository host run at once; `0` is no limit. A run beyond them waits in a queue.
 //! - `NEVERWIPED_PLAN_SELECTOR`: reconcile only the BackupPlans and Restores this label selector
 //!   matches (default: all).
+//! - `NEVERWIPED_RECONCILE_CONCURRENCY` (`32`): how many BackupPlans are reconciled at once (`0`:
+//!   no limit).
 //! - `NEVERWIPED_LEADER_ELECTION`: `false` runs the controllers without a Lease (one replica only).
 //! - `NEVERWIPED_LEASE_NAME` (`neverwiped-operator`), `NEVERWIPED_LEASE_NAMESPACE` (default: the
 //!   pod's namespace, `POD_NAMESPACE` or the service account's), `NEVERWIPED_LEASE_DURATION`
@@ -64,6 +66,11 @@ async fn main() -> anyhow::Result<()> {
         TenantPolicy::from_json(&std::env::var(POLICY_ENV).unwrap_or_default())?;
     settings.limits = limits()?;
     settings.plan_selector = non_empty_env("NEVERWIPED_PLAN_SELECTOR");
+    if let Some(text) = non_empty_env("NEVERWIPED_RECONCILE_CONCURRENCY") {
+        settings.reconcile_concurrency = text.parse().context(
+            "NEVERWIPED_RECONCILE_CONCURRENCY must be a number of reconciles (0: no limit)",
+        )?;
+    }
     let leader_settings = leader_settings()?;
     let address = std::env::var("NEVERWIPED_HTTP_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
 

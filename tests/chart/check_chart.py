@@ -577,6 +577,7 @@ def the_operator_environment_follows_the_values() -> None:
         "NEVERWIPED_MAX_RUNNING_MAINTENANCE": "5",
         "NEVERWIPED_MAX_RUNNING_PER_NODE": "3",
         "NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST": "10",
+        "NEVERWIPED_RECONCILE_CONCURRENCY": "32",
         "NEVERWIPED_LEADER_ELECTION": "true",
         "NEVERWIPED_LEASE_NAME": "neverwiped-operator",
         "NEVERWIPED_LEASE_DURATION": "15s",

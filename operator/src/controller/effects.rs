@@ -51,7 +51,8 @@ pub struct Effects<S> {
 }
 
 /// Writes `effects` for `object`: creates, the status by server-side apply (with the kind's own
-/// API version), Events, deletes; then forgets the object's earlier failures (for the backoff).
+/// API version) when it changes, Events, deletes; then forgets the object's earlier failures (for
+/// the backoff).
 pub async fn execute<K, S>(ctx: &Context, object: &K, effects: &Effects<S>) -> Result<(), Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -75,7 +76,10 @@ where
             Create::Job(job) => create_if_absent(client, &namespace, job.as_ref()).await?,
         }
     }
-    apply_status(client, &namespace, object, &effects.status).await?;
+    // A status that would not change is not written (most reconciles of a plan at rest).
+    if status_changes(object, &effects.status) {
+        apply_status(client, &namespace, object, &effects.status).await?;
+    }
     for event in &effects.events {
         ctx.publish(
             object,
@@ -112,6 +116,14 @@ pub async fn delete_object(client: &Client, namespace: &str, delete: &Delete) ->
             delete_if_present::<VolumeSnapshot>(client, namespace, name, &params).await
         }
     }
+}
+
+/// Whether `status` differs from the status `object` has (as the reconcile read it).
+fn status_changes<K: Serialize, S: Serialize>(object: &K, status: &S) -> bool {
+    let current = serde_json::to_value(object)
+        .ok()
+        .and_then(|mut object| object.get_mut("status").map(serde_json::Value::take));
+    current.is_none() || current != serde_json::to_value(status).ok()
 }
 
 /// Applies the whole status of `object` with the operator's field manager.

@@ -18,7 +18,7 @@ use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::admission::{is_dns_subdomain, SecretTypes};
@@ -31,6 +31,10 @@ use crate::recorder::{EventType, Recorder};
 
 /// The field manager of every status the operator applies.
 pub const FIELD_MANAGER: &str = "neverwiped-operator";
+
+/// How many BackupPlans are reconciled at once by default: enough to keep the API server busy,
+/// few enough that the requests and answers in flight stay small.
+pub const DEFAULT_RECONCILE_CONCURRENCY: u16 = 32;
 
 /// Operator-wide settings.
 #[derive(Debug, Clone)]
@@ -54,6 +58,8 @@ pub struct Settings {
     /// Reconcile only the BackupPlans and Restores this label selector matches (`None`: all), so
     /// that several operators can share a cluster, each with its own share of the plans.
     pub plan_selector: Option<String>,
+    /// How many BackupPlans are reconciled at once (`0`: no limit).
+    pub reconcile_concurrency: u16,
 }
 
 impl Settings {
@@ -73,6 +79,7 @@ impl Settings {
             tenant_policy: Default::default(),
             limits: queue::Limits::UNLIMITED,
             plan_selector: None,
+            reconcile_concurrency: DEFAULT_RECONCILE_CONCURRENCY,
         }
     }
 }
@@ -274,18 +281,45 @@ where
     let client = ctx.client.clone();
     let namespace = ctx.settings.watch_namespace.clone();
     let namespace = namespace.as_deref();
-    let plans = Controller::new(
+    // A plan is reconciled when its spec changes (or it is being deleted: that bumps the
+    // generation), not on its own status writes: each would cost another fetch of everything the
+    // plan names, for nothing.
+    let (reader, writer) = kube::runtime::reflector::store();
+    let changed_specs = watcher::watcher(
         scoped_api::<BackupPlan>(&client, namespace),
         selected(&ctx.settings),
     )
-    .owns(
-        scoped_api::<Job>(&client, namespace),
-        // A plan's backups, prunes and checks.
-        watcher::Config::default().labels(&format!(
-            "{} in (backup,prune,check)",
-            crate::job::LABEL_OPERATION
-        )),
-    );
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    let plans = Controller::for_stream(changed_specs, reader)
+        .with_config(
+            kube::runtime::controller::Config::default()
+                .concurrency(ctx.settings.reconcile_concurrency),
+        )
+        .owns(
+            scoped_api::<Job>(&client, namespace),
+            // A plan's backups, prunes and checks.
+            watcher::Config::default().labels(&format!(
+                "{} in (backup,prune,check)",
+                crate::job::LABEL_OPERATION
+            )),
+        );
+    // The gate opens once every plan listed at start has been looked at (see `queue::census`).
+    let census = {
+        let store = plans.store();
+        let queue = ctx.queue.clone();
+        async move {
+            if store.wait_until_ready().await.is_ok() {
+                let plans = store.state();
+                let keys = plans.iter().map(|plan| {
+                    queue::RunKey::plan(plan.namespace().unwrap_or_default(), plan.name_any())
+                });
+                queue.plans_listed(keys, jiff::Timestamp::now());
+            }
+        }
+    };
     let store = plans.store();
     // `Api<PartialObjectMeta<_>>` asks for metadata only.
     let secrets = scoped_api::<PartialObjectMeta<Secret>>(&client, namespace);
@@ -326,7 +360,7 @@ where
                 tracing::debug!(%error, "BackupPlan controller");
             }
         });
-    plans.await;
+    futures::join!(plans, census);
 }
 
 /// The Restore controller.

@@ -27,10 +27,10 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
 use kube::ResourceExt;
+use serde_json::json;
 
 use super::effects::{delete_object, execute, Delete};
 use super::{list_if_served, Context, Error};
@@ -48,8 +48,11 @@ pub use runs::plan_pod_alive;
 /// it (its Jobs, and the VolumeSnapshots and clones of its runs).
 pub const FINALIZER: &str = "neverwiped.io/cleanup";
 
-/// Reconciles one BackupPlan: adds the finalizer, then [`apply`]; or, once the plan is being
-/// deleted, [`cleanup`] and removes the finalizer.
+/// Reconciles one BackupPlan: adds the finalizer if it is missing and [`apply`] in the same
+/// reconcile; or, once the plan is being deleted, [`cleanup`] and removes the finalizer.
+///
+/// Plans are reconciled on changes of their spec (generation), not of their status or
+/// metadata, so adding the finalizer does not wait for its own watch event.
 #[tracing::instrument(name = "reconcile", skip_all, fields(kind = "BackupPlan", namespace = plan.namespace().unwrap_or_default(), name = %plan.name_any()))]
 pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = plan.namespace().ok_or(Error::Incomplete {
@@ -58,21 +61,49 @@ pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Actio
     })?;
     ctx.count_reconcile("BackupPlan");
     let api = Api::<BackupPlan>::namespaced(ctx.client.clone(), &namespace);
-    finalizer(&api, FINALIZER, plan, |event| async {
-        match event {
-            FinalizerEvent::Apply(plan) => apply(plan, ctx.clone()).await,
-            FinalizerEvent::Cleanup(plan) => cleanup(plan, ctx.clone()).await,
+    let finalizers = plan.finalizers();
+    let has_finalizer = finalizers.iter().any(|f| f == FINALIZER);
+    if plan.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Action::await_change());
         }
-    })
-    .await
-    .map_err(|error| Error::Finalizer(Box::new(error)))
+        let action = cleanup(plan.clone(), ctx).await?;
+        let kept = finalizers.iter().filter(|f| *f != FINALIZER).cloned();
+        set_finalizers(&api, &plan, kept.collect()).await?;
+        return Ok(action);
+    }
+    if !has_finalizer {
+        let mut with_ours = finalizers.to_vec();
+        with_ours.push(FINALIZER.to_owned());
+        set_finalizers(&api, &plan, with_ours).await?;
+    }
+    apply(plan, ctx).await
+}
+
+/// Sets the plan's finalizers; the resource version makes the patch fail (and the reconcile
+/// retry) if they changed since the plan was read.
+async fn set_finalizers(
+    api: &Api<BackupPlan>,
+    plan: &BackupPlan,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let patch = json!({
+        "metadata": {"resourceVersion": plan.resource_version(), "finalizers": finalizers},
+    });
+    api.patch(
+        &plan.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Fetches what a plan names, [`decide`]s, and applies the decision.
 pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
     let observed = fetch(&ctx.client, &plan).await?;
     let now = Timestamp::now();
-    let decision = ctx.queue.with_gate(now, |gate| {
+    let decision = ctx.queue.with_gate(now, &admit::run_key(&plan), |gate| {
         decide_with(&plan, &observed, now, &ctx.settings, gate)
     });
     execute(&ctx, plan.as_ref(), &decision.effects()).await?;

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::census::Census;
 use super::order::{queue_order, Usage};
 use super::{Admission, Blocker, Demand, Footprint, Gate, Limits, RunClass, RunKey};
 
@@ -39,11 +40,17 @@ pub struct Ledger {
     limits: Limits,
     /// Whether the Jobs that exist have been listed once: until then nothing is admitted.
     synced: bool,
+    /// Whether every plan has asked once since the start: until then nothing is admitted.
+    census: Census,
     /// Running Jobs (finished ones leave).
     jobs: HashMap<JobId, (RunKey, Footprint)>,
     /// Admitted runs whose Job has not been seen yet.
     held: HashMap<RunKey, Held>,
     waiting: HashMap<RunKey, Waiter>,
+    /// When each namespace last had a run admitted (a count of admissions, not a time: two in
+    /// the same instant are still ordered): the namespace served longest ago goes first.
+    served: HashMap<String, u64>,
+    admissions: u64,
 }
 
 impl Ledger {
@@ -51,17 +58,51 @@ impl Ledger {
         Ledger {
             limits,
             synced: false,
+            census: Census::new(),
             jobs: HashMap::new(),
             held: HashMap::new(),
             waiting: HashMap::new(),
+            served: HashMap::new(),
+            admissions: 0,
         }
     }
 
-    /// A ledger that has already counted the Jobs (none): for tests and single-shot tools.
+    /// A ledger that has already counted the Jobs (none) and the plans: for tests and
+    /// single-shot tools.
     pub fn synced(limits: Limits) -> Ledger {
         Ledger {
             synced: true,
+            census: Census::Done,
             ..Ledger::new(limits)
+        }
+    }
+
+    /// Whether runs may be admitted: the running Jobs are counted and every plan has asked once.
+    fn open(&self) -> bool {
+        self.synced && self.census.is_done()
+    }
+
+    /// A plan asks the gate (each reconcile does, ready or not). Returns the plans to wake when
+    /// this was the last plan the gate waited for.
+    pub fn asked(&mut self, key: &RunKey, now: Timestamp) -> Vec<RunKey> {
+        if self.census.asked(key, now) {
+            self.wakeups(now)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The plans that exist at start; the gate opens once each has asked. Returns the plans to
+    /// wake when they all have already.
+    pub fn plans_listed(
+        &mut self,
+        plans: impl IntoIterator<Item = RunKey>,
+        now: Timestamp,
+    ) -> Vec<RunKey> {
+        if self.census.listed(plans, now) {
+            self.wakeups(now)
+        } else {
+            Vec::new()
         }
     }
 
@@ -113,7 +154,8 @@ impl Ledger {
         self.held.retain(|_, held| held.expires > now);
         self.waiting
             .retain(|_, waiter| now.duration_since(waiter.seen) < WAITER_TTL);
-        if (self.held.len(), self.waiting.len()) == before {
+        let opened = self.census.settle(now);
+        if (self.held.len(), self.waiting.len()) == before && !opened {
             Vec::new()
         } else {
             self.wakeups(now)
@@ -122,7 +164,7 @@ impl Ledger {
 
     /// The waiting plans that would be admitted now, in queue order.
     pub fn wakeups(&self, _now: Timestamp) -> Vec<RunKey> {
-        if !self.synced {
+        if !self.open() {
             return Vec::new();
         }
         let mut usage = self.usage();
@@ -146,7 +188,8 @@ impl Ledger {
     pub fn forget(&mut self, key: &RunKey, now: Timestamp) -> Vec<RunKey> {
         let waited = self.waiting.remove(key).is_some();
         let held = self.held.remove(key).is_some();
-        if waited || held {
+        let opened = self.census.forget(key, now);
+        if waited || held || opened {
             self.wakeups(now)
         } else {
             Vec::new()
@@ -185,7 +228,7 @@ impl Ledger {
         for key in keys {
             *running.entry(key.namespace.as_str()).or_insert(0) += 1;
         }
-        queue_order(&waiters, &running)
+        queue_order(&waiters, &running, &self.served)
             .into_iter()
             .map(|index| waiters[index].0)
             .collect()
@@ -217,7 +260,7 @@ impl Gate for Ledger {
         waiter.seen = now;
         let ordered = self.ordered();
         let waiting = ordered.len();
-        if !self.synced && self.limits != Limits::UNLIMITED {
+        if !self.open() && self.limits != Limits::UNLIMITED {
             let position = ordered.iter().position(|k| *k == key).unwrap_or(0) + 1;
             return Admission::Queued {
                 position,
@@ -243,6 +286,8 @@ impl Gate for Ledger {
                         self.waiting.remove(key);
                         let expires = now + RESERVATION_TTL;
                         self.held.insert(key.clone(), Held { footprint, expires });
+                        self.admissions += 1;
+                        (self.served).insert(key.namespace.clone(), self.admissions);
                         Admission::Admitted
                     }
                 };

@@ -9,6 +9,7 @@
 //! queued (someone waits for their data), but their Jobs count against the node and host limits,
 //! so they go before every queued backup.
 
+mod census;
 mod ledger;
 mod order;
 pub mod watch;
@@ -21,6 +22,7 @@ use std::num::NonZeroUsize;
 
 use jiff::Timestamp;
 
+pub use census::CENSUS_TIMEOUT;
 pub use ledger::{Ledger, QUEUED_RECHECK, RESERVATION_TTL, WAITER_TTL};
 pub use watch::Queue;
 
@@ -126,7 +128,8 @@ pub enum Admission {
 /// The limit a queued run waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Blocker {
-    /// The operator has not yet counted the Jobs that run (it just started).
+    /// The operator has not yet counted the Jobs that run, or looked at every plan once (it just
+    /// started).
     Counting,
     Backups(usize),
     Maintenance(usize),
@@ -143,7 +146,10 @@ pub enum Blocker {
 impl fmt::Display for Blocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Blocker::Counting => write!(f, "the operator is counting the Jobs that run"),
+            Blocker::Counting => write!(
+                f,
+                "the operator is counting the Jobs that run and the runs that wait"
+            ),
             Blocker::Backups(limit) => write!(f, "{limit} backups run in the cluster (the limit)"),
             Blocker::Maintenance(limit) => {
                 write!(

@@ -6,10 +6,16 @@ use jiff::Timestamp;
 
 use super::{Blocker, Footprint, Limits, RunClass, RunKey};
 
-/// Orders waiting runs: oldest first, but one run of each namespace in turn, counting the runs a
-/// namespace already has going, so that a namespace with a hundred plans due at midnight does not
-/// hold back another's one plan. Returns indices into `waiters`.
-pub fn queue_order(waiters: &[(&RunKey, Timestamp)], running: &HashMap<&str, usize>) -> Vec<usize> {
+/// Orders waiting runs: one run of each namespace in turn, counting the runs a namespace already
+/// has going, so that a namespace with a hundred plans due at midnight does not hold back
+/// another's one plan. Among runs of the same turn, the namespace `served` longest ago (or never)
+/// goes first, then the oldest run; within a namespace, the oldest run first. Returns indices into
+/// `waiters`.
+pub fn queue_order(
+    waiters: &[(&RunKey, Timestamp)],
+    running: &HashMap<&str, usize>,
+    served: &HashMap<String, u64>,
+) -> Vec<usize> {
     let mut by_age: Vec<usize> = (0..waiters.len()).collect();
     by_age.sort_by(|&a, &b| (waiters[a].1, waiters[a].0).cmp(&(waiters[b].1, waiters[b].0)));
     // Each run's turn in its namespace: the namespace's running runs, then 0 for its oldest
@@ -24,7 +30,11 @@ pub fn queue_order(waiters: &[(&RunKey, Timestamp)], running: &HashMap<&str, usi
         turn[index] = *taken;
         *taken += 1;
     }
-    by_age.sort_by_key(|&index| turn[index]);
+    // A stable sort: within a turn and a namespace's last service, the oldest first.
+    by_age.sort_by_key(|&index| {
+        let namespace = waiters[index].0.namespace.as_str();
+        (turn[index], served.get(namespace).copied())
+    });
     by_age
 }
 

@@ -1,5 +1,6 @@
 //! The gate's decisions, without a cluster.
 
+use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 
 use jiff::{SignedDuration, Timestamp};
@@ -222,6 +223,8 @@ fn prunes_and_checks_have_their_own_limit_and_restores_count_against_the_host() 
 fn nothing_is_admitted_before_the_running_jobs_are_counted() {
     let mut ledger = Ledger::new(limits(1));
     let early = backup("shop", "a", 0);
+    ledger.plans_listed([early.key.clone()], at(0));
+    ledger.asked(&early.key, at(0));
     assert!(matches!(
         ledger.admit(&early, at(0)),
         Admission::Queued {
@@ -304,4 +307,182 @@ fn repository_hosts_leave_out_credentials_and_paths() {
         Some("127.0.0.1:8000".into())
     );
     assert_eq!(repository_host("/srv/repo"), None);
+}
+
+/// The runs that have started, and those going now, as the controller plays them.
+struct Played<'a> {
+    demands: &'a [Demand],
+    started: Vec<&'a Demand>,
+    going: VecDeque<&'a Demand>,
+}
+
+impl<'a> Played<'a> {
+    /// `demand` asks; when admitted its Job appears. Checks that the namespace taking a slot had
+    /// no more runs going than any other namespace with a run waiting.
+    fn ask(&mut self, ledger: &mut Ledger, demand: &'a Demand, now: Timestamp) -> bool {
+        if ledger.admit(demand, now) != Admission::Admitted {
+            return false;
+        }
+        let going = |namespace: &str| {
+            let of = |d: &&&Demand| d.key.namespace == namespace;
+            self.going.iter().filter(of).count()
+        };
+        let waiting = self
+            .demands
+            .iter()
+            .filter(|d| d.key != demand.key && !self.started.iter().any(|s| s.key == d.key));
+        for other in waiting {
+            let (mine, theirs) = (going(&demand.key.namespace), going(&other.key.namespace));
+            assert!(
+                mine <= theirs,
+                "{:?} started with {mine} going while {:?} waited with {theirs}",
+                demand.key,
+                other.key,
+            );
+        }
+        self.started.push(demand);
+        job_seen(ledger, demand, now);
+        self.going.push_back(demand);
+        true
+    }
+}
+
+/// Plays the controller from a start: every plan asks (the gate opens when the last one has), the
+/// woken runs start; then the Jobs end one at a time in the order they started, and each time the
+/// runs the ledger wakes ask again. Returns the namespaces in the order their runs started.
+fn play(limits: Limits, demands: &[Demand]) -> Vec<String> {
+    let mut ledger = Ledger::new(limits);
+    let mut now = at(10);
+    ledger.resync([], now);
+    ledger.plans_listed(demands.iter().map(|d| d.key.clone()), now);
+    let mut played = Played {
+        demands,
+        started: Vec::new(),
+        going: VecDeque::new(),
+    };
+    let mut woken = Vec::new();
+    for demand in demands {
+        woken.extend(ledger.asked(&demand.key, now));
+        played.ask(&mut ledger, demand, now);
+    }
+    loop {
+        for key in woken.drain(..) {
+            let demand = demands.iter().find(|d| d.key == key).unwrap();
+            if !played.started.iter().any(|s| s.key == key) {
+                assert!(played.ask(&mut ledger, demand, now), "a woken run starts");
+            }
+        }
+        let Some(done) = played.going.pop_front() else {
+            break;
+        };
+        now += SignedDuration::from_secs(1);
+        woken = job_finished(&mut ledger, done, now);
+    }
+    assert_eq!(played.started.len(), demands.len(), "every run started");
+    (played.started.iter())
+        .map(|d| d.key.namespace.clone())
+        .collect()
+}
+
+#[test]
+fn namespaces_start_their_runs_in_turn_and_each_namespace_its_oldest_first() {
+    // Six namespaces of ten plans each, all due at once; the plans of "n0" were looked at first
+    // (the oldest), those of "n5" last.
+    let demands: Vec<Demand> = (0..6)
+        .flat_map(|namespace| {
+            (0..10).map(move |plan| {
+                backup(
+                    &format!("n{namespace}"),
+                    &format!("p{plan}"),
+                    namespace * 10 + plan,
+                )
+            })
+        })
+        .collect();
+    let order = play(limits(5), &demands);
+    // The first six runs to start are one of each namespace, then every namespace's second...
+    for round in order.chunks(6) {
+        let namespaces: std::collections::BTreeSet<&String> = round.iter().collect();
+        assert_eq!(namespaces.len(), 6, "{order:?}");
+    }
+}
+
+#[test]
+fn the_gate_opens_once_every_listed_plan_has_asked() {
+    let mut ledger = Ledger::new(limits(2));
+    let (late, early, other) = (
+        backup("a", "late", 0),
+        backup("a", "early", 1),
+        backup("b", "other", 2),
+    );
+    assert!(ledger.resync([], at(0)).is_empty());
+    // Asked before the plans were listed: it counts.
+    assert!(matches!(
+        ledger.admit(&early, at(0)),
+        Admission::Queued {
+            blocked_by: Blocker::Counting,
+            ..
+        }
+    ));
+    ledger.asked(&early.key, at(0));
+    let keys = [late.key.clone(), early.key.clone(), other.key.clone()];
+    assert!(ledger.plans_listed(keys, at(0)).is_empty());
+    ledger.asked(&other.key, at(0));
+    assert!(matches!(
+        ledger.admit(&other, at(0)),
+        Admission::Queued {
+            blocked_by: Blocker::Counting,
+            ..
+        }
+    ));
+    // The last one asks: the gate opens, and the two oldest of namespace "a" and "b" are woken,
+    // not whoever asked first.
+    assert!(!ledger.asked(&late.key, at(1)).is_empty());
+    assert_eq!(ledger.admit(&late, at(1)), Admission::Admitted);
+    assert_eq!(position(&ledger.admit(&early, at(1))), Some(2));
+    assert_eq!(ledger.admit(&other, at(1)), Admission::Admitted);
+}
+
+#[test]
+fn a_run_preparing_snapshots_holds_its_slot_across_a_restart() {
+    // After a restart: one plan is taking VolumeSnapshots (no Job yet), another waits.
+    let mut ledger = Ledger::new(limits(1));
+    let preparing = backup("a", "preparing", 0);
+    let waiting = backup("b", "waiting", 1);
+    ledger.resync([], at(0));
+    ledger.plans_listed([preparing.key.clone(), waiting.key.clone()], at(0));
+    // The waiting plan is looked at first: the gate is still closed.
+    ledger.asked(&waiting.key, at(0));
+    assert!(matches!(
+        ledger.admit(&waiting, at(0)),
+        Admission::Queued {
+            blocked_by: Blocker::Counting,
+            ..
+        }
+    ));
+    // The preparing plan is looked at: the gate opens, the plan holds its slot again (in the same
+    // reconcile), and nobody else fits.
+    ledger.asked(&preparing.key, at(0));
+    ledger.hold(&preparing.key, &preparing.footprint, at(0));
+    assert!(ledger.wakeups(at(0)).is_empty());
+    assert!(matches!(
+        ledger.admit(&waiting, at(0)),
+        Admission::Queued {
+            blocked_by: Blocker::Backups(1),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn the_gate_opens_in_time_without_a_plan_that_never_asks() {
+    let mut ledger = Ledger::new(limits(1));
+    let asks = backup("a", "asks", 0);
+    ledger.resync([], at(0));
+    ledger.plans_listed([asks.key.clone(), RunKey::plan("a", "broken")], at(0));
+    ledger.asked(&asks.key, at(0));
+    ledger.admit(&asks, at(0));
+    let later = at(0) + CENSUS_TIMEOUT;
+    assert_eq!(ledger.expire(later), vec![asks.key.clone()]);
+    assert_eq!(ledger.admit(&asks, later), Admission::Admitted);
 }

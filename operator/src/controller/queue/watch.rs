@@ -51,19 +51,39 @@ impl Queue {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs `decide` with the gate; wakes the plans a withdrawn waiter makes room for.
-    pub fn with_gate<T>(&self, now: Timestamp, decide: impl FnOnce(&mut dyn Gate) -> T) -> T {
+    /// Runs `decide` for the plan `asking` with the gate; wakes the plans a withdrawn waiter
+    /// makes room for, or that may start now that every plan has asked once.
+    pub fn with_gate<T>(
+        &self,
+        now: Timestamp,
+        asking: &RunKey,
+        decide: impl FnOnce(&mut dyn Gate) -> T,
+    ) -> T {
         let mut ledger = self.ledger();
+        let opened = !ledger.asked(asking, now).is_empty();
         let mut gate = Tracking {
             ledger: &mut ledger,
             freed: false,
         };
         let decided = decide(&mut gate);
-        if gate.freed {
+        if gate.freed || opened {
             let wake = ledger.wakeups(now);
             self.send(wake);
         }
         decided
+    }
+
+    /// The plans that exist at start (the controller's first listing): the gate opens once each
+    /// has asked.
+    pub fn plans_listed(&self, plans: impl IntoIterator<Item = RunKey>, now: Timestamp) {
+        let wake = self.ledger().plans_listed(plans, now);
+        if !wake.is_empty() {
+            tracing::info!(
+                starting = wake.len(),
+                "every plan was looked at: opening the gate"
+            );
+        }
+        self.send(wake);
     }
 
     /// Forgets a deleted plan.

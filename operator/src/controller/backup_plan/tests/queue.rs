@@ -160,3 +160,51 @@ fn a_suspended_plan_leaves_the_queue() {
     assert!(suspended.status.queued.is_none());
     assert_eq!(ledger.waiting(RunClass::Backup), 0);
 }
+
+/// A reconcile after a start: the plan asks the gate (as `Queue::with_gate` does), then decides.
+fn reconcile(ledger: &mut Ledger, plan: &BackupPlan, now: Timestamp) -> PlanDecision {
+    let key = RunKey::plan(plan.metadata.namespace.clone().unwrap(), plan.name_any());
+    ledger.asked(&key, now);
+    decide_with(plan, &observed(), now, &settings(), ledger)
+}
+
+#[test]
+fn a_queued_run_keeps_its_place_across_a_restart() {
+    let due = at("2026-11-30T02:30:02Z");
+    let mut plan = plan();
+    plan.status = Some(BackupPlanStatus {
+        last_schedule_time: Some(Time(at("2026-11-29T02:30:00Z"))),
+        ..BackupPlanStatus::default()
+    });
+    // Another namespace's plan, due as well, that the first operator never looked at.
+    let mut newcomer = plan.clone();
+    newcomer.metadata.namespace = Some("blog".into());
+    newcomer.metadata.uid = Some("uid-2".into());
+    let mut before = one_backup_at_a_time();
+    occupy(&mut before, due);
+    let queued = decide_with(&plan, &observed(), due, &settings(), &mut before);
+    plan.status = Some(queued.status);
+
+    // The operator restarts a minute later (the other backup has ended meanwhile); the other
+    // plan happens to be looked at first.
+    let restart = due + jiff::SignedDuration::from_mins(1);
+    let mut ledger = Ledger::new(one_backup_at_a_time().limits().to_owned());
+    ledger.resync([], restart);
+    let keys = [
+        RunKey::plan("shop", "nightly"),
+        RunKey::plan("blog", "nightly"),
+    ];
+    ledger.plans_listed(keys, restart);
+    let first = reconcile(&mut ledger, &newcomer, restart);
+    assert!(
+        first.create.is_none(),
+        "nothing starts before every plan was looked at"
+    );
+    // The plan that waited before the restart goes first.
+    let started = reconcile(&mut ledger, &plan, restart);
+    assert!(started.create.is_some(), "the oldest run starts");
+    newcomer.status = Some(first.status);
+    let again = reconcile(&mut ledger, &newcomer, restart);
+    assert!(again.create.is_none());
+    assert_eq!(again.status.queued.map(|q| q.position), Some(1));
+}
