@@ -1048,26 +1048,6 @@ fn fill_application_volume(root: &Path) -> usize {
     put(root, "uploads/photo.jpg", &noise(2_000_000, 5), app, 0o640);
     put(root, "uploads/empty.txt", b"", app, 0o600);
     folder(root, "uploads", app, 0o750);
-    put(
-        root,
-        "bin/report",
-        b"#!/bin/sh\necho report\n",
-        (1000, 1002),
-        0o2755,
-    );
-    folder(root, "bin", (1000, 1000), 0o755);
-    let made = Command::new("mknod")
-        .arg(root.join("bin/null"))
-        .args(["c", "1", "3"])
-        .status()
-        .expect("mknod");
-    assert!(made.success(), "mknod: {made}");
-    std::os::unix::fs::lchown(root.join("bin/null"), Some(1001), Some(1002)).expect("its owner");
-    std::fs::set_permissions(
-        root.join("bin/null"),
-        std::fs::Permissions::from_mode(0o660),
-    )
-    .expect("its mode");
     std::os::unix::fs::symlink("../index.html", root.join("uploads/home")).expect("a symlink");
     std::os::unix::fs::lchown(root.join("uploads/home"), Some(1000), Some(1000))
         .expect("its owner");
