@@ -315,8 +315,14 @@ async fn operator_started_from_the_rendered_deployment_reconciles_the_example_pl
     let args = strings(&container["args"]);
     let mut operator =
         Operator::start_with_exact_env(&format!("{ns}-chart"), pod_name, &args, &env);
+    // As a kubelet does, each probe is asked again until it answers (readiness waits for the
+    // first answer of the API server, which a loaded machine may take seconds to give).
     for probe in ["livenessProbe", "readinessProbe"] {
         let path = container[probe]["httpGet"]["path"].as_str().unwrap();
+        let deadline = std::time::Instant::now() + ACT_TIMEOUT;
+        while operator.get(path).is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
         assert!(
             operator.get(path).is_some(),
             "{probe} {path} fails:\n{}",
