@@ -18,7 +18,7 @@ use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{predicates, watcher, WatchStreamExt};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::admission::{is_dns_subdomain, SecretTypes};
@@ -281,19 +281,18 @@ where
     let client = ctx.client.clone();
     let namespace = ctx.settings.watch_namespace.clone();
     let namespace = namespace.as_deref();
-    // A plan is reconciled when its spec changes (or it is being deleted: that bumps the
-    // generation), not on its own status writes: each would cost another fetch of everything the
-    // plan names, for nothing.
+    // A plan is reconciled on every change, its own status writes included: a run's next step
+    // (a VolumeSnapshot taken, then its Job) follows from the status the last reconcile wrote. A
+    // status that would not change is not written, so this settles after one more reconcile.
     let (reader, writer) = kube::runtime::reflector::store();
-    let changed_specs = watcher::watcher(
+    let plan_changes = watcher::watcher(
         scoped_api::<BackupPlan>(&client, namespace),
         selected(&ctx.settings),
     )
     .default_backoff()
     .reflect(writer)
-    .applied_objects()
-    .predicate_filter(predicates::generation, Default::default());
-    let plans = Controller::for_stream(changed_specs, reader)
+    .applied_objects();
+    let plans = Controller::for_stream(plan_changes, reader)
         .with_config(
             kube::runtime::controller::Config::default()
                 .concurrency(ctx.settings.reconcile_concurrency),

@@ -51,8 +51,8 @@ pub const FINALIZER: &str = "neverwiped.io/cleanup";
 /// Reconciles one BackupPlan: adds the finalizer if it is missing and [`apply`] in the same
 /// reconcile; or, once the plan is being deleted, [`cleanup`] and removes the finalizer.
 ///
-/// Plans are reconciled on changes of their spec (generation), not of their status or
-/// metadata, so adding the finalizer does not wait for its own watch event.
+/// The finalizer is added in the same reconcile that decides, so a new plan's first run does not
+/// wait for the finalizer's own watch event.
 #[tracing::instrument(name = "reconcile", skip_all, fields(kind = "BackupPlan", namespace = plan.namespace().unwrap_or_default(), name = %plan.name_any()))]
 pub async fn reconcile(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = plan.namespace().ok_or(Error::Incomplete {
