@@ -9,6 +9,7 @@ use support::fixtures;
 use fixtures::init_repository as init;
 use neverwiped::archive::{backup, BackupOptions, ParentChoice, Source};
 use neverwiped::backend::local::LocalBackend;
+use neverwiped::error::Error;
 use neverwiped::format::tree::NodeKind;
 use neverwiped::repository::IndexedRepository;
 use neverwiped::restore::{restore, RestoreOptions};
@@ -87,15 +88,25 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
-async fn backup_without_parent(repo: &IndexedRepository, tree: &Path) -> Option<String> {
+/// What one backup round ended with.
+enum Round {
+    Stored(String),
+    /// Every victim was found swapped: nothing could be read, and no snapshot was stored.
+    NothingRead,
+    Hung,
+}
+
+async fn backup_without_parent(repo: &IndexedRepository, tree: &Path) -> Round {
     let mut options = BackupOptions::new(vec![Source::Path(tree.to_path_buf())]);
     // Every file is opened on every round, as on a first backup.
     options.parent = ParentChoice::None;
     // A round may find every victim swapped for a symlink or a FIFO: a tree without a file.
     options.allow_empty = true;
     match tokio::time::timeout(BACKUP_TIMEOUT, backup(repo, options)).await {
-        Ok(report) => Some(report.unwrap().snapshot_id.to_hex()),
-        Err(_) => None,
+        Ok(Ok(report)) => Round::Stored(report.snapshot_id.to_hex()),
+        Ok(Err(Error::NothingRead { .. })) => Round::NothingRead,
+        Ok(Err(error)) => panic!("a round failed: {error}"),
+        Err(_) => Round::Hung,
     }
 }
 
@@ -133,8 +144,9 @@ fn files_swapped_during_a_backup_never_put_outside_content_in_the_snapshot_nor_b
         let mut snapshots = Vec::new();
         for round in 0..ROUNDS {
             match backup_without_parent(&repo, &tree).await {
-                Some(id) => snapshots.push(id),
-                None => return (snapshots, Some(round)),
+                Round::Stored(id) => snapshots.push(id),
+                Round::NothingRead => {}
+                Round::Hung => return (snapshots, Some(round)),
             }
         }
         (snapshots, None)
@@ -172,7 +184,12 @@ fn files_swapped_during_a_backup_never_put_outside_content_in_the_snapshot_nor_b
         hung_round.is_none() && leaked.is_empty(),
         "backup {hung_round:?} did not finish in {BACKUP_TIMEOUT:?}; the secret is in {leaked:#?}"
     );
-    assert_eq!(snapshots.len(), ROUNDS);
+    // Rounds that read nothing stored nothing; enough others stored snapshots to look into.
+    assert!(
+        snapshots.len() >= ROUNDS / 2,
+        "only {} of {ROUNDS} rounds stored a snapshot",
+        snapshots.len()
+    );
 }
 
 /// Opens of `path` reported by inotify since the watch began.
