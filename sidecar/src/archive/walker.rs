@@ -16,14 +16,14 @@ use super::Excludes;
 use crate::chunker::Chunker;
 use crate::crypto::RepositoryKeys;
 use crate::error::{Error, Result};
-use crate::format::tree::{Metadata, Node, NodeKind, Tree};
+use crate::format::tree::{Node, NodeKind, Tree};
 use crate::ids::{BlobId, BlobKind};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use by_descriptor::{EntryType, OpenDir, OpenError};
 use crossbeam_channel::Sender;
 use listing::{Lister, Listing, Sublistings};
-use metadata::{metadata_of, now_timestamp, synthetic_dir_metadata, unchanged_content};
+use metadata::{metadata_of, synthetic_dir_metadata, unchanged_content};
 use nix::sys::stat::FileStat;
 use parents::{ParentReader, ParentTree, Subtrees};
 use std::collections::{HashMap, HashSet};
@@ -513,17 +513,7 @@ impl Walker {
         self.stats.files_read += 1;
         self.stats.total_bytes += size;
         self.progress.add_files(1);
-        let now = now_timestamp();
-        let meta = Metadata {
-            mode: 0o600,
-            uid: nix::unistd::getuid().as_raw(),
-            gid: nix::unistd::getgid().as_raw(),
-            mtime: now,
-            ctime: now,
-            inode: 0,
-            device: 0,
-            links: 1,
-        };
+        let meta = metadata::synthetic_metadata(0o600);
         Ok(Node {
             name,
             kind: NodeKind::File { size, content },

@@ -50,9 +50,15 @@ pub fn now_timestamp() -> Timestamp {
 
 /// Metadata of a directory that exists only in the snapshot (the parent of a stream).
 pub fn synthetic_dir_metadata() -> Metadata {
+    synthetic_metadata(0o755)
+}
+
+/// Metadata of an entry the snapshot makes up (a stream's file, its folders): this process's
+/// owner, the time of the backup.
+pub fn synthetic_metadata(mode: u32) -> Metadata {
     let now = now_timestamp();
     Metadata {
-        mode: 0o755,
+        mode,
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),
         mtime: now,
