@@ -115,15 +115,7 @@ impl Fixture {
 
 fn set_mtime(path: &Path, mtime: &std::fs::Metadata) {
     use std::os::unix::fs::MetadataExt;
-    let time = nix::sys::time::TimeSpec::new(mtime.mtime(), mtime.mtime_nsec());
-    nix::sys::stat::utimensat(
-        None,
-        path,
-        &time,
-        &time,
-        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-    )
-    .unwrap();
+    support::fixtures::set_mtime(path, mtime.mtime(), mtime.mtime_nsec());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
