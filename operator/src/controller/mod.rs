@@ -165,8 +165,6 @@ pub enum Error {
         kind: &'static str,
         field: &'static str,
     },
-    #[error("{0}")]
-    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
 }
 
 impl Error {
@@ -176,11 +174,6 @@ impl Error {
             Error::Kube(kube::Error::Api(_)) => "api",
             Error::Kube(_) => "client",
             Error::Incomplete { .. } => "incomplete_object",
-            Error::Finalizer(error) => match error.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(inner)
-                | kube::runtime::finalizer::Error::CleanupFailed(inner) => inner.metric_label(),
-                _ => "finalizer",
-            },
         }
     }
 }
