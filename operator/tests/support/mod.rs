@@ -9,9 +9,8 @@
 pub mod kubelet;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Once;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
@@ -19,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The sidecar image the test operators put in their Jobs.
 pub const SIDECAR_IMAGE: &str = "ghcr.io/neverwiped/sidecar:test";
@@ -27,114 +26,23 @@ pub const SIDECAR_IMAGE: &str = "ghcr.io/neverwiped/sidecar:test";
 /// How long a test waits for the operator to act.
 pub const ACT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Whether an API server is configured; `false` (with a message) skips the test, except under
-/// `CI=true`, where a missing server fails it.
-pub fn api_server_or_skip() -> bool {
-    let configured = std::env::var_os("KUBECONFIG")
-        .map(PathBuf::from)
-        .is_some_and(|path| path.is_file());
-    if !configured {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but KUBECONFIG does not name a kubeconfig file: start ../shared/tools/real-apiserver.sh up and export its KUBECONFIG"
-        );
-        eprintln!("SKIPPED: no KUBECONFIG; start ../shared/tools/real-apiserver.sh up and export its KUBECONFIG");
-    }
-    configured
-}
-
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `kubectl` from `PATH`, else the peers' copy.
-pub fn kubectl_path() -> PathBuf {
-    let from_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("kubectl"))
-            .find(|candidate| candidate.is_file())
-    });
-    let path = from_path.unwrap_or_else(|| PathBuf::from("/opt/neverwiped-peers/bin/kubectl"));
-    assert!(
-        path.is_file(),
-        "kubectl is neither on PATH nor at {}",
-        path.display()
-    );
-    path
-}
-
-/// Runs kubectl; returns its output whatever its exit status.
-pub fn kubectl_output(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut command = Command::new(kubectl_path());
-    command
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("kubectl starts");
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("kubectl reads its input");
-    }
-    child.wait_with_output().expect("kubectl finishes")
-}
-
-/// Runs kubectl and returns its standard output; panics with its error when it fails.
-pub fn kubectl(args: &[&str]) -> String {
-    kubectl_stdin(args, None)
-}
-
-pub fn kubectl_stdin(args: &[&str], stdin: Option<&str>) -> String {
-    let output = kubectl_output(args, stdin);
-    assert!(
-        output.status.success(),
-        "kubectl {} failed: {}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+// Not every test binary uses every one of these.
+#[allow(unused_imports)]
+pub use neverwiped_testkit::{
+    api_server_or_skip, apply_crds, eventually, free_port, kubectl, kubectl_json, kubectl_output,
+    kubectl_path, kubectl_stdin, repo_root, TestNamespace,
+};
 
 /// Creates the Secret `name` holding `data` (key, value), through kubectl's standard input: no
 /// value appears on a command line.
 pub fn create_secret(namespace: &str, name: &str, data: &[(&str, &str)]) {
-    create_secret_of_type(namespace, name, "Opaque", data);
+    neverwiped_testkit::create_secret(namespace, name, "Opaque", data);
 }
 
 /// Creates a `kubernetes.io/basic-auth` Secret, as the plans' credentials are.
 pub fn create_basic_auth_secret(namespace: &str, name: &str, username: &str, password: &str) {
     let data = [("username", username), ("password", password)];
-    create_secret_of_type(namespace, name, "kubernetes.io/basic-auth", &data);
-}
-
-fn create_secret_of_type(namespace: &str, name: &str, type_: &str, data: &[(&str, &str)]) {
-    let string_data: serde_json::Map<String, Value> = data
-        .iter()
-        .map(|(key, value)| (key.to_string(), Value::from(*value)))
-        .collect();
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace},
-        "type": type_,
-        "stringData": string_data,
-    });
-    kubectl_stdin(&["create", "-f", "-"], Some(&secret.to_string()));
-}
-
-/// `kubectl get ... -o json`, parsed.
-pub fn kubectl_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&kubectl(&all)).expect("kubectl prints JSON")
+    neverwiped_testkit::create_secret(namespace, name, "kubernetes.io/basic-auth", &data);
 }
 
 /// What a test against the API server starts from: the CRDs applied, a namespace of its own (gone
@@ -155,74 +63,6 @@ pub async fn test_world(prefix: &str) -> Option<TestWorld> {
         namespace: TestNamespace::create(prefix),
         client: client().await,
     })
-}
-
-/// Applies the committed CRDs with `kubectl apply` (once per test process) and waits until they
-/// are established.
-pub fn apply_crds() {
-    static APPLIED: Once = Once::new();
-    APPLIED.call_once(|| {
-        let crds = repo_root().join("crds");
-        let crds = crds.to_str().expect("a UTF-8 path");
-        // Server-side, with the field manager the other tests use, so parallel test processes
-        // applying the same CRDs never conflict.
-        kubectl(&[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "--field-manager=neverwiped-test",
-            "-f",
-            crds,
-        ]);
-        kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd/backupplans.neverwiped.io",
-            "crd/restores.neverwiped.io",
-        ]);
-    });
-}
-
-/// A namespace of its own for one test; deleted (with what is in it) when dropped.
-pub struct TestNamespace {
-    pub name: String,
-}
-
-impl TestNamespace {
-    pub fn create(prefix: &str) -> TestNamespace {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let name = format!("nw-{prefix}-{}-{nanos:x}", std::process::id());
-        kubectl(&["create", "namespace", &name]);
-        TestNamespace { name }
-    }
-}
-
-impl Drop for TestNamespace {
-    fn drop(&mut self) {
-        // Finalizers of resources whose operator is gone would keep them: drop them first.
-        for kind in ["backupplans.neverwiped.io", "restores.neverwiped.io"] {
-            let listed = kubectl_output(&["get", kind, "-n", &self.name, "-o", "name"], None);
-            for object in String::from_utf8_lossy(&listed.stdout).lines() {
-                let _ = kubectl_output(
-                    &[
-                        "patch",
-                        object,
-                        "-n",
-                        &self.name,
-                        "--type=merge",
-                        "-p",
-                        r#"{"metadata":{"finalizers":null}}"#,
-                    ],
-                    None,
-                );
-            }
-        }
-        let _ = kubectl_output(&["delete", "namespace", &self.name, "--wait=false"], None);
-    }
 }
 
 /// A running `neverwiped-operator` process; killed when dropped. Its logs go to a file, printed
@@ -337,29 +177,6 @@ impl Drop for Operator {
                 eprintln!("{line}");
             }
         }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
-}
-
-/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -8,11 +8,9 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Once};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -20,152 +18,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use serde_json::{json, Value};
+use serde_json::json;
 
-/// Whether an API server is configured; `false` (with a message) skips the test, except under
-/// `CI=true`.
-pub fn api_server_or_skip() -> bool {
-    let configured = std::env::var_os("KUBECONFIG")
-        .map(PathBuf::from)
-        .is_some_and(|path| path.is_file());
-    if !configured {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but KUBECONFIG does not name a kubeconfig file"
-        );
-        eprintln!("SKIPPED: no KUBECONFIG; start ../shared/tools/real-apiserver.sh up and export its KUBECONFIG");
-    }
-    configured
-}
-
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A program from `PATH`, else from the peers' folder.
-pub fn program(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|candidate| candidate.is_file())
-        })
-        .or_else(|| {
-            let peer = PathBuf::from("/opt/neverwiped-peers/bin").join(name);
-            peer.is_file().then_some(peer)
-        })
-}
-
-fn kubectl_output(args: &[&str], stdin: Option<&str>) -> Output {
-    let kubectl = program("kubectl").expect("kubectl on PATH or among the peers");
-    let mut child = Command::new(kubectl)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl starts");
-    let mut input = child.stdin.take().expect("stdin");
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).expect("kubectl reads");
-    }
-    drop(input);
-    child.wait_with_output().expect("kubectl finishes")
-}
-
-/// Runs kubectl (as the admin of `KUBECONFIG`); panics with its error when it fails.
-pub fn kubectl(args: &[&str], stdin: Option<&str>) -> String {
-    let output = kubectl_output(args, stdin);
-    assert!(
-        output.status.success(),
-        "kubectl {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// Applies the committed CRDs once per test process and waits until they are established.
-pub fn apply_crds() {
-    static APPLIED: Once = Once::new();
-    APPLIED.call_once(|| {
-        let crds = repo_root().join("crds");
-        kubectl(
-            &[
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "--field-manager=neverwiped-test",
-                "-f",
-                crds.to_str().expect("UTF-8"),
-            ],
-            None,
-        );
-        kubectl(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=30s",
-                "crd/backupplans.neverwiped.io",
-                "crd/restores.neverwiped.io",
-            ],
-            None,
-        );
-    });
-}
-
-/// A namespace of its own; deleted (with what is in it) when dropped.
-pub struct TestNamespace {
-    pub name: String,
-}
-
-impl TestNamespace {
-    pub fn create(prefix: &str) -> TestNamespace {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let name = format!("nw-{prefix}-{}-{nanos:x}", std::process::id());
-        kubectl(&["create", "namespace", &name], None);
-        TestNamespace { name }
-    }
-
-    /// Creates an object from its JSON.
-    pub fn create_object(&self, object: &Value) {
-        kubectl(
-            &["create", "-n", &self.name, "-f", "-"],
-            Some(&object.to_string()),
-        );
-    }
-
-    /// Creates a Secret from `(key, value)` pairs, through kubectl's standard input.
-    pub fn create_secret(&self, name: &str, type_: &str, data: &[(&str, &str)]) {
-        let string_data: serde_json::Map<String, Value> = data
-            .iter()
-            .map(|(key, value)| (key.to_string(), Value::from(*value)))
-            .collect();
-        self.create_object(&json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name},
-            "type": type_,
-            "stringData": string_data,
-        }));
-    }
-}
-
-impl Drop for TestNamespace {
-    fn drop(&mut self) {
-        let _ = kubectl_output(&["delete", "namespace", &self.name, "--wait=false"], None);
-    }
-}
-
-/// A port nobody listens on (yet).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
-}
+#[allow(unused_imports)]
+pub use neverwiped_testkit::{api_server_or_skip, apply_crds, free_port, program, TestNamespace};
 
 /// A rest-server with HTTP authentication on loopback, serving a fresh folder; killed on drop.
 pub struct RestServer {
