@@ -57,6 +57,7 @@ COPY contract contract
 COPY sidecar sidecar
 COPY operator operator
 COPY plugin plugin
+COPY testkit testkit
 
 # Statically linked against glibc (crt-static): no libc needed in the image, glibc's fast
 # multi-threaded allocator kept. Build scripts and proc macros stay dynamic because --target is
