@@ -198,3 +198,96 @@ impl PackKind {
         PackBuilder::with_buffer(buffer)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::MasterKey;
+
+    #[test]
+    fn a_buffer_grown_for_a_large_blob_is_shrunk_once_it_held_a_small_one() {
+        let buffers = Recycler::new(2);
+        let mut buffer = buffers.take();
+        buffer.resize(4 << 20, 1);
+        buffers.give(buffer);
+        let mut buffer = buffers.take();
+        assert!(
+            buffer.capacity() >= 4 << 20,
+            "kept at its size after a large blob"
+        );
+        buffer.resize(10_000, 1);
+        buffers.give(buffer);
+        let buffer = buffers.take();
+        assert_eq!(buffer.capacity(), KEEP_SMALL_BYTES);
+        assert!(buffer.is_empty());
+    }
+
+    #[test]
+    fn a_buffer_that_held_a_blob_near_its_size_keeps_it() {
+        let buffers = Recycler::new(1);
+        let mut buffer = buffers.take();
+        buffer.resize(1 << 20, 1);
+        buffer.truncate(300 << 10);
+        buffers.give(buffer);
+        assert!(buffers.take().capacity() >= 1 << 20);
+    }
+
+    /// Sealed blobs of `kind`, `count` of `length` bytes each.
+    fn blobs(kind: BlobKind, count: usize, length: usize) -> Vec<SealedBlob> {
+        (0..count)
+            .map(|n| {
+                let mut id = [0u8; 32];
+                id[..8].copy_from_slice(&(n as u64).to_le_bytes());
+                id[8] = kind.code();
+                SealedBlob {
+                    kind,
+                    id: BlobId::from_bytes(id),
+                    sealed: vec![n as u8; length],
+                    raw_length: length as u32,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tree_packs_close_at_a_quarter_of_the_target_and_data_packs_at_the_target() {
+        let target = 1 << 20;
+        let (sealed_tx, sealed_rx) = crossbeam_channel::unbounded();
+        let mut sent = Vec::new();
+        for blob in blobs(BlobKind::Data, 100, 32 << 10)
+            .into_iter()
+            .zip(blobs(BlobKind::Tree, 100, 8 << 10))
+            .flat_map(|(data, tree)| [data, tree])
+        {
+            sealed_tx.send(blob).unwrap();
+        }
+        drop(sealed_tx);
+        let keys = MasterKey::generate().derive();
+        let done = run_packer(keys, target, sealed_rx, &Recycler::new(1), |pack| {
+            let kind = pack.entries[0].kind;
+            assert!(pack.entries.iter().all(|entry| entry.kind == kind));
+            sent.push((kind, pack.bytes.len(), pack.entries.len()));
+            true
+        });
+        assert!(done);
+        let of = |kind| -> Vec<(usize, usize)> {
+            sent.iter()
+                .filter(|(k, _, _)| *k == kind)
+                .map(|&(_, bytes, blobs)| (bytes, blobs))
+                .collect()
+        };
+        let (data, trees) = (of(BlobKind::Data), of(BlobKind::Tree));
+        // 100 blobs of 32 KiB: three full packs of 32, one of the 4 left.
+        assert_eq!(
+            data.iter().map(|p| p.1).collect::<Vec<_>>(),
+            [32, 32, 32, 4]
+        );
+        // 100 of 8 KiB: full packs of 32 (a quarter of the target), one of the 4 left.
+        assert_eq!(
+            trees.iter().map(|p| p.1).collect::<Vec<_>>(),
+            [32, 32, 32, 4]
+        );
+        assert!(trees[..3].iter().all(|&(bytes, _)| bytes >= target / 4));
+        assert!(trees[..3].iter().all(|&(bytes, _)| bytes < target / 2));
+    }
+}
