@@ -41,12 +41,26 @@ impl Recycler {
         self.free.try_recv().unwrap_or_default()
     }
 
-    /// Gives a buffer back (it is dropped when enough are kept already).
+    /// Gives a buffer back (it is dropped when enough are kept already). A buffer that grew for
+    /// a rare large blob and last held a small one is shrunk first: on a tree of small files a
+    /// few large ones would otherwise leave every kept buffer at the largest chunk's size.
     pub fn give(&self, mut buffer: Vec<u8>) {
+        let used = buffer.len();
         buffer.clear();
+        if buffer.capacity() > KEEP_SMALL_BYTES && used < buffer.capacity() / 8 {
+            buffer.shrink_to(used.max(KEEP_SMALL_BYTES));
+        }
         let _ = self.returned.try_send(buffer);
     }
 }
+
+/// What a kept buffer may stay at after holding a small blob (at least a minimum chunk, so that
+/// buffers of large files are not shrunk for each file's last, short chunk).
+const KEEP_SMALL_BYTES: usize = 256 * 1024;
+
+/// Tree packs close at this share of the pack target (trees are a small part of a backup, and
+/// the pack of trees being filled is held beside the data pack for the whole walk).
+const TREE_PACK_SHARE: usize = 4;
 
 /// A compressed and sealed blob, on its way to the packer.
 pub struct SealedBlob {
@@ -117,50 +131,163 @@ pub fn run_packer(
     blob_buffers: &Recycler,
     mut send_pack: impl FnMut(FinishedPack) -> bool,
 ) -> bool {
-    // One being filled, one waiting for its share of the upload budget, those being uploaded.
-    let pack_buffers = Recycler::new(3);
-    let new_builder = || {
-        let mut buffer = pack_buffers.take();
-        buffer.reserve_exact(pack_target_bytes + pack_target_bytes / 4);
-        PackBuilder::with_buffer(buffer)
-    };
-    let finished = |builder: PackBuilder| {
+    // Data: one being filled, one waiting for its share of the upload budget, those being
+    // uploaded. Trees: smaller packs, in buffers of their own.
+    let data = PackKind::new(pack_target_bytes, 3);
+    let trees = PackKind::new((pack_target_bytes / TREE_PACK_SHARE).max(1), 2);
+    let finished = |builder: PackBuilder, kind: &PackKind| {
         let ClosedPack { id, bytes, entries } = builder.finish(&keys.sealer);
         FinishedPack {
             id,
             bytes: bytes::Bytes::from_owner(PooledPack {
                 bytes,
-                pool: pack_buffers.clone(),
+                pool: kind.buffers.clone(),
             }),
             entries,
             budget: None,
         }
     };
-    let mut data_pack = new_builder();
-    let mut tree_pack = PackBuilder::default();
+    let mut data_pack = Some(data.builder());
+    let mut tree_pack = None;
     for blob in sealed {
-        let builder = match blob.kind {
-            BlobKind::Data => &mut data_pack,
-            BlobKind::Tree => &mut tree_pack,
+        let (slot, kind) = match blob.kind {
+            BlobKind::Data => (&mut data_pack, &data),
+            BlobKind::Tree => (&mut tree_pack, &trees),
         };
+        let builder = slot.get_or_insert_with(|| kind.builder());
         builder.add(blob.kind, blob.id, &blob.sealed, blob.raw_length);
         blob_buffers.give(blob.sealed);
-        if builder.len_bytes() >= pack_target_bytes {
-            // The next data pack is started only once this one is handed over, which waits for
-            // an earlier one to be stored: its buffer is then back in the pool for the next.
-            let full = std::mem::take(builder);
-            if !send_pack(finished(full)) {
+        if builder.len_bytes() >= kind.target_bytes {
+            // The next pack is started only once this one is handed over, which waits for an
+            // earlier one to be stored: its buffer is then back in the pool for the next.
+            let full = slot.take().expect("the builder was just filled");
+            if !send_pack(finished(full, kind)) {
                 return false;
-            }
-            if blob.kind == BlobKind::Data {
-                *builder = new_builder();
             }
         }
     }
-    for builder in [data_pack, tree_pack] {
-        if !builder.is_empty() && !send_pack(finished(builder)) {
+    for (builder, kind) in [(data_pack, &data), (tree_pack, &trees)] {
+        let Some(builder) = builder.filter(|builder| !builder.is_empty()) else {
+            continue;
+        };
+        if !send_pack(finished(builder, kind)) {
             return false;
         }
     }
     true
+}
+
+/// Packs of one kind of blob: when they close, and the buffers they are filled into.
+struct PackKind {
+    target_bytes: usize,
+    buffers: Recycler,
+}
+
+impl PackKind {
+    fn new(target_bytes: usize, buffers: usize) -> PackKind {
+        PackKind {
+            target_bytes,
+            buffers: Recycler::new(buffers),
+        }
+    }
+
+    /// An empty pack in a reused buffer, with room for the target and a large last blob.
+    fn builder(&self) -> PackBuilder {
+        let mut buffer = self.buffers.take();
+        buffer.reserve_exact(self.target_bytes + self.target_bytes / 4);
+        PackBuilder::with_buffer(buffer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::MasterKey;
+
+    #[test]
+    fn a_buffer_grown_for_a_large_blob_is_shrunk_once_it_held_a_small_one() {
+        let buffers = Recycler::new(2);
+        let mut buffer = buffers.take();
+        buffer.resize(4 << 20, 1);
+        buffers.give(buffer);
+        let mut buffer = buffers.take();
+        assert!(
+            buffer.capacity() >= 4 << 20,
+            "kept at its size after a large blob"
+        );
+        buffer.resize(10_000, 1);
+        buffers.give(buffer);
+        let buffer = buffers.take();
+        assert_eq!(buffer.capacity(), KEEP_SMALL_BYTES);
+        assert!(buffer.is_empty());
+    }
+
+    #[test]
+    fn a_buffer_that_held_a_blob_near_its_size_keeps_it() {
+        let buffers = Recycler::new(1);
+        let mut buffer = buffers.take();
+        buffer.resize(1 << 20, 1);
+        buffer.truncate(300 << 10);
+        buffers.give(buffer);
+        assert!(buffers.take().capacity() >= 1 << 20);
+    }
+
+    /// Sealed blobs of `kind`, `count` of `length` bytes each.
+    fn blobs(kind: BlobKind, count: usize, length: usize) -> Vec<SealedBlob> {
+        (0..count)
+            .map(|n| {
+                let mut id = [0u8; 32];
+                id[..8].copy_from_slice(&(n as u64).to_le_bytes());
+                id[8] = kind.code();
+                SealedBlob {
+                    kind,
+                    id: BlobId::from_bytes(id),
+                    sealed: vec![n as u8; length],
+                    raw_length: length as u32,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tree_packs_close_at_a_quarter_of_the_target_and_data_packs_at_the_target() {
+        let target = 1 << 20;
+        let (sealed_tx, sealed_rx) = crossbeam_channel::unbounded();
+        let mut sent = Vec::new();
+        for blob in blobs(BlobKind::Data, 100, 32 << 10)
+            .into_iter()
+            .zip(blobs(BlobKind::Tree, 100, 8 << 10))
+            .flat_map(|(data, tree)| [data, tree])
+        {
+            sealed_tx.send(blob).unwrap();
+        }
+        drop(sealed_tx);
+        let keys = MasterKey::generate().derive();
+        let done = run_packer(keys, target, sealed_rx, &Recycler::new(1), |pack| {
+            let kind = pack.entries[0].kind;
+            assert!(pack.entries.iter().all(|entry| entry.kind == kind));
+            sent.push((kind, pack.bytes.len(), pack.entries.len()));
+            true
+        });
+        assert!(done);
+        let of = |kind| -> Vec<(usize, usize)> {
+            sent.iter()
+                .filter(|(k, _, _)| *k == kind)
+                .map(|&(_, bytes, blobs)| (bytes, blobs))
+                .collect()
+        };
+        let (data, trees) = (of(BlobKind::Data), of(BlobKind::Tree));
+        // 100 blobs of 32 KiB: three full packs of 32, one of the 4 left.
+        assert_eq!(
+            data.iter().map(|p| p.1).collect::<Vec<_>>(),
+            [32, 32, 32, 4]
+        );
+        // 100 of 8 KiB: full packs of 32 (a quarter of the target), one of the 4 left.
+        assert_eq!(
+            trees.iter().map(|p| p.1).collect::<Vec<_>>(),
+            [32, 32, 32, 4]
+        );
+        assert!(trees[..3].iter().all(|&(bytes, _)| bytes >= target / 4));
+        assert!(trees[..3].iter().all(|&(bytes, _)| bytes < target / 2));
+    }
 }

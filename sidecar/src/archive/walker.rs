@@ -84,8 +84,10 @@ struct Ahead {
     listings: Sublistings,
 }
 
-/// How many blobs are sent between two prunings of [`Walker::sent`].
-const SENT_PRUNE_EVERY: usize = 1 << 15;
+/// How many blobs are sent between two prunings of [`Walker::sent`]: about what one index object
+/// records, so the set holds little more than the blobs not yet indexed (its table keeps the
+/// largest size it reached).
+const SENT_PRUNE_EVERY: usize = 1 << 13;
 
 /// The walk stopped because the rest of the pipeline did.
 fn pipeline_stopped() -> Error {
