@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Peak memory of backup, check and prune on a tree of many files (default 1 000 000).
+# Peak memory of backup, check, prune and restore on a tree of many files (default 1 000 000).
 #
 #   bench/memory-many-files.sh [--files N] [--work DIR] [--bin PATH]
 #
 # Makes the tree with bench/many_files.py (reused when its manifest is there; ~6.6 KB a file, so
 # ~6.6 GB for a million: put --work on a disk with room), then into a fresh local repository:
 # first backup, the changed night (many_files.py apply), a backup of it, `forget --keep-last 1`,
-# `prune` (which then has the first snapshot's lost files to remove) and `check`; each command
-# under GNU time. Prints one line per command (wall s, CPU s, peak RSS MiB) and writes them to
+# `prune` (which then has the first snapshot's lost files to remove), `check`, and a restore of the
+# changed night into WORK/restored, checked file by file against the tree's SHA-256 manifest; each
+# command under GNU time. Prints one line per command (wall s, CPU s, peak RSS MiB) and writes them to
 # WORK/memory.jsonl. neverwiped alone; the binary is target/release/neverwiped-sidecar unless
 # --bin names another.
 set -euo pipefail
@@ -62,5 +63,14 @@ run changed-night "$bin" -q backup "$data"
 "$bin" -q forget --keep-last 1 > "$work/forget.log" 2>&1
 run prune "$bin" -q prune
 run check "$bin" -q check
+restored="$work/restored"
+rm -rf "$restored"
+run restore "$bin" -q restore latest --target "$restored"
+log "checking the restored files against $data.changed.sha256"
+(cd "$restored$data" && sha256sum --quiet --strict -c "$data.changed.sha256") ||
+  { log "the restore differs from the source"; exit 1; }
+[ "$(cd "$restored$data" && find . -type f | wc -l)" = "$(wc -l < "$data.changed.sha256")" ] ||
+  { log "the restore holds another number of files than the source"; exit 1; }
+rm -rf "$restored"
 python3 "$HERE/many_files.py" revert "$data" "$files" "$seed"
 log "results in $out"
