@@ -14,10 +14,14 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
 use neverwiped_contract::{ExitStatus, Operation};
 use neverwiped_operator::api::BackupPlan;
@@ -52,7 +56,9 @@ impl Scale {
             limit: number("SCALE_LIMIT", 25) as usize,
             hold: Duration::from_millis(number("SCALE_HOLD_MS", 2000)),
             rest: Duration::from_secs(number("SCALE_REST_SECONDS", 300)),
-            restart_after: None,
+            // Killed once this many runs are recorded (`0`: never).
+            restart_after: Some(number("SCALE_RESTART_AFTER", 1000) as usize)
+                .filter(|&after| after > 0),
         }
     }
 }
@@ -80,8 +86,17 @@ struct Figures {
     /// Backup Jobs per plan at the end.
     jobs_per_plan: BTreeMap<String, usize>,
     peak_rss_kib: u64,
+    rss_at_rest_kib: u64,
     requests_per_plan_hour: f64,
+    /// The API server's count of requests at rest, by verb and resource, per plan per hour.
+    served_at_rest: BTreeMap<(String, String), f64>,
     idle_cpu_percent: f64,
+    /// A restart at rest: until every plan was looked at, the requests per plan by verb, the
+    /// reconciles per plan, and the backup Jobs created (none should be).
+    restart_look: Duration,
+    restart_requests_per_plan: BTreeMap<String, f64>,
+    restart_reconciles_per_plan: f64,
+    jobs_after_restart_at_rest: usize,
 }
 
 impl Figures {
@@ -114,7 +129,30 @@ impl Figures {
             "API requests per plan per hour at rest: {:.3}",
             self.requests_per_plan_hour
         );
+        for ((verb, resource), count) in &self.served_at_rest {
+            println!(
+                "  the API server's count at rest: {verb} {resource}: {count:.3} per plan per hour"
+            );
+        }
         println!("operator CPU at rest: {:.2} %", self.idle_cpu_percent);
+        println!("operator RSS at rest: {} KiB", self.rss_at_rest_kib);
+        let once = self
+            .jobs_per_plan
+            .values()
+            .filter(|&&jobs| jobs == 1)
+            .count();
+        println!(
+            "plans with exactly one backup Job: {once} of {} ({} with a Job)",
+            self.plans,
+            self.jobs_per_plan.len()
+        );
+        println!(
+            "restart at rest: every plan looked at after {:?}, {:.2} reconciles per plan, requests per plan {:?}, backup Jobs created {}",
+            self.restart_look,
+            self.restart_reconciles_per_plan,
+            self.restart_requests_per_plan,
+            self.jobs_after_restart_at_rest
+        );
     }
 }
 
@@ -235,60 +273,139 @@ async fn run(scale: &Scale) -> Figures {
     let deadline = started
         + Duration::from_secs(120 + scale.plans as u64 / 2)
         + scale.hold * (3 * scale.plans / scale.limit.max(1)) as u32;
-    let mut plans = plan_states(&client, &selector, &names).await;
-    let mut looked = Instant::now();
+    // The harness watches the plans and Jobs (listing thousands every few hundred milliseconds
+    // would load the API server more than the operator does).
+    let mut plans = PlanStates::watch(&client, &selector, &names);
     loop {
         job_controller.step(&mut figures).await;
-        // Listing every plan is the harness's heaviest request: at most every 100 ms per 100.
-        if looked.elapsed() >= Duration::from_millis(scale.plans as u64) {
-            plans = plan_states(&client, &selector, &names).await;
-            looked = Instant::now();
-        }
+        plans.catch_up();
         assert!(
             Instant::now() < deadline,
             "the runs did not finish in time: {} ready, {} queued, {} recorded, {} Jobs seen",
-            plans.ready,
-            plans.queued,
-            plans.recorded,
+            plans.ready(),
+            plans.queued(),
+            plans.recorded(),
             job_controller.seen.len()
         );
-        figures.max_queued = figures.max_queued.max(plans.queued);
-        if plans.ready == scale.plans && figures.time_to_ready.is_none() {
+        figures.max_queued = figures.max_queued.max(plans.queued());
+        if plans.ready() == scale.plans && figures.time_to_ready.is_none() {
             figures.time_to_ready = Some(started.elapsed());
         }
         peak_rss = peak_rss.max(peak_rss_kib(operator.pid()));
-        if !restarted && plans.recorded >= scale.restart_after.unwrap_or(0) {
+        if !restarted && plans.recorded() >= scale.restart_after.unwrap_or(0) {
             // A crash: the new operator counts the running Jobs before it admits any.
             operator.kill();
             operator = start("scale-2");
             restarted = true;
         }
-        if plans.recorded == scale.plans {
+        if plans.recorded() == scale.plans {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     figures.time_to_all_recorded = started.elapsed();
-    figures.jobs_per_plan = job_controller.jobs_per_plan;
-    figures.start_order = job_controller.start_order;
+    figures.jobs_per_plan = job_controller.jobs_per_plan.clone();
+    figures.start_order = job_controller.start_order.clone();
+    // The harness's watch of the plans is over; the Jobs' is kept, to see that nothing runs again.
+    drop(plans);
 
-    // At rest (after the last status writes settle): what the operator asks of the API server,
-    // and its CPU.
+    // At rest (after the last status writes settle): what the operator asks of the API server
+    // (by its own count, and by the API server's), and its CPU.
     tokio::time::sleep(Duration::from_secs(15)).await;
     let requests_before = api_requests(&operator);
+    let served_before = api_server_requests(&client).await;
     let cpu_before = cpu_ticks(operator.pid());
     tokio::time::sleep(scale.rest).await;
     let requests = api_requests(&operator) - requests_before;
     let ticks = cpu_ticks(operator.pid()) - cpu_before;
-    figures.requests_per_plan_hour =
-        requests / scale.plans as f64 * 3600.0 / scale.rest.as_secs_f64();
+    let served = api_server_requests(&client).await;
+    let per_plan_hour = 3600.0 / scale.rest.as_secs_f64() / scale.plans as f64;
+    figures.requests_per_plan_hour = requests * per_plan_hour;
+    figures.served_at_rest = served
+        .iter()
+        .map(|(key, count)| (key.clone(), count - served_before.get(key).unwrap_or(&0.0)))
+        .filter(|(_, count)| *count > 0.0)
+        .map(|(key, count)| (key, count * per_plan_hour))
+        .collect();
     // Clock ticks are 1/100 s on Linux.
     figures.idle_cpu_percent = ticks as f64 / scale.rest.as_secs_f64();
     figures.peak_rss_kib = peak_rss.max(peak_rss_kib(operator.pid()));
+    figures.rss_at_rest_kib = rss_kib(operator.pid());
+
+    // A restart at rest: the new operator looks at every plan once, as its hourly look at each
+    // plan does, and nothing runs again and no status is written.
+    let jobs_before = job_controller.seen.len();
+    operator.kill();
+    let restarted_at = Instant::now();
+    operator = start("scale-3");
+    eventually(
+        "the restarted operator to look at every plan",
+        Duration::from_secs(120 + scale.plans as u64 / 10),
+        || {
+            let operator = &operator;
+            async move {
+                let looked = operator
+                    .metric("neverwiped_reconciliations_total{kind=\"BackupPlan\"}")
+                    .unwrap_or(0.0);
+                (looked >= scale.plans as f64).then_some(())
+            }
+        },
+    )
+    .await;
+    figures.restart_look = restarted_at.elapsed();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    job_controller.catch_up();
+    figures.jobs_after_restart_at_rest = job_controller.seen.len() - jobs_before;
+    figures.restart_requests_per_plan = requests_by_verb(&operator)
+        .into_iter()
+        .map(|(verb, count)| (verb, count / scale.plans as f64))
+        .collect();
+    figures.restart_reconciles_per_plan = operator
+        .metric("neverwiped_reconciliations_total{kind=\"BackupPlan\"}")
+        .unwrap_or(0.0)
+        / scale.plans as f64;
+    figures.peak_rss_kib = figures.peak_rss_kib.max(peak_rss_kib(operator.pid()));
     // Before the clean-up, which takes minutes for thousands of plans.
     figures.print();
+    drop(operator);
+    remove_plans(&client, &names).await;
     drop(namespaces);
     figures
+}
+
+/// Deletes the plans, their finalizers first (their operator is gone), a few at once: the
+/// namespaces' clean-up then has nothing left to patch one by one.
+async fn remove_plans(client: &Client, namespaces: &[String]) {
+    let patch = json!({"metadata": {"finalizers": null}});
+    let plans: Vec<(String, String)> = futures::stream::iter(namespaces)
+        .then(|namespace| async move {
+            let api: Api<PartialObjectMeta<BackupPlan>> =
+                Api::namespaced(client.clone(), namespace);
+            let listed = api
+                .list_metadata(&Default::default())
+                .await
+                .map(|l| l.items);
+            listed
+                .unwrap_or_default()
+                .into_iter()
+                .map(|plan| (namespace.clone(), plan.name_any()))
+                .collect::<Vec<_>>()
+        })
+        .concat()
+        .await;
+    futures::stream::iter(plans)
+        .for_each_concurrent(16, |(namespace, name)| {
+            let patch = &patch;
+            async move {
+                let api: Api<BackupPlan> = Api::namespaced(client.clone(), &namespace);
+                let params = kube::api::PatchParams::default();
+                let _ = api
+                    .patch(&name, &params, &kube::api::Patch::Merge(patch))
+                    .await;
+                let _ = api.delete(&name, &Default::default()).await;
+            }
+        })
+        .await;
 }
 
 /// In each namespace a password Secret and a claim; the plans spread over the namespaces, each
@@ -342,7 +459,8 @@ async fn create_plans(client: &Client, namespaces: &[String], plans: usize, sele
         .expect("the plans are created");
 }
 
-/// Plays the Job controller: ends each backup Job `hold` after it first saw it.
+/// Plays the Job controller: ends each backup Job `hold` after it first saw it. It sees the Jobs
+/// through a watch of their metadata, in the order the API server stored them.
 struct JobController<'a> {
     client: &'a Client,
     namespaces: BTreeSet<String>,
@@ -350,8 +468,11 @@ struct JobController<'a> {
     plans_in: BTreeMap<String, usize>,
     started_in: BTreeMap<String, usize>,
     hold: Duration,
-    seen: HashMap<String, Instant>,
-    ended: BTreeSet<String>,
+    jobs: BoxStream<'static, Result<Event<PartialObjectMeta<Job>>, watcher::Error>>,
+    /// Every Job seen, with when it was first seen and its namespace.
+    seen: HashMap<String, (Instant, String)>,
+    /// Jobs seen and not ended yet.
+    running: BTreeMap<String, (Instant, String, String)>,
     start_order: Vec<String>,
     jobs_per_plan: BTreeMap<String, usize>,
 }
@@ -369,78 +490,64 @@ impl<'a> JobController<'a> {
                 .entry(namespaces[index % namespaces.len()].clone())
                 .or_insert(0) += 1;
         }
+        let api: Api<PartialObjectMeta<Job>> = Api::all(client.clone());
+        let config = watcher::Config::default().labels("neverwiped.io/operation=backup");
         JobController {
             client,
             namespaces: namespaces.iter().cloned().collect(),
             plans_in,
             started_in: BTreeMap::new(),
             hold,
+            jobs: watcher::watcher(api, config).default_backoff().boxed(),
             seen: HashMap::new(),
-            ended: BTreeSet::new(),
+            running: BTreeMap::new(),
             start_order: Vec::new(),
             jobs_per_plan: BTreeMap::new(),
         }
     }
 
-    async fn step(&mut self, figures: &mut Figures) {
-        let jobs: Api<Job> = Api::all(self.client.clone());
-        let mut listed: Vec<Job> = jobs
-            .list(&ListParams::default().labels("neverwiped.io/operation=backup"))
-            .await
-            .expect("Jobs list")
-            .items
-            .into_iter()
-            .filter(|job| {
-                self.namespaces
-                    .contains(&job.namespace().unwrap_or_default())
-            })
-            .collect();
-        // Creation times have whole seconds; the resource version (the API server's revision, and
-        // nobody but the test changes a Job after its creation) orders the new Jobs exactly.
-        listed.sort_by_key(|job| {
-            (job.resource_version().unwrap_or_default().parse::<u64>()).unwrap_or(u64::MAX)
-        });
-        let mut running_by_namespace: BTreeMap<String, usize> = BTreeMap::new();
-        let mut running = 0;
-        let mut to_end = Vec::new();
-        for job in &listed {
-            let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
+    /// Takes in the Jobs the watch has delivered so far.
+    fn catch_up(&mut self) {
+        while let Some(Some(event)) = self.jobs.next().now_or_never() {
+            // An error (a watch expired) is followed by a fresh listing.
+            let Ok(event) = event else { continue };
+            let job = match event {
+                Event::Apply(job) | Event::InitApply(job) => job,
+                Event::Delete(_) | Event::Init | Event::InitDone => continue,
+            };
             let namespace = job.namespace().unwrap_or_default();
-            if !self.seen.contains_key(&key) {
-                self.seen.insert(key.clone(), Instant::now());
-                self.start_order.push(namespace.clone());
-                *self.started_in.entry(namespace.clone()).or_insert(0) += 1;
-                let plan = job
-                    .labels()
-                    .get("neverwiped.io/plan")
-                    .cloned()
-                    .unwrap_or_default();
-                *self
-                    .jobs_per_plan
-                    .entry(format!("{namespace}/{plan}"))
-                    .or_insert(0) += 1;
-            }
-            if self.ended.contains(&key) {
+            if !self.namespaces.contains(&namespace) {
                 continue;
             }
-            running += 1;
-            *running_by_namespace.entry(namespace.clone()).or_insert(0) += 1;
-            if self.seen[&key].elapsed() >= self.hold {
-                to_end.push((namespace, job.name_any()));
-                self.ended.insert(key);
+            let key = format!("{namespace}/{}", job.name_any());
+            if self.seen.contains_key(&key) {
+                continue;
             }
+            let now = Instant::now();
+            self.seen.insert(key.clone(), (now, namespace.clone()));
+            self.running
+                .insert(key, (now, namespace.clone(), job.name_any()));
+            self.start_order.push(namespace.clone());
+            *self.started_in.entry(namespace.clone()).or_insert(0) += 1;
+            let plan = job
+                .labels()
+                .get("neverwiped.io/plan")
+                .cloned()
+                .unwrap_or_default();
+            *self
+                .jobs_per_plan
+                .entry(format!("{namespace}/{plan}"))
+                .or_insert(0) += 1;
         }
-        let client = self.client;
-        futures::stream::iter(to_end)
-            .for_each_concurrent(8, |(namespace, name)| async move {
-                let ending = Ending::Result {
-                    exit_code: 0,
-                    result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
-                };
-                finish_job(client, &namespace, &name, ending).await;
-            })
-            .await;
-        figures.max_running = figures.max_running.max(running);
+    }
+
+    async fn step(&mut self, figures: &mut Figures) {
+        self.catch_up();
+        let mut running_by_namespace: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, namespace, _) in self.running.values() {
+            *running_by_namespace.entry(namespace).or_insert(0) += 1;
+        }
+        figures.max_running = figures.max_running.max(self.running.len());
         let most = running_by_namespace.values().copied().max().unwrap_or(0);
         if self.start_order.len() > figures.limit {
             figures.max_running_in_one_namespace = figures.max_running_in_one_namespace.max(most);
@@ -454,40 +561,85 @@ impl<'a> JobController<'a> {
                 .max_running_in_one_namespace_while_all_wait
                 .max(most);
         }
-    }
-}
-
-struct PlanStates {
-    ready: usize,
-    queued: usize,
-    recorded: usize,
-}
-
-async fn plan_states(client: &Client, selector: &str, namespaces: &[String]) -> PlanStates {
-    let plans: Api<BackupPlan> = Api::all(client.clone());
-    let listed = plans
-        .list(&ListParams::default().labels(selector))
-        .await
-        .expect("plans list");
-    let mut states = PlanStates {
-        ready: 0,
-        queued: 0,
-        recorded: 0,
-    };
-    for plan in listed.items {
-        if !namespaces.contains(&plan.namespace().unwrap_or_default()) {
-            continue;
-        }
-        let Some(status) = plan.status else { continue };
-        let ready = status
-            .conditions
+        let hold = self.hold;
+        let to_end: Vec<(String, String)> = self
+            .running
             .iter()
-            .any(|c| c.type_ == "Ready" && c.status.as_str() == "True");
-        states.ready += usize::from(ready);
-        states.queued += usize::from(status.queued.is_some());
-        states.recorded += usize::from(status.last_run.is_some());
+            .filter(|(_, (seen, _, _))| seen.elapsed() >= hold)
+            .map(|(key, _)| key.clone())
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter_map(|key| {
+                let (_, namespace, name) = self.running.remove(&key)?;
+                Some((namespace, name))
+            })
+            .collect();
+        let client = self.client;
+        futures::stream::iter(to_end)
+            .for_each_concurrent(8, |(namespace, name)| async move {
+                let ending = Ending::Result {
+                    exit_code: 0,
+                    result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
+                };
+                finish_job(client, &namespace, &name, ending).await;
+            })
+            .await;
     }
-    states
+}
+
+/// Each plan's state as the harness last saw it, from a watch of the plans.
+struct PlanStates {
+    plans: BoxStream<'static, Result<Event<BackupPlan>, watcher::Error>>,
+    namespaces: BTreeSet<String>,
+    /// `namespace/name` → (ready, queued, recorded).
+    states: HashMap<String, (bool, bool, bool)>,
+}
+
+impl PlanStates {
+    fn watch(client: &Client, selector: &str, namespaces: &[String]) -> PlanStates {
+        let api: Api<BackupPlan> = Api::all(client.clone());
+        let config = watcher::Config::default().labels(selector);
+        PlanStates {
+            plans: watcher::watcher(api, config).default_backoff().boxed(),
+            namespaces: namespaces.iter().cloned().collect(),
+            states: HashMap::new(),
+        }
+    }
+
+    /// Takes in the changes the watch has delivered so far.
+    fn catch_up(&mut self) {
+        while let Some(Some(event)) = self.plans.next().now_or_never() {
+            let Ok(event) = event else { continue };
+            let plan = match event {
+                Event::Apply(plan) | Event::InitApply(plan) => plan,
+                Event::Delete(_) | Event::Init | Event::InitDone => continue,
+            };
+            let namespace = plan.namespace().unwrap_or_default();
+            if !self.namespaces.contains(&namespace) {
+                continue;
+            }
+            let key = format!("{namespace}/{}", plan.name_any());
+            let Some(status) = plan.status else { continue };
+            let ready = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status.as_str() == "True");
+            let state = (ready, status.queued.is_some(), status.last_run.is_some());
+            self.states.insert(key, state);
+        }
+    }
+
+    fn ready(&self) -> usize {
+        self.states.values().filter(|s| s.0).count()
+    }
+
+    fn queued(&self) -> usize {
+        self.states.values().filter(|s| s.1).count()
+    }
+
+    fn recorded(&self) -> usize {
+        self.states.values().filter(|s| s.2).count()
+    }
 }
 
 /// The sum of the operator's `neverwiped_api_requests_total` series.
@@ -498,6 +650,71 @@ fn api_requests(operator: &Operator) -> f64 {
         .filter(|line| line.starts_with("neverwiped_api_requests_total"))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// The operator's `neverwiped_api_requests_total`, by verb.
+fn requests_by_verb(operator: &Operator) -> BTreeMap<String, f64> {
+    let mut counts = BTreeMap::new();
+    for line in operator.metrics().lines() {
+        let Some(rest) = line.strip_prefix("neverwiped_api_requests_total{verb=\"") else {
+            continue;
+        };
+        let Some((verb, value)) = rest.split_once("\"}") else {
+            continue;
+        };
+        if let Ok(value) = value.trim().parse::<f64>() {
+            *counts.entry(verb.to_owned()).or_insert(0.0) += value;
+        }
+    }
+    counts
+}
+
+/// The API server's `apiserver_request_total`, summed by verb and resource (requests for
+/// resources only: not its `/metrics` itself).
+async fn api_server_requests(client: &Client) -> BTreeMap<(String, String), f64> {
+    let request = hyper::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client
+        .request_text(request)
+        .await
+        .expect("the API server's metrics");
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let (verb, resource) = (label("verb"), label("resource"));
+        if resource.is_empty() {
+            continue;
+        }
+        let subresource = label("subresource");
+        let resource = if subresource.is_empty() {
+            resource
+        } else {
+            format!("{resource}/{subresource}")
+        };
+        *counts.entry((verb, resource)).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    counts
+}
+
+/// The process's resident memory now (`VmRSS`), in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The process's peak resident memory (`VmHWM`), in KiB.
