@@ -562,10 +562,15 @@ impl<'a> JobController<'a> {
                 .get("neverwiped.io/plan")
                 .cloned()
                 .unwrap_or_default();
-            *self
-                .jobs_per_plan
-                .entry(format!("{namespace}/{plan}"))
-                .or_insert(0) += 1;
+            // The run each plan is given (its manual trigger) counts; a plan's hashed schedule
+            // may also fall in the run when it is run between 01:00 and 06:00 UTC.
+            let trigger = job.annotations().get("neverwiped.io/trigger");
+            if trigger.map(String::as_str) == Some("Manual") {
+                *self
+                    .jobs_per_plan
+                    .entry(format!("{namespace}/{plan}"))
+                    .or_insert(0) += 1;
+            }
         }
     }
 
