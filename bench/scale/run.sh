@@ -3,8 +3,12 @@
 # SCALE_NAMESPACES namespaces (200), all due at once under a limit of SCALE_LIMIT running backups
 # (25). The test plays the Job controller (each Job ends SCALE_HOLD_MS after it appears, 2000)
 # and prints: time to Ready, backup Jobs running at once, plans Queued at once, the order the Jobs
-# started in (by namespace), the operator's peak RSS, and, over SCALE_REST_SECONDS (300) at rest,
-# its API requests per plan per hour and its CPU.
+# started in (by namespace), how long a slot stays empty between a Job's end and the next Job, the
+# operator's peak RSS, and, over SCALE_REST_SECONDS (300) at rest, its API requests per plan per
+# hour (by its own count and by the API server's, per verb and resource) and its CPU. The operator
+# is killed and started again once SCALE_RESTART_AFTER runs (1000; 0: never) are recorded, and
+# again at rest: every plan must have exactly one backup Job, and the restart at rest counts what
+# one look at every plan costs (the operator's periodic look at a plan at rest is the same).
 #
 #   KUBECONFIG=... bench/scale/run.sh
 #   SCALE_PLANS=500 SCALE_NAMESPACES=50 bench/scale/run.sh

@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
 use neverwiped_contract::{ExitStatus, Operation};
 use neverwiped_operator::api::BackupPlan;
@@ -52,7 +55,9 @@ impl Scale {
             limit: number("SCALE_LIMIT", 25) as usize,
             hold: Duration::from_millis(number("SCALE_HOLD_MS", 2000)),
             rest: Duration::from_secs(number("SCALE_REST_SECONDS", 300)),
-            restart_after: None,
+            // Killed once this many runs are recorded (`0`: never).
+            restart_after: Some(number("SCALE_RESTART_AFTER", 1000) as usize)
+                .filter(|&after| after > 0),
         }
     }
 }
@@ -79,9 +84,22 @@ struct Figures {
     start_order: Vec<String>,
     /// Backup Jobs per plan at the end.
     jobs_per_plan: BTreeMap<String, usize>,
+    /// From the end of a Job until the next new Job was seen: mean and median.
+    slot_gap: (Duration, Duration),
+    /// From a Job first seen until it was ended: mean.
+    job_lifetime: Duration,
     peak_rss_kib: u64,
+    rss_at_rest_kib: u64,
     requests_per_plan_hour: f64,
+    /// The API server's count of requests at rest, by verb and resource, per plan per hour.
+    served_at_rest: BTreeMap<(String, String), f64>,
     idle_cpu_percent: f64,
+    /// A restart at rest: until every plan was looked at, the requests per plan by verb, the
+    /// reconciles per plan, and the backup Jobs created (none should be).
+    restart_look: Duration,
+    restart_requests_per_plan: BTreeMap<String, f64>,
+    restart_reconciles_per_plan: f64,
+    jobs_after_restart_at_rest: usize,
 }
 
 impl Figures {
@@ -109,16 +127,43 @@ impl Figures {
             .map(String::as_str)
             .collect();
         println!("first Jobs by namespace: {}", head.join(" "));
+        println!(
+            "a slot empty from a Job's end until the next Job was seen: mean {:?}, median {:?}; a Job from seen to ended: mean {:?}",
+            self.slot_gap.0, self.slot_gap.1, self.job_lifetime
+        );
         println!("operator peak RSS: {} KiB", self.peak_rss_kib);
         println!(
             "API requests per plan per hour at rest: {:.3}",
             self.requests_per_plan_hour
         );
+        for ((verb, resource), count) in &self.served_at_rest {
+            println!(
+                "  the API server's count at rest: {verb} {resource}: {count:.3} per plan per hour"
+            );
+        }
         println!("operator CPU at rest: {:.2} %", self.idle_cpu_percent);
+        println!("operator RSS at rest: {} KiB", self.rss_at_rest_kib);
+        let once = self
+            .jobs_per_plan
+            .values()
+            .filter(|&&jobs| jobs == 1)
+            .count();
+        println!(
+            "plans with exactly one backup Job: {once} of {} ({} with a Job)",
+            self.plans,
+            self.jobs_per_plan.len()
+        );
+        println!(
+            "restart at rest: every plan looked at after {:?}, {:.2} reconciles per plan, requests per plan {:?}, backup Jobs created {}",
+            self.restart_look,
+            self.restart_reconciles_per_plan,
+            self.restart_requests_per_plan,
+            self.jobs_after_restart_at_rest
+        );
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plans_due_at_once_run_within_the_limit_in_fair_order() {
     if !api_server_or_skip() {
         return;
@@ -177,7 +222,7 @@ async fn plans_due_at_once_run_within_the_limit_in_fair_order() {
         .is_some_and(|t| t < Duration::from_secs(60)));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "minutes long: bench/scale/run.sh runs it"]
 async fn full_size() {
     if !api_server_or_skip() {
@@ -231,64 +276,151 @@ async fn run(scale: &Scale) -> Figures {
     };
     let mut restarted = scale.restart_after.is_none();
     let mut peak_rss = 0;
-    let mut job_controller = JobController::new(&client, &names, scale.plans, scale.hold);
+    let mut job_controller =
+        JobController::new(&client, &names, scale.plans, scale.limit, scale.hold);
     let deadline = started
         + Duration::from_secs(120 + scale.plans as u64 / 2)
         + scale.hold * (3 * scale.plans / scale.limit.max(1)) as u32;
-    let mut plans = plan_states(&client, &selector, &names).await;
-    let mut looked = Instant::now();
+    // The harness watches the plans and Jobs (listing thousands every few hundred milliseconds
+    // would load the API server more than the operator does).
+    let mut plans = PlanStates::watch(&client, &selector, &names);
     loop {
         job_controller.step(&mut figures).await;
-        // Listing every plan is the harness's heaviest request: at most every 100 ms per 100.
-        if looked.elapsed() >= Duration::from_millis(scale.plans as u64) {
-            plans = plan_states(&client, &selector, &names).await;
-            looked = Instant::now();
-        }
+        plans.catch_up();
         assert!(
             Instant::now() < deadline,
             "the runs did not finish in time: {} ready, {} queued, {} recorded, {} Jobs seen",
-            plans.ready,
-            plans.queued,
-            plans.recorded,
+            plans.ready(),
+            plans.queued(),
+            plans.recorded(),
             job_controller.seen.len()
         );
-        figures.max_queued = figures.max_queued.max(plans.queued);
-        if plans.ready == scale.plans && figures.time_to_ready.is_none() {
+        figures.max_queued = figures.max_queued.max(plans.queued());
+        if plans.ready() == scale.plans && figures.time_to_ready.is_none() {
             figures.time_to_ready = Some(started.elapsed());
         }
         peak_rss = peak_rss.max(peak_rss_kib(operator.pid()));
-        if !restarted && plans.recorded >= scale.restart_after.unwrap_or(0) {
+        if !restarted && plans.recorded() >= scale.restart_after.unwrap_or(0) {
             // A crash: the new operator counts the running Jobs before it admits any.
             operator.kill();
             operator = start("scale-2");
             restarted = true;
         }
-        if plans.recorded == scale.plans {
+        if plans.recorded() == scale.plans {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     figures.time_to_all_recorded = started.elapsed();
-    figures.jobs_per_plan = job_controller.jobs_per_plan;
-    figures.start_order = job_controller.start_order;
+    figures.jobs_per_plan = job_controller.jobs_per_plan.clone();
+    figures.start_order = job_controller.start_order.clone();
+    figures.slot_gap = (
+        job_controller.slot_gaps.mean(),
+        job_controller.slot_gaps.median(),
+    );
+    let lifetimes = &job_controller.lifetimes;
+    figures.job_lifetime = lifetimes.iter().sum::<Duration>()
+        / u32::try_from(lifetimes.len().max(1)).unwrap_or(u32::MAX);
+    // The harness's watch of the plans is over; the Jobs' is kept, to see that nothing runs again.
+    drop(plans);
 
-    // At rest (after the last status writes settle): what the operator asks of the API server,
-    // and its CPU.
+    // At rest (after the last status writes settle): what the operator asks of the API server
+    // (by its own count, and by the API server's), and its CPU.
     tokio::time::sleep(Duration::from_secs(15)).await;
     let requests_before = api_requests(&operator);
+    let served_before = api_server_requests(&client).await;
     let cpu_before = cpu_ticks(operator.pid());
     tokio::time::sleep(scale.rest).await;
     let requests = api_requests(&operator) - requests_before;
     let ticks = cpu_ticks(operator.pid()) - cpu_before;
-    figures.requests_per_plan_hour =
-        requests / scale.plans as f64 * 3600.0 / scale.rest.as_secs_f64();
+    let served = api_server_requests(&client).await;
+    let per_plan_hour = 3600.0 / scale.rest.as_secs_f64() / scale.plans as f64;
+    figures.requests_per_plan_hour = requests * per_plan_hour;
+    figures.served_at_rest = served
+        .iter()
+        .map(|(key, count)| (key.clone(), count - served_before.get(key).unwrap_or(&0.0)))
+        .filter(|(_, count)| *count > 0.0)
+        .map(|(key, count)| (key, count * per_plan_hour))
+        .collect();
     // Clock ticks are 1/100 s on Linux.
     figures.idle_cpu_percent = ticks as f64 / scale.rest.as_secs_f64();
     figures.peak_rss_kib = peak_rss.max(peak_rss_kib(operator.pid()));
+    figures.rss_at_rest_kib = rss_kib(operator.pid());
+
+    // A restart at rest: the new operator looks at every plan once, as its hourly look at each
+    // plan does, and nothing runs again and no status is written.
+    let jobs_before = job_controller.seen.len();
+    operator.kill();
+    let restarted_at = Instant::now();
+    operator = start("scale-3");
+    eventually(
+        "the restarted operator to look at every plan",
+        Duration::from_secs(120 + scale.plans as u64 / 10),
+        || {
+            let operator = &operator;
+            async move {
+                let looked = operator
+                    .metric("neverwiped_reconciliations_total{kind=\"BackupPlan\"}")
+                    .unwrap_or(0.0);
+                (looked >= scale.plans as f64).then_some(())
+            }
+        },
+    )
+    .await;
+    figures.restart_look = restarted_at.elapsed();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    job_controller.catch_up();
+    figures.jobs_after_restart_at_rest = job_controller.seen.len() - jobs_before;
+    figures.restart_requests_per_plan = requests_by_verb(&operator)
+        .into_iter()
+        .map(|(verb, count)| (verb, count / scale.plans as f64))
+        .collect();
+    figures.restart_reconciles_per_plan = operator
+        .metric("neverwiped_reconciliations_total{kind=\"BackupPlan\"}")
+        .unwrap_or(0.0)
+        / scale.plans as f64;
+    figures.peak_rss_kib = figures.peak_rss_kib.max(peak_rss_kib(operator.pid()));
     // Before the clean-up, which takes minutes for thousands of plans.
     figures.print();
+    drop(operator);
+    remove_plans(&client, &names).await;
     drop(namespaces);
     figures
+}
+
+/// Deletes the plans, their finalizers first (their operator is gone), a few at once: the
+/// namespaces' clean-up then has nothing left to patch one by one.
+async fn remove_plans(client: &Client, namespaces: &[String]) {
+    let patch = json!({"metadata": {"finalizers": null}});
+    let plans: Vec<(String, String)> = futures::stream::iter(namespaces)
+        .then(|namespace| async move {
+            let api: Api<PartialObjectMeta<BackupPlan>> =
+                Api::namespaced(client.clone(), namespace);
+            let listed = api
+                .list_metadata(&Default::default())
+                .await
+                .map(|l| l.items);
+            listed
+                .unwrap_or_default()
+                .into_iter()
+                .map(|plan| (namespace.clone(), plan.name_any()))
+                .collect::<Vec<_>>()
+        })
+        .concat()
+        .await;
+    futures::stream::iter(plans)
+        .for_each_concurrent(16, |(namespace, name)| {
+            let patch = &patch;
+            async move {
+                let api: Api<BackupPlan> = Api::namespaced(client.clone(), &namespace);
+                let params = kube::api::PatchParams::default();
+                let _ = api
+                    .patch(&name, &params, &kube::api::Patch::Merge(patch))
+                    .await;
+                let _ = api.delete(&name, &Default::default()).await;
+            }
+        })
+        .await;
 }
 
 /// In each namespace a password Secret and a claim; the plans spread over the namespaces, each
@@ -342,7 +474,8 @@ async fn create_plans(client: &Client, namespaces: &[String], plans: usize, sele
         .expect("the plans are created");
 }
 
-/// Plays the Job controller: ends each backup Job `hold` after it first saw it.
+/// Plays the Job controller: ends each backup Job `hold` after it first saw it. It sees the Jobs
+/// through a watch of their metadata, in the order the API server stored them.
 struct JobController<'a> {
     client: &'a Client,
     namespaces: BTreeSet<String>,
@@ -350,10 +483,19 @@ struct JobController<'a> {
     plans_in: BTreeMap<String, usize>,
     started_in: BTreeMap<String, usize>,
     hold: Duration,
-    seen: HashMap<String, Instant>,
-    ended: BTreeSet<String>,
+    jobs: Watch<PartialObjectMeta<Job>>,
+    /// Every Job seen, with when it was first seen and its namespace.
+    seen: HashMap<String, (Instant, String)>,
+    /// Jobs seen and not ended yet.
+    running: BTreeMap<String, (Instant, String, String)>,
     start_order: Vec<String>,
     jobs_per_plan: BTreeMap<String, usize>,
+    /// When each Job was ended, oldest first, not yet paired with a new Job.
+    ends: std::collections::VecDeque<Instant>,
+    slot_gaps: SlotGaps,
+    /// From a Job first seen until the harness ended it (the hold, and the harness's delay).
+    lifetimes: Vec<Duration>,
+    limit: usize,
 }
 
 impl<'a> JobController<'a> {
@@ -361,6 +503,7 @@ impl<'a> JobController<'a> {
         client: &'a Client,
         namespaces: &[String],
         plans: usize,
+        limit: usize,
         hold: Duration,
     ) -> JobController<'a> {
         let mut plans_in = BTreeMap::new();
@@ -369,78 +512,75 @@ impl<'a> JobController<'a> {
                 .entry(namespaces[index % namespaces.len()].clone())
                 .or_insert(0) += 1;
         }
+        let api: Api<PartialObjectMeta<Job>> = Api::all(client.clone());
+        let config = watcher::Config::default().labels("neverwiped.io/operation=backup");
         JobController {
             client,
             namespaces: namespaces.iter().cloned().collect(),
             plans_in,
             started_in: BTreeMap::new(),
             hold,
+            jobs: Watch::start(api, config),
             seen: HashMap::new(),
-            ended: BTreeSet::new(),
+            running: BTreeMap::new(),
             start_order: Vec::new(),
             jobs_per_plan: BTreeMap::new(),
+            ends: Default::default(),
+            slot_gaps: SlotGaps::default(),
+            lifetimes: Vec::new(),
+            limit,
         }
     }
 
-    async fn step(&mut self, figures: &mut Figures) {
-        let jobs: Api<Job> = Api::all(self.client.clone());
-        let mut listed: Vec<Job> = jobs
-            .list(&ListParams::default().labels("neverwiped.io/operation=backup"))
-            .await
-            .expect("Jobs list")
-            .items
-            .into_iter()
-            .filter(|job| {
-                self.namespaces
-                    .contains(&job.namespace().unwrap_or_default())
-            })
-            .collect();
-        // Creation times have whole seconds; the resource version (the API server's revision, and
-        // nobody but the test changes a Job after its creation) orders the new Jobs exactly.
-        listed.sort_by_key(|job| {
-            (job.resource_version().unwrap_or_default().parse::<u64>()).unwrap_or(u64::MAX)
-        });
-        let mut running_by_namespace: BTreeMap<String, usize> = BTreeMap::new();
-        let mut running = 0;
-        let mut to_end = Vec::new();
-        for job in &listed {
-            let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
+    /// Takes in the Jobs the watch has delivered so far.
+    fn catch_up(&mut self) {
+        while let Ok((now, event)) = self.jobs.events.try_recv() {
+            let job = match event {
+                Event::Apply(job) | Event::InitApply(job) => job,
+                Event::Delete(_) | Event::Init | Event::InitDone => continue,
+            };
             let namespace = job.namespace().unwrap_or_default();
-            if !self.seen.contains_key(&key) {
-                self.seen.insert(key.clone(), Instant::now());
-                self.start_order.push(namespace.clone());
-                *self.started_in.entry(namespace.clone()).or_insert(0) += 1;
-                let plan = job
-                    .labels()
-                    .get("neverwiped.io/plan")
-                    .cloned()
-                    .unwrap_or_default();
+            if !self.namespaces.contains(&namespace) {
+                continue;
+            }
+            let key = format!("{namespace}/{}", job.name_any());
+            if self.seen.contains_key(&key) {
+                continue;
+            }
+            self.seen.insert(key.clone(), (now, namespace.clone()));
+            self.running
+                .insert(key, (now, namespace.clone(), job.name_any()));
+            self.start_order.push(namespace.clone());
+            if self.start_order.len() > self.limit {
+                if let Some(end) = self.ends.pop_front() {
+                    self.slot_gaps.gaps.push(now.saturating_duration_since(end));
+                }
+            }
+            *self.started_in.entry(namespace.clone()).or_insert(0) += 1;
+            let plan = job
+                .labels()
+                .get("neverwiped.io/plan")
+                .cloned()
+                .unwrap_or_default();
+            // The run each plan is given (its manual trigger) counts; a plan's hashed schedule
+            // may also fall in the run when it is run between 01:00 and 06:00 UTC.
+            let trigger = job.annotations().get("neverwiped.io/trigger");
+            if trigger.map(String::as_str) == Some("Manual") {
                 *self
                     .jobs_per_plan
                     .entry(format!("{namespace}/{plan}"))
                     .or_insert(0) += 1;
             }
-            if self.ended.contains(&key) {
-                continue;
-            }
-            running += 1;
-            *running_by_namespace.entry(namespace.clone()).or_insert(0) += 1;
-            if self.seen[&key].elapsed() >= self.hold {
-                to_end.push((namespace, job.name_any()));
-                self.ended.insert(key);
-            }
         }
-        let client = self.client;
-        futures::stream::iter(to_end)
-            .for_each_concurrent(8, |(namespace, name)| async move {
-                let ending = Ending::Result {
-                    exit_code: 0,
-                    result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
-                };
-                finish_job(client, &namespace, &name, ending).await;
-            })
-            .await;
-        figures.max_running = figures.max_running.max(running);
+    }
+
+    async fn step(&mut self, figures: &mut Figures) {
+        self.catch_up();
+        let mut running_by_namespace: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, namespace, _) in self.running.values() {
+            *running_by_namespace.entry(namespace).or_insert(0) += 1;
+        }
+        figures.max_running = figures.max_running.max(self.running.len());
         let most = running_by_namespace.values().copied().max().unwrap_or(0);
         if self.start_order.len() > figures.limit {
             figures.max_running_in_one_namespace = figures.max_running_in_one_namespace.max(most);
@@ -454,40 +594,144 @@ impl<'a> JobController<'a> {
                 .max_running_in_one_namespace_while_all_wait
                 .max(most);
         }
-    }
-}
-
-struct PlanStates {
-    ready: usize,
-    queued: usize,
-    recorded: usize,
-}
-
-async fn plan_states(client: &Client, selector: &str, namespaces: &[String]) -> PlanStates {
-    let plans: Api<BackupPlan> = Api::all(client.clone());
-    let listed = plans
-        .list(&ListParams::default().labels(selector))
-        .await
-        .expect("plans list");
-    let mut states = PlanStates {
-        ready: 0,
-        queued: 0,
-        recorded: 0,
-    };
-    for plan in listed.items {
-        if !namespaces.contains(&plan.namespace().unwrap_or_default()) {
-            continue;
-        }
-        let Some(status) = plan.status else { continue };
-        let ready = status
-            .conditions
+        let hold = self.hold;
+        let to_end: Vec<(String, String)> = self
+            .running
             .iter()
-            .any(|c| c.type_ == "Ready" && c.status.as_str() == "True");
-        states.ready += usize::from(ready);
-        states.queued += usize::from(status.queued.is_some());
-        states.recorded += usize::from(status.last_run.is_some());
+            .filter(|(_, (seen, _, _))| seen.elapsed() >= hold)
+            .map(|(key, _)| key.clone())
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter_map(|key| {
+                let (seen, namespace, name) = self.running.remove(&key)?;
+                self.lifetimes.push(seen.elapsed());
+                Some((namespace, name))
+            })
+            .collect();
+        let client = self.client;
+        let mut ended: Vec<Instant> = futures::stream::iter(to_end)
+            .map(|(namespace, name)| async move {
+                let ending = Ending::Result {
+                    exit_code: 0,
+                    result: Box::new(run_result(Operation::Backup, ExitStatus::Success)),
+                };
+                finish_job(client, &namespace, &name, ending).await;
+                Instant::now()
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        ended.sort();
+        self.ends.extend(ended);
     }
-    states
+}
+
+/// How long a slot stays empty: from the end of a Job (its status written) until the next new
+/// Job is seen, pairing ends and starts in order.
+#[derive(Debug, Default)]
+struct SlotGaps {
+    gaps: Vec<Duration>,
+}
+
+impl SlotGaps {
+    fn mean(&self) -> Duration {
+        let total: Duration = self.gaps.iter().sum();
+        total / u32::try_from(self.gaps.len().max(1)).unwrap_or(u32::MAX)
+    }
+
+    fn median(&self) -> Duration {
+        let mut sorted = self.gaps.clone();
+        sorted.sort();
+        sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+    }
+}
+
+/// A watch drained by a task of its own as fast as the API server sends (a stream polled only
+/// between the harness's steps lags behind thousands of changes), each event with when it came.
+/// The task ends when this is dropped.
+struct Watch<K> {
+    events: tokio::sync::mpsc::UnboundedReceiver<(Instant, Event<K>)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<K> Watch<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    fn start(api: Api<K>, config: watcher::Config) -> Watch<K> {
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+            while let Some(event) = stream.next().await {
+                // An error (a watch expired) is followed by a fresh listing.
+                let Ok(event) = event else { continue };
+                if sender.send((Instant::now(), event)).is_err() {
+                    return;
+                }
+            }
+        });
+        Watch { events, task }
+    }
+}
+
+impl<K> Drop for Watch<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Each plan's state as the harness last saw it, from a watch of the plans.
+struct PlanStates {
+    plans: Watch<BackupPlan>,
+    namespaces: BTreeSet<String>,
+    /// `namespace/name` → (ready, queued, recorded).
+    states: HashMap<String, (bool, bool, bool)>,
+}
+
+impl PlanStates {
+    fn watch(client: &Client, selector: &str, namespaces: &[String]) -> PlanStates {
+        let api: Api<BackupPlan> = Api::all(client.clone());
+        let config = watcher::Config::default().labels(selector);
+        PlanStates {
+            plans: Watch::start(api, config),
+            namespaces: namespaces.iter().cloned().collect(),
+            states: HashMap::new(),
+        }
+    }
+
+    /// Takes in the changes the watch has delivered so far.
+    fn catch_up(&mut self) {
+        while let Ok((_, event)) = self.plans.events.try_recv() {
+            let plan = match event {
+                Event::Apply(plan) | Event::InitApply(plan) => plan,
+                Event::Delete(_) | Event::Init | Event::InitDone => continue,
+            };
+            let namespace = plan.namespace().unwrap_or_default();
+            if !self.namespaces.contains(&namespace) {
+                continue;
+            }
+            let key = format!("{namespace}/{}", plan.name_any());
+            let Some(status) = plan.status else { continue };
+            let ready = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status.as_str() == "True");
+            let state = (ready, status.queued.is_some(), status.last_run.is_some());
+            self.states.insert(key, state);
+        }
+    }
+
+    fn ready(&self) -> usize {
+        self.states.values().filter(|s| s.0).count()
+    }
+
+    fn queued(&self) -> usize {
+        self.states.values().filter(|s| s.1).count()
+    }
+
+    fn recorded(&self) -> usize {
+        self.states.values().filter(|s| s.2).count()
+    }
 }
 
 /// The sum of the operator's `neverwiped_api_requests_total` series.
@@ -498,6 +742,71 @@ fn api_requests(operator: &Operator) -> f64 {
         .filter(|line| line.starts_with("neverwiped_api_requests_total"))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// The operator's `neverwiped_api_requests_total`, by verb.
+fn requests_by_verb(operator: &Operator) -> BTreeMap<String, f64> {
+    let mut counts = BTreeMap::new();
+    for line in operator.metrics().lines() {
+        let Some(rest) = line.strip_prefix("neverwiped_api_requests_total{verb=\"") else {
+            continue;
+        };
+        let Some((verb, value)) = rest.split_once("\"}") else {
+            continue;
+        };
+        if let Ok(value) = value.trim().parse::<f64>() {
+            *counts.entry(verb.to_owned()).or_insert(0.0) += value;
+        }
+    }
+    counts
+}
+
+/// The API server's `apiserver_request_total`, summed by verb and resource (requests for
+/// resources only: not its `/metrics` itself).
+async fn api_server_requests(client: &Client) -> BTreeMap<(String, String), f64> {
+    let request = hyper::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client
+        .request_text(request)
+        .await
+        .expect("the API server's metrics");
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let (verb, resource) = (label("verb"), label("resource"));
+        if resource.is_empty() {
+            continue;
+        }
+        let subresource = label("subresource");
+        let resource = if subresource.is_empty() {
+            resource
+        } else {
+            format!("{resource}/{subresource}")
+        };
+        *counts.entry((verb, resource)).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    counts
+}
+
+/// The process's resident memory now (`VmRSS`), in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The process's peak resident memory (`VmHWM`), in KiB.

@@ -234,6 +234,25 @@ fn plan_waits_for_claims(plan: &BackupPlan, namespace: Option<&str>) -> bool {
     plan.namespace().as_deref() == namespace && !plan.spec.volumes.is_empty() && !ready
 }
 
+/// What of a plan, when it changes, calls for a reconcile: its spec (the generation), its
+/// deletion, and its run (`status.activeRun`: a run's next step, its VolumeSnapshots taken and
+/// then its Job, follows from the status the last reconcile wrote). The rest of the status is
+/// the operator's own account, which it has just written: reconciling after each such write
+/// would fetch everything the plan names once more for nothing, and while runs wait for a slot
+/// each write of a queued run's place would be followed by another reconcile, and another write
+/// as the queue moves on, for every waiting plan.
+fn plan_changes_that_matter(plan: &BackupPlan) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    plan.metadata.generation.hash(&mut hasher);
+    plan.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    let run = plan.status.as_ref().and_then(|s| s.active_run.as_ref());
+    serde_json::to_string(&run)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// Runs both controllers, and the watch of Jobs that keeps the concurrency limits' ledger, until
 /// `stop` resolves (then lets running reconciles finish).
 ///
@@ -274,17 +293,20 @@ where
     let client = ctx.client.clone();
     let namespace = ctx.settings.watch_namespace.clone();
     let namespace = namespace.as_deref();
-    // A plan is reconciled on every change, its own status writes included: a run's next step
-    // (a VolumeSnapshot taken, then its Job) follows from the status the last reconcile wrote. A
-    // status that would not change is not written, so this settles after one more reconcile.
+    // A plan is reconciled when its spec changes, when it is being deleted, and when its run
+    // moves on ([`plan_changes_that_matter`]); not on the rest of its own status writes. The
+    // store holds the plans without their managed fields (never read, and most of an object's
+    // bytes once its status has been applied).
     let (reader, writer) = kube::runtime::reflector::store();
     let plan_changes = watcher::watcher(
         scoped_api::<BackupPlan>(&client, namespace),
         selected(&ctx.settings),
     )
     .default_backoff()
+    .modify(|plan| plan.managed_fields_mut().clear())
     .reflect(writer)
-    .applied_objects();
+    .applied_objects()
+    .predicate_filter(plan_changes_that_matter, Default::default());
     let plans = Controller::for_stream(plan_changes, reader)
         .with_config(
             kube::runtime::controller::Config::default()

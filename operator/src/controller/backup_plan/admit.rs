@@ -80,7 +80,7 @@ pub fn admit(
             waiting: total,
             blocked_by,
         } => {
-            status.queued = Some(QueuedRun {
+            let mut queued = QueuedRun {
                 kind: waiting.kind,
                 trigger: waiting.trigger,
                 scheduled_time: waiting.scheduled_time.map(Time),
@@ -89,10 +89,43 @@ pub fn admit(
                 position: i64::try_from(position).unwrap_or(i64::MAX),
                 waiting: i64::try_from(total).unwrap_or(i64::MAX),
                 message: blocked_by.to_string(),
-            });
+            };
+            if let Some(shown) = status
+                .queued
+                .as_ref()
+                .filter(|s| place_still_shown(s, &queued))
+            {
+                (queued.position, queued.waiting) = (shown.position, shown.waiting);
+            }
+            status.queued = Some(queued);
             false
         }
     }
+}
+
+/// Whether the place `shown` in the status may stay for the run now at `now`'s place: the same
+/// run, waiting for the same limit, at a position that has neither halved nor doubled. Each
+/// status write is one more reconcile of the plan, and every admission moves every run behind
+/// it: with the position rewritten at each change, a thousand waiting plans would rewrite their
+/// status in turn for as long as the queue moves. This way a run's place is written a few times
+/// (about log₂ of its first position), and is right within a factor of two.
+fn place_still_shown(shown: &QueuedRun, now: &QueuedRun) -> bool {
+    let same_run = (
+        shown.kind,
+        shown.trigger,
+        &shown.scheduled_time,
+        &shown.manual_trigger,
+    ) == (
+        now.kind,
+        now.trigger,
+        &now.scheduled_time,
+        &now.manual_trigger,
+    );
+    same_run
+        && shown.since == now.since
+        && shown.message == now.message
+        && now.position.saturating_mul(2) > shown.position
+        && now.position < shown.position.saturating_mul(2)
 }
 
 /// The `Running` condition of a plan whose run waits for a slot.

@@ -22,8 +22,11 @@ use crate::plan::{not_ready, Problem};
 use crate::recorder::EventType;
 use crate::status::set_backup_plan_conditions;
 
-/// A safety net: even without a watch event, a plan is looked at this often.
-const MAX_REQUEUE: Duration = Duration::from_secs(3600);
+/// A safety net: even without a watch event, a plan is looked at this often. Its changes, its
+/// Jobs' and its Secrets' are watched, and its schedule sets its own wake-up: this only covers a
+/// lost event, and each look costs the API server a few requests per plan (controller-runtime's
+/// default resync is 10 hours).
+const MAX_REQUEUE: Duration = Duration::from_secs(6 * 3600);
 /// While a Job runs, its changes wake the reconciler; this only covers a missed watch event.
 pub(super) const ACTIVE_REQUEUE: Duration = Duration::from_secs(300);
 

@@ -58,54 +58,61 @@ pub fn run_selector(plan_name: &str) -> String {
     format!("{LABEL_PLAN}={plan_name},{LABEL_RUN}")
 }
 
-/// Reads what `plan` names and what the operator created for it.
+/// Reads what `plan` names and what the operator created for it. The requests go out together:
+/// a plan woken because a slot freed starts its Job after one round trip, not six.
 pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let name = plan.name_any();
     let spec = &plan.spec;
     let may_snapshot = !spec.volumes.is_empty() && spec.copy_method != CopyMethod::Direct;
     let all = ListParams::default();
-    let (secrets, secret_types) =
-        fetch_secret_keys(client, &namespace, &secrets_used(spec)).await?;
+    let uses = secrets_used(spec);
+    // Backups, prunes and checks (the decision keeps those the plan owns).
+    let by_plan = ListParams::default().labels(&plan_selector(&name));
+    let by_run = ListParams::default().labels(&run_selector(&name));
+    let jobs_api = Api::<Job>::namespaced(client.clone(), &namespace);
+    let pods_api = Api::<Pod>::namespaced(client.clone(), &namespace);
+    let claims_api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace);
+    let snapshots_api = Api::<VolumeSnapshot>::namespaced(client.clone(), &namespace);
+    let classes_api = Api::<VolumeSnapshotClass>::all(client.clone());
+    let storage_api = Api::<StorageClass>::all(client.clone());
+    let claims = async {
+        if spec.volumes.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok::<_, Error>(claims_api.list(&all).await?.items)
+    };
+    let snapshot_classes = async {
+        if !may_snapshot {
+            return Ok(None);
+        }
+        list_if_served(&classes_api, &all).await
+    };
+    let storage_classes = async {
+        if !may_snapshot {
+            return Ok(Vec::new());
+        }
+        Ok::<_, Error>(storage_api.list(&all).await?.items)
+    };
+    let ((secrets, secret_types), jobs, pods, claims, snapshots, snapshot_classes, storage_classes) =
+        futures::try_join!(
+            fetch_secret_keys(client, &namespace, &uses),
+            async { Ok::<_, Error>(jobs_api.list(&by_plan).await?.items) },
+            async { Ok::<_, Error>(pods_api.list(&all).await?.items) },
+            claims,
+            // Listed for every plan: a plan switched to Direct still cleans up after its last run.
+            list_if_served(&snapshots_api, &by_run),
+            snapshot_classes,
+            storage_classes,
+        )?;
     Ok(ObservedPlan {
-        // Backups, prunes and checks (the decision keeps those the plan owns).
-        jobs: Api::<Job>::namespaced(client.clone(), &namespace)
-            .list(&ListParams::default().labels(&plan_selector(&name)))
-            .await?
-            .items,
-        pods: Api::<Pod>::namespaced(client.clone(), &namespace)
-            .list(&all)
-            .await?
-            .items,
+        jobs,
+        pods,
         secrets,
         secret_types,
-        claims: if spec.volumes.is_empty() {
-            Vec::new()
-        } else {
-            Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace)
-                .list(&all)
-                .await?
-                .items
-        },
-        // Listed for every plan: a plan switched to Direct still cleans up after its last run.
-        snapshots: list_if_served(
-            &Api::<VolumeSnapshot>::namespaced(client.clone(), &namespace),
-            &ListParams::default().labels(&run_selector(&name)),
-        )
-        .await?
-        .unwrap_or_default(),
-        snapshot_classes: if may_snapshot {
-            list_if_served(&Api::<VolumeSnapshotClass>::all(client.clone()), &all).await?
-        } else {
-            None
-        },
-        storage_classes: if may_snapshot {
-            Api::<StorageClass>::all(client.clone())
-                .list(&all)
-                .await?
-                .items
-        } else {
-            Vec::new()
-        },
+        claims,
+        snapshots: snapshots.unwrap_or_default(),
+        snapshot_classes,
+        storage_classes,
     })
 }

@@ -208,3 +208,62 @@ fn a_queued_run_keeps_its_place_across_a_restart() {
     assert!(again.create.is_none());
     assert_eq!(again.status.queued.map(|q| q.position), Some(1));
 }
+
+#[test]
+fn a_queued_run_shows_its_place_again_when_it_has_halved_not_at_every_move() {
+    let mut ledger = one_backup_at_a_time();
+    let due = at("2026-11-30T02:30:02Z");
+    occupy(&mut ledger, due);
+    // Seven runs of other namespaces waited before this one.
+    let earlier = at("2026-11-30T02:00:00Z");
+    let ahead: Vec<RunKey> = (0..7)
+        .map(|i| RunKey::plan(format!("team-{i}"), "nightly"))
+        .collect();
+    for key in &ahead {
+        let demand = Demand {
+            key: key.clone(),
+            footprint: Footprint {
+                class: RunClass::Backup,
+                node: None,
+                host: None,
+            },
+            since: earlier,
+        };
+        let admission = ledger.admit(&demand, due);
+        assert!(matches!(
+            admission,
+            crate::controller::queue::Admission::Queued { .. }
+        ));
+    }
+    let mut plan = plan();
+    plan.status = Some(BackupPlanStatus {
+        last_schedule_time: Some(Time(at("2026-11-29T02:30:00Z"))),
+        ..BackupPlanStatus::default()
+    });
+    let first = decide_with(&plan, &observed(), due, &settings(), &mut ledger);
+    let shown = first.status.queued.clone().expect("queued");
+    assert_eq!((shown.position, shown.waiting), (8, 8));
+    plan.status = Some(first.status.clone());
+
+    // Three runs ahead leave: 5th of 5 is not written over 8th of 8 (no status change, so no
+    // write and no reconcile after it).
+    for key in &ahead[..3] {
+        ledger.withdraw(key);
+    }
+    let later = due + jiff::SignedDuration::from_mins(1);
+    let moved = decide_with(&plan, &observed(), later, &settings(), &mut ledger);
+    assert_eq!(moved.status.queued.as_ref(), Some(&shown));
+    assert_eq!(moved.status.conditions, first.status.conditions);
+
+    // One more leaves: 4th of 4 is half of 8, and is shown.
+    ledger.withdraw(&ahead[3]);
+    let halved = decide_with(&plan, &observed(), later, &settings(), &mut ledger);
+    let queued = halved.status.queued.expect("still queued");
+    assert_eq!((queued.position, queued.waiting), (4, 4));
+    let running = find_condition(&halved.status.conditions, types::RUNNING).unwrap();
+    assert!(
+        running.message.contains("number 4 of 4"),
+        "{}",
+        running.message
+    );
+}
