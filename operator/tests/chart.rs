@@ -176,13 +176,7 @@ fn apply_rendered_crds(rendered: &Value) {
         ],
         Some(crds),
     );
-    kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/backupplans.neverwiped.io",
-        "crd/restores.neverwiped.io",
-    ]);
+    wait_for_crds();
 }
 
 /// The Secrets and claims that docs/examples/backupplan.yaml names.

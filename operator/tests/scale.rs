@@ -535,15 +535,9 @@ impl<'a> JobController<'a> {
     /// Takes in the Jobs the watch has delivered so far.
     fn catch_up(&mut self) {
         while let Ok((now, event)) = self.jobs.events.try_recv() {
-            let job = match event {
-                Event::Apply(job) | Event::InitApply(job) => job,
-                Event::Delete(_) | Event::Init | Event::InitDone => continue,
-            };
-            let namespace = job.namespace().unwrap_or_default();
-            if !self.namespaces.contains(&namespace) {
+            let Some((namespace, key, job)) = applied_in(&self.namespaces, event) else {
                 continue;
-            }
-            let key = format!("{namespace}/{}", job.name_any());
+            };
             if self.seen.contains_key(&key) {
                 continue;
             }
@@ -702,15 +696,9 @@ impl PlanStates {
     /// Takes in the changes the watch has delivered so far.
     fn catch_up(&mut self) {
         while let Ok((_, event)) = self.plans.events.try_recv() {
-            let plan = match event {
-                Event::Apply(plan) | Event::InitApply(plan) => plan,
-                Event::Delete(_) | Event::Init | Event::InitDone => continue,
-            };
-            let namespace = plan.namespace().unwrap_or_default();
-            if !self.namespaces.contains(&namespace) {
+            let Some((_, key, plan)) = applied_in(&self.namespaces, event) else {
                 continue;
-            }
-            let key = format!("{namespace}/{}", plan.name_any());
+            };
             let Some(status) = plan.status else { continue };
             let ready = status
                 .conditions
@@ -732,6 +720,24 @@ impl PlanStates {
     fn recorded(&self) -> usize {
         self.states.values().filter(|s| s.2).count()
     }
+}
+
+/// An object a watch delivered as created or changed, with its namespace and `namespace/name`,
+/// when it is in one of `namespaces`.
+fn applied_in<K: ResourceExt>(
+    namespaces: &BTreeSet<String>,
+    event: Event<K>,
+) -> Option<(String, String, K)> {
+    let object = match event {
+        Event::Apply(object) | Event::InitApply(object) => object,
+        Event::Delete(_) | Event::Init | Event::InitDone => return None,
+    };
+    let namespace = object.namespace().unwrap_or_default();
+    if !namespaces.contains(&namespace) {
+        return None;
+    }
+    let key = format!("{namespace}/{}", object.name_any());
+    Some((namespace, key, object))
 }
 
 /// The sum of the operator's `neverwiped_api_requests_total` series.

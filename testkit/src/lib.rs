@@ -119,14 +119,19 @@ pub fn apply_crds() {
             "-f",
             crds,
         ]);
-        kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd/backupplans.neverwiped.io",
-            "crd/restores.neverwiped.io",
-        ]);
+        wait_for_crds();
     });
+}
+
+/// Waits until the API server serves both CRDs (`Established`), however they were applied.
+pub fn wait_for_crds() {
+    kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/backupplans.neverwiped.io",
+        "crd/restores.neverwiped.io",
+    ]);
 }
 
 /// Creates the Secret `name` of `type_` holding `data` (key, value) in `namespace`, through

@@ -30,7 +30,7 @@ pub const ACT_TIMEOUT: Duration = Duration::from_secs(30);
 #[allow(unused_imports)]
 pub use neverwiped_testkit::{
     api_server_or_skip, apply_crds, eventually, free_port, kubectl, kubectl_json, kubectl_output,
-    kubectl_path, kubectl_stdin, repo_root, TestNamespace,
+    kubectl_path, kubectl_stdin, repo_root, wait_for_crds, TestNamespace,
 };
 
 /// Creates the Secret `name` holding `data` (key, value), through kubectl's standard input: no
