@@ -742,12 +742,7 @@ fn applied_in<K: ResourceExt>(
 
 /// The sum of the operator's `neverwiped_api_requests_total` series.
 fn api_requests(operator: &Operator) -> f64 {
-    operator
-        .metrics()
-        .lines()
-        .filter(|line| line.starts_with("neverwiped_api_requests_total"))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    requests_by_verb(operator).values().sum()
 }
 
 /// The operator's `neverwiped_api_requests_total`, by verb.
