@@ -58,8 +58,9 @@ pub fn run_selector(plan_name: &str) -> String {
     format!("{LABEL_PLAN}={plan_name},{LABEL_RUN}")
 }
 
-/// Reads what `plan` names and what the operator created for it. The requests go out together:
-/// a plan woken because a slot freed starts its Job after one round trip, not six.
+/// Reads what `plan` names and what the operator created for it. The requests go out together
+/// (the pods after the Jobs): a plan woken because a slot freed starts its Job after two round
+/// trips, not seven.
 pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let name = plan.name_any();
@@ -94,17 +95,30 @@ pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, E
         }
         Ok::<_, Error>(storage_api.list(&all).await?.items)
     };
-    let ((secrets, secret_types), jobs, pods, claims, snapshots, snapshot_classes, storage_classes) =
-        futures::try_join!(
-            fetch_secret_keys(client, &namespace, &uses),
-            async { Ok::<_, Error>(jobs_api.list(&by_plan).await?.items) },
-            async { Ok::<_, Error>(pods_api.list(&all).await?.items) },
-            claims,
-            // Listed for every plan: a plan switched to Direct still cleans up after its last run.
-            list_if_served(&snapshots_api, &by_run),
-            snapshot_classes,
-            storage_classes,
-        )?;
+    // The pods are read once the Jobs are: the kubelet records how a container ended before the
+    // Job controller marks its Job finished, so a finished Job's pod is seen as it ended (read
+    // at once, the pods could predate the Job's end and a good run would read as failed).
+    let jobs_then_pods = async {
+        let jobs = jobs_api.list(&by_plan).await?.items;
+        let pods = pods_api.list(&all).await?.items;
+        Ok::<_, Error>((jobs, pods))
+    };
+    let (
+        (secrets, secret_types),
+        (jobs, pods),
+        claims,
+        snapshots,
+        snapshot_classes,
+        storage_classes,
+    ) = futures::try_join!(
+        fetch_secret_keys(client, &namespace, &uses),
+        jobs_then_pods,
+        claims,
+        // Listed for every plan: a plan switched to Direct still cleans up after its last run.
+        list_if_served(&snapshots_api, &by_run),
+        snapshot_classes,
+        storage_classes,
+    )?;
     Ok(ObservedPlan {
         jobs,
         pods,
