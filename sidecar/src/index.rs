@@ -18,9 +18,19 @@ pub const BYTES_PER_BLOB: usize = std::mem::size_of::<Entry>();
 /// Blobs waiting in the hash map before it is merged into the sorted array, at least.
 const MERGE_AT_LEAST: usize = 1 << 14;
 
-/// From this many blobs on, a table of where each 16-bit id prefix starts (256 KiB) narrows
-/// every search to a few hundred entries.
-const PREFIX_TABLE_FROM: usize = 1 << 20;
+/// The widest id prefix the prefix table is indexed by: 16 bits, a table of 256 KiB.
+const PREFIX_BITS_MAX: u32 = 16;
+
+/// The id prefix bits for `blobs` blobs: about four entries a prefix (ids are keyed hashes,
+/// spread evenly), so that a search reads a cache line of the table and one or two of entries
+/// instead of the ~18 a binary search of 200 000 entries misses; at most [`PREFIX_BITS_MAX`]
+/// (then 150 entries a prefix at 10 million blobs). The table costs about a byte a blob.
+fn prefix_bits_for(blobs: usize) -> u32 {
+    match blobs {
+        0..64 => 0,
+        _ => (blobs.ilog2() - 2).min(PREFIX_BITS_MAX),
+    }
+}
 
 /// Where one blob is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,9 +69,10 @@ pub struct Index {
     pack_numbers: HashMap<PackId, u32>,
     /// One entry per blob, sorted by id, no id twice.
     sorted: Vec<Entry>,
-    /// For a large `sorted`: `prefix_starts[p]` is the first entry whose id starts with the
-    /// 16-bit prefix `p` (65 537 items, the last one `sorted.len()`); empty otherwise.
+    /// `prefix_starts[p]` is the first entry whose id starts with the `prefix_bits`-bit prefix
+    /// `p` (2^bits + 1 items, the last one `sorted.len()`); empty for a small `sorted`.
     prefix_starts: Vec<u32>,
+    prefix_bits: u32,
     /// Blobs added since `sorted` was last rebuilt, none of them in `sorted`.
     recent: HashMap<BlobId, Slot>,
     /// The index objects this was loaded from.
@@ -129,14 +140,19 @@ impl Index {
 
     fn rebuild_prefix_table(&mut self) {
         self.prefix_starts.clear();
-        if self.sorted.len() < PREFIX_TABLE_FROM {
+        self.prefix_bits = prefix_bits_for(self.sorted.len());
+        if self.prefix_bits == 0 {
             self.prefix_starts.shrink_to_fit();
             return;
         }
-        self.prefix_starts.reserve_exact(65_537);
+        let prefixes = 1usize << self.prefix_bits;
+        self.prefix_starts.shrink_to(prefixes + 1);
+        self.prefix_starts.reserve_exact(prefixes + 1);
         let mut next = 0usize;
-        for prefix in 0..=65_536usize {
-            while next < self.sorted.len() && prefix_of(&self.sorted[next].id) < prefix {
+        for prefix in 0..=prefixes {
+            while next < self.sorted.len()
+                && prefix_of(&self.sorted[next].id, self.prefix_bits) < prefix
+            {
                 next += 1;
             }
             self.prefix_starts.push(next as u32);
@@ -148,7 +164,7 @@ impl Index {
         let range = match self.prefix_starts.as_slice() {
             [] => 0..self.sorted.len(),
             starts => {
-                let prefix = prefix_of(bytes);
+                let prefix = prefix_of(bytes, self.prefix_bits);
                 starts[prefix] as usize..starts[prefix + 1] as usize
             }
         };
@@ -296,8 +312,9 @@ impl Slot {
     }
 }
 
-fn prefix_of(id: &[u8; 32]) -> usize {
-    u16::from_be_bytes([id[0], id[1]]) as usize
+/// The first `bits` bits of an id (1 to 32).
+fn prefix_of(id: &[u8; 32], bits: u32) -> usize {
+    (u32::from_be_bytes([id[0], id[1], id[2], id[3]]) >> (32 - bits)) as usize
 }
 
 /// The pack's number in `packs`, adding it when new.

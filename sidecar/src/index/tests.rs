@@ -160,20 +160,48 @@ fn blobs_added_after_loading_are_found_before_and_after_each_merge() {
 
 #[test]
 fn a_large_index_is_searched_through_its_prefix_table() {
+    let blobs = (1 << 20) + 10;
     let mut builder = IndexBuilder::default();
-    builder.add_file(object(1), &file(&[(1, 0..PREFIX_TABLE_FROM as u64 + 10)]));
+    builder.add_file(object(1), &file(&[(1, 0..blobs)]));
     let index = builder.finish(vec![]);
     assert_eq!(index.prefix_starts.len(), 65_537);
     assert_eq!(
         *index.prefix_starts.last().unwrap() as usize,
         index.sorted.len()
     );
-    for n in (0..PREFIX_TABLE_FROM as u64 + 10).step_by(997) {
+    for n in (0..blobs).step_by(997) {
         assert_at(&index, n, 1);
     }
-    let absent = blob(PREFIX_TABLE_FROM as u64 + 11, BlobKind::Data).id;
+    let absent = blob(blobs + 1, BlobKind::Data).id;
     assert!(!index.contains(&absent));
     // 48 bytes a blob, the prefix table and the one pack on top.
     let per_blob = index.heap_bytes() as f64 / index.blob_count() as f64;
     assert!(per_blob < 48.5, "{per_blob} bytes a blob");
+}
+
+#[test]
+fn the_prefix_table_grows_with_the_index_at_about_four_entries_a_prefix() {
+    for (blobs, bits) in [(10, 0), (64, 4), (1000, 7), (200_000, 15), (5_000_000, 16)] {
+        assert_eq!(prefix_bits_for(blobs), bits, "{blobs} blobs");
+    }
+    for blobs in [63u64, 64, 65, 1000, 4097, 30_000] {
+        let mut builder = IndexBuilder::default();
+        builder.add_file(object(1), &file(&[(1, 0..blobs)]));
+        let index = builder.finish(vec![]);
+        let bits = prefix_bits_for(blobs as usize);
+        let expected = match bits {
+            0 => 0,
+            bits => (1 << bits) + 1,
+        };
+        assert_eq!(index.prefix_starts.len(), expected, "{blobs} blobs");
+        for n in 0..blobs {
+            assert_at(&index, n, 1);
+        }
+        assert!(!index.contains(&blob(blobs + 1, BlobKind::Data).id));
+        let table_bytes = index.prefix_starts.capacity() * 4;
+        assert!(
+            table_bytes as u64 <= blobs * 5 / 4,
+            "{blobs} blobs: a table of {table_bytes} bytes"
+        );
+    }
 }
