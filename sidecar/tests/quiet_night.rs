@@ -3,7 +3,8 @@
 //! parent stores: the same tree ids, from the source folder down. Each kind of change a quiet
 //! night could miss (content with the old size and times, a mode, an owner, an extended
 //! attribute, a file swapped for another, folders gone and new) is made deep in a tree, and the
-//! backup with a parent must then differ from the one before and equal a fresh walk.
+//! backup with a parent must then differ from the one before and equal a fresh walk. Likewise
+//! a walk whose small files are read on reader threads stores what a walk on one thread stores.
 
 mod support;
 
@@ -243,4 +244,62 @@ async fn folders_gone_and_new_are_caught_and_the_rest_is_still_reused() {
         !fixture.night().await.0,
         "a quiet night after the change stored new trees"
     );
+}
+
+/// Small files are read by reader threads beside the walk: what they store must be exactly what
+/// one thread stores, whatever order they finish in. Sizes around the default minimum chunk
+/// (256 KiB: below it a file is one blob), empty files, equal files in different folders and a
+/// file of two names, beside the fixture's many small files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_files_read_on_threads_store_the_same_trees_as_one_thread() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    build_tree(&source);
+    let min = 256 * 1024;
+    let mut noise = Noise::new(99);
+    let sizes = source.join("sizes");
+    std::fs::create_dir_all(&sizes).unwrap();
+    for (n, size) in [0, 1, min - 1, min, min + 1, 3 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        std::fs::write(sizes.join(format!("s{n}")), noise.bytes(size)).unwrap();
+    }
+    let same = noise.bytes(5000);
+    for dir in ["same-1", "same-2/deeper"] {
+        std::fs::create_dir_all(source.join(dir)).unwrap();
+        std::fs::write(source.join(dir).join("copy.txt"), &same).unwrap();
+    }
+    std::fs::hard_link(sizes.join("s2"), source.join("same-1/second-name")).unwrap();
+    let repo = init_repository(Arc::new(LocalBackend::new(work.path().join("repo")))).await;
+
+    let walk = |read_threads| {
+        let mut options = BackupOptions::new(vec![Source::Path(source.clone())]);
+        options.parent = ParentChoice::None;
+        options.read_threads = read_threads;
+        let repo = repo.clone();
+        async move {
+            let report = backup(&repo, options).await.unwrap();
+            assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+            report
+        }
+    };
+    let threads = walk(3).await;
+    let one = walk(0).await;
+    assert_eq!(
+        source_tree(&repo, &threads, &source).await,
+        source_tree(&repo, &one, &source).await,
+        "reader threads stored other trees than one thread"
+    );
+    assert_eq!(
+        one.snapshot.summary.blobs_added, 0,
+        "the threads left blobs out"
+    );
+    let (a, b) = (&threads.snapshot.summary, &one.snapshot.summary);
+    assert_eq!(
+        (a.files, a.files_read, a.bytes_read, a.total_bytes),
+        (b.files, b.files_read, b.bytes_read, b.total_bytes)
+    );
+    assert_eq!(a.files, 6 * 7 * 3 * 4 + 1 + 6 + 2 + 1);
+    assert_eq!((threads.hard_links, one.hard_links), (1, 1));
 }

@@ -1,7 +1,8 @@
 //! Backup: walk → chunk → hash → dedup → compress → seal → pack → upload → index → snapshot.
 //!
-//! Threads: one walker reads and chunks (it alone decides what is new), a pool of workers
-//! compresses and seals, one packer fills packs, and async tasks upload them concurrently.
+//! Threads: one walker reads and chunks (it alone decides what goes into which tree), a few
+//! readers read small files for it, a pool of workers compresses and seals, one packer fills
+//! packs, and async tasks upload them concurrently.
 //! Channels between them are bounded, so memory stays flat whatever the size of the input.
 
 mod pipeline;
@@ -19,12 +20,19 @@ use crate::locking;
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use pipeline::{run_packer, run_worker, BlobJob, Recycler, SealedBlob};
+use pipeline::{run_packer, run_worker, JobBatch, Recycler, SealedBlob};
 use source::SourceTree;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-use walker::Walker;
+use walker::{Walker, WalkerParts};
+
+/// The cores this process may use (2 when that cannot be told).
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}
 
 /// Paths to leave out. A pattern with a `/` matches the whole absolute path; one without matches
 /// any file or directory name (`*.tmp`, `cache`).
@@ -132,6 +140,9 @@ pub struct BackupOptions {
     pub upload_limit_bytes_per_sec: Option<u64>,
     /// Compress-and-seal threads; 0 means one per core.
     pub workers: usize,
+    /// Threads that read small files beside the walk (one per core by default); 0 reads every
+    /// file on the walk's own thread.
+    pub read_threads: usize,
     /// Uploads in flight at once (at most as many as `upload_memory_bytes` holds).
     pub upload_concurrency: usize,
     /// Bytes of closed packs held at once, waiting for or in upload (at least one pack is always
@@ -173,6 +184,7 @@ impl BackupOptions {
             parent: ParentChoice::Latest,
             upload_limit_bytes_per_sec: None,
             workers: 0,
+            read_threads: cores(),
             upload_concurrency: 4,
             upload_memory_bytes: DEFAULT_UPLOAD_MEMORY_BYTES,
             allow_empty: false,
@@ -384,11 +396,11 @@ impl SealingThreads {
         repo: &IndexedRepository,
         workers: usize,
         upload_memory_bytes: u64,
-        jobs: crossbeam_channel::Receiver<BlobJob>,
+        jobs: crossbeam_channel::Receiver<JobBatch>,
         blob_buffers: Recycler,
         packs: tokio::sync::mpsc::Sender<pipeline::FinishedPack>,
     ) -> Result<SealingThreads> {
-        let (sealed_tx, sealed_rx) = crossbeam_channel::bounded::<SealedBlob>(0);
+        let (sealed_tx, sealed_rx) = crossbeam_channel::bounded::<Vec<SealedBlob>>(0);
         // Closed packs hold a share of the budget (in KiB) from the moment they are closed until
         // they are stored: the packer waits for it, and with it the whole pipeline.
         let budget_kib = u32::try_from(upload_memory_bytes.div_ceil(1024))
@@ -449,16 +461,15 @@ async fn run_pipeline(
     options: &BackupOptions,
 ) -> Result<PipelineOutcome> {
     let workers = match options.workers {
-        0 => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2),
+        0 => cores(),
         n => n,
     };
-    // Shallow channels: each blob in them is up to a maximum chunk of memory. Every blob buffer
-    // is in one of them, with the walker, a worker or the packer: that many are kept for reuse.
-    // The packer only copies, so sealed blobs are handed over directly.
-    let (job_tx, job_rx) = crossbeam_channel::bounded::<BlobJob>(1);
-    let blob_buffers = Recycler::new(workers + 3);
+    // Shallow channels: each batch in them is up to a maximum chunk of memory. The buffers of
+    // the large blobs are in one of them, with the walker, a reader, a worker or the packer:
+    // that many are kept for reuse. The packer only copies, so sealed blobs are handed over
+    // directly.
+    let (job_tx, job_rx) = crossbeam_channel::bounded::<JobBatch>(1);
+    let blob_buffers = Recycler::new(workers + options.read_threads + 3);
     let (pack_tx, pack_rx) = tokio::sync::mpsc::channel(1);
     let sealing = SealingThreads::start(
         repo,
@@ -476,14 +487,14 @@ async fn run_pipeline(
         options.progress.clone(),
     ));
 
-    let mut walker = Walker::new(
-        repo.clone(),
-        tokio::runtime::Handle::current(),
-        job_tx,
-        blob_buffers,
-        options.excludes.clone(),
-        options.progress.clone(),
-    );
+    let parts = WalkerParts {
+        jobs: job_tx,
+        buffers: blob_buffers,
+        excludes: options.excludes.clone(),
+        progress: options.progress.clone(),
+        read_threads: options.read_threads,
+    };
+    let mut walker = Walker::new(repo.clone(), tokio::runtime::Handle::current(), parts)?;
     let walked = tokio::task::spawn_blocking(move || {
         let root = walker.archive_root(tree, parent_root);
         // Dropping the walker closes the job channel: the workers and packer drain and finish.

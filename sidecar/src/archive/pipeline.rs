@@ -1,5 +1,9 @@
 //! The CPU stages of a backup: worker threads compress and seal blobs; the packer gathers them
 //! into packs. Bounded channels between the stages keep memory flat and give back-pressure.
+//!
+//! Blobs travel in batches: a tree of small files makes hundreds of thousands of blobs of a few
+//! KiB, and handing each over alone (a wake-up of the next thread, often a context switch) cost
+//! more than compressing it.
 
 use crate::compress;
 use crate::crypto::{blob_associated_data, RepositoryKeys, NONCE_BYTES, TAG_BYTES};
@@ -19,6 +23,16 @@ pub struct BlobJob {
     /// blob and comes back to the walker through the [`Recycler`].
     pub buffer: Vec<u8>,
 }
+
+/// New blobs handed over together: closed at [`BATCH_BYTES`] of plaintext or [`BATCH_BLOBS`]
+/// blobs, so a large chunk travels alone and small ones in dozens.
+pub type JobBatch = Vec<BlobJob>;
+
+/// The plaintext bytes at which a batch is handed over (a minimum chunk).
+pub const BATCH_BYTES: usize = 256 * 1024;
+
+/// The blobs at which a batch is handed over.
+pub const BATCH_BLOBS: usize = 64;
 
 /// Buffers handed back for reuse: a backup moves every new blob through one buffer from the
 /// walker to the packer, and back. A fixed number of them exists, so memory does not follow the
@@ -99,26 +113,33 @@ pub struct FinishedPack {
     pub budget: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-/// Compresses and seals jobs until the job channel closes.
-pub fn run_worker(keys: RepositoryKeys, jobs: Receiver<BlobJob>, sealed: Sender<SealedBlob>) {
+/// Compresses and seals batches of jobs until the job channel closes.
+pub fn run_worker(keys: RepositoryKeys, jobs: Receiver<JobBatch>, sealed: Sender<Vec<SealedBlob>>) {
     let mut encoder = compress::Encoder::default();
-    for job in jobs {
-        // Encoded and sealed where it lies: no copy of the data, no buffer per blob.
-        let mut buffer = job.buffer;
-        let raw_length = (buffer.len() - JOB_FRONT_BYTES) as u32;
-        encoder.encode_in_place(&mut buffer, NONCE_BYTES);
-        buffer.reserve_exact(TAG_BYTES);
-        keys.sealer
-            .seal_in_place(&mut buffer, &blob_associated_data(job.kind, &job.id));
-        let blob = SealedBlob {
-            kind: job.kind,
-            id: job.id,
-            sealed: buffer,
-            raw_length,
-        };
-        if sealed.send(blob).is_err() {
+    for batch in jobs {
+        let blobs = batch
+            .into_iter()
+            .map(|job| seal(&keys, &mut encoder, job))
+            .collect();
+        if sealed.send(blobs).is_err() {
             return; // the packer stopped: the backup is failing, its error is reported elsewhere
         }
+    }
+}
+
+/// Encodes and seals a job's blob where it lies: no copy of the data, no buffer per blob.
+fn seal(keys: &RepositoryKeys, encoder: &mut compress::Encoder, job: BlobJob) -> SealedBlob {
+    let mut buffer = job.buffer;
+    let raw_length = (buffer.len() - JOB_FRONT_BYTES) as u32;
+    encoder.encode_in_place(&mut buffer, NONCE_BYTES);
+    buffer.reserve_exact(TAG_BYTES);
+    keys.sealer
+        .seal_in_place(&mut buffer, &blob_associated_data(job.kind, &job.id));
+    SealedBlob {
+        kind: job.kind,
+        id: job.id,
+        sealed: buffer,
+        raw_length,
     }
 }
 
@@ -127,7 +148,7 @@ pub fn run_worker(keys: RepositoryKeys, jobs: Receiver<BlobJob>, sealed: Sender<
 pub fn run_packer(
     keys: RepositoryKeys,
     pack_target_bytes: usize,
-    sealed: Receiver<SealedBlob>,
+    sealed: Receiver<Vec<SealedBlob>>,
     blob_buffers: &Recycler,
     mut send_pack: impl FnMut(FinishedPack) -> bool,
 ) -> bool {
@@ -149,7 +170,7 @@ pub fn run_packer(
     };
     let mut data_pack = Some(data.builder());
     let mut tree_pack = None;
-    for blob in sealed {
+    for blob in sealed.into_iter().flatten() {
         let (slot, kind) = match blob.kind {
             BlobKind::Data => (&mut data_pack, &data),
             BlobKind::Tree => (&mut tree_pack, &trees),
@@ -259,7 +280,7 @@ mod tests {
             .zip(blobs(BlobKind::Tree, 100, 8 << 10))
             .flat_map(|(data, tree)| [data, tree])
         {
-            sealed_tx.send(blob).unwrap();
+            sealed_tx.send(vec![blob]).unwrap();
         }
         drop(sealed_tx);
         let keys = MasterKey::generate().derive();

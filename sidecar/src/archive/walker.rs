@@ -1,6 +1,7 @@
 //! The walker: reads the sources in order, cuts file content into chunks, names each chunk by its
 //! keyed hash and sends only chunks the repository lacks to the workers. It builds one tree per
-//! directory, bottom-up, and returns the root tree's id.
+//! directory, bottom-up, and returns the root tree's id. Small files are read beside it by a few
+//! threads (see [`small_files`]); their results come back into each directory's tree in order.
 //!
 //! Entries are read through their directory's descriptor (see [`by_descriptor`]): a workload
 //! that swaps files while it is backed up cannot make the walk follow a symlink or block.
@@ -8,13 +9,13 @@
 mod by_descriptor;
 mod listing;
 mod metadata;
+mod new_blobs;
 mod parents;
+mod small_files;
 
-use super::pipeline::{BlobJob, Recycler, JOB_FRONT_BYTES};
+use super::pipeline::{JobBatch, Recycler};
 use super::source::{SourceTree, StreamSource, VirtualEntry};
 use super::Excludes;
-use crate::chunker::Chunker;
-use crate::crypto::RepositoryKeys;
 use crate::error::{Error, Result};
 use crate::format::tree::{Node, NodeKind, Tree};
 use crate::ids::{BlobId, BlobKind};
@@ -24,9 +25,14 @@ use by_descriptor::{EntryType, OpenDir, OpenError};
 use crossbeam_channel::Sender;
 use listing::{Lister, Listing, Sublistings};
 use metadata::{metadata_of, synthetic_dir_metadata, unchanged_content};
+use new_blobs::{NewBlobs, Outbox};
 use nix::sys::stat::FileStat;
 use parents::{ParentReader, ParentTree, Subtrees};
-use std::collections::{HashMap, HashSet};
+use small_files::{
+    chunk_into_blobs, ChunkReadError, DirReads, ReadContext, ReadDone, ReadError, ReadFile,
+    SmallFileReaders,
+};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -48,21 +54,15 @@ pub struct WalkStats {
 }
 
 pub struct Walker {
-    pub repo: IndexedRepository,
-    pub keys: RepositoryKeys,
-    pub chunker: Arc<Chunker>,
+    /// What reading a file into blobs needs, shared with the readers of small files.
+    context: Arc<ReadContext>,
+    /// The readers of small files; none when the walker reads every file itself.
+    readers: Option<SmallFileReaders>,
     /// The chunker's read buffer, kept from file to file.
     chunk_buffer: Vec<u8>,
-    /// Blobs sent to the workers in this backup that the index may not list yet (those it lists
-    /// are dropped now and then: the index knows them, and this set stays small).
-    sent: HashSet<BlobId>,
-    /// Blobs sent since `sent` was last pruned.
-    sent_since_pruned: usize,
-    pub jobs: Sender<BlobJob>,
-    /// Blob buffers coming back from the packer.
-    buffers: Recycler,
+    /// New blobs of this thread, not yet sent.
+    outbox: Outbox,
     pub excludes: Excludes,
-    pub progress: Arc<Progress>,
     /// Inputs that could not be read: the snapshot lacks them.
     pub warnings: Vec<String>,
     /// Warnings that lose no readable input (a socket skipped, a parent tree unreadable).
@@ -70,8 +70,6 @@ pub struct Walker {
     pub stats: WalkStats,
     /// Content of multiply-linked files seen in this backup, by (device, inode).
     hard_links: HashMap<(u64, u64), (u64, Vec<BlobId>)>,
-    /// Whether files are still opened with `O_NOATIME` (dropped once the kernel refuses it).
-    no_atime: bool,
     /// The parent snapshot's trees, read ahead of the walk.
     parents: ParentReader,
     /// Directories listed ahead of the walk.
@@ -84,45 +82,60 @@ struct Ahead {
     listings: Sublistings,
 }
 
-/// How many blobs are sent between two prunings of [`Walker::sent`]: about what one index object
-/// records, so the set holds little more than the blobs not yet indexed (its table keeps the
-/// largest size it reached).
-const SENT_PRUNE_EVERY: usize = 1 << 13;
+/// Where the walk sends new blobs, and how it reads files.
+pub struct WalkerParts {
+    pub jobs: Sender<JobBatch>,
+    /// Blob buffers coming back from the packer.
+    pub buffers: Recycler,
+    pub excludes: Excludes,
+    pub progress: Arc<Progress>,
+    /// Threads that read small files beside the walk; 0 reads every file on the walk's thread.
+    pub read_threads: usize,
+}
 
-/// The walk stopped because the rest of the pipeline did.
-fn pipeline_stopped() -> Error {
-    Error::Interrupted("the upload pipeline stopped".into())
+/// A directory's small files queued for the readers, and the next entry's place in its tree.
+struct QueueAt<'a> {
+    reads: &'a mut DirReads,
+    slot: usize,
+}
+
+/// An entry as the walk leaves it.
+enum Walked {
+    Done(Node),
+    /// A small file queued for the readers: its node is finished once they have read it.
+    Queued(Node),
+    Skipped,
 }
 
 impl Walker {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         repo: IndexedRepository,
         runtime: tokio::runtime::Handle,
-        jobs: Sender<BlobJob>,
-        buffers: Recycler,
-        excludes: Excludes,
-        progress: Arc<Progress>,
-    ) -> Walker {
-        Walker {
-            parents: ParentReader::new(repo.clone(), runtime.clone()),
-            lister: Lister::new(runtime),
-            keys: repo.keys().clone(),
+        parts: WalkerParts,
+    ) -> Result<Walker> {
+        let context = Arc::new(ReadContext {
+            blobs: Arc::new(NewBlobs::new(repo.clone(), parts.jobs, parts.buffers)),
             chunker: Arc::new(repo.chunker()),
+            progress: parts.progress,
+            no_atime: true.into(),
+        });
+        let readers = match parts.read_threads {
+            0 => None,
+            threads => Some(SmallFileReaders::start(context.clone(), threads)?),
+        };
+        Ok(Walker {
+            parents: ParentReader::new(repo, runtime.clone()),
+            lister: Lister::new(runtime),
+            context,
+            readers,
             chunk_buffer: Vec::new(),
-            sent: HashSet::new(),
-            sent_since_pruned: 0,
-            repo,
-            jobs,
-            buffers,
-            excludes,
-            progress,
+            outbox: Outbox::default(),
+            excludes: parts.excludes,
             warnings: Vec::new(),
             notices: Vec::new(),
             stats: WalkStats::default(),
             hard_links: HashMap::new(),
-            no_atime: true,
-        }
+        })
     }
 
     fn warn(&mut self, message: String) {
@@ -136,39 +149,12 @@ impl Walker {
         self.notices.push(message);
     }
 
-    /// Sends a blob to the workers unless the repository has it; returns its id.
-    fn store_blob(&mut self, kind: BlobKind, plaintext: &[u8]) -> Result<BlobId> {
-        let id = self.keys.blob_id(kind, plaintext);
-        if !self.is_known(&id) {
-            self.remember_sent(id);
-            let mut buffer = self.buffers.take();
-            buffer.reserve_exact(JOB_FRONT_BYTES + plaintext.len() + crate::crypto::TAG_BYTES);
-            buffer.resize(JOB_FRONT_BYTES, 0);
-            buffer.extend_from_slice(plaintext);
-            let job = BlobJob { kind, id, buffer };
-            self.jobs.send(job).map_err(|_| pipeline_stopped())?;
-        }
-        Ok(id)
-    }
-
-    /// Whether the repository has the blob, or this backup sent it already.
-    fn is_known(&self, id: &BlobId) -> bool {
-        self.sent.contains(id) || self.repo.index().contains(id)
-    }
-
-    fn remember_sent(&mut self, id: BlobId) {
-        self.sent.insert(id);
-        self.sent_since_pruned += 1;
-        if self.sent_since_pruned >= SENT_PRUNE_EVERY {
-            self.sent_since_pruned = 0;
-            let index = self.repo.index();
-            self.sent.retain(|id| !index.contains(id));
-        }
-    }
-
     fn store_tree(&mut self, mut nodes: Vec<Node>) -> Result<BlobId> {
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        self.store_blob(BlobKind::Tree, &Tree { nodes }.to_bytes())
+        let bytes = Tree { nodes }.to_bytes();
+        self.context
+            .blobs
+            .store(BlobKind::Tree, &bytes, &mut self.outbox)
     }
 
     /// A parent tree for comparison; an unreadable one only costs speed, so it is a warning.
@@ -202,7 +188,9 @@ impl Walker {
         parent_root: Option<BlobId>,
     ) -> Result<BlobId> {
         let parent = parent_root.and_then(|id| self.parent_tree(&id));
-        self.archive_virtual_dir(root.children, parent)
+        let root = self.archive_virtual_dir(root.children, parent)?;
+        self.context.blobs.flush(&mut self.outbox)?;
+        Ok(root)
     }
 
     fn archive_virtual_dir(
@@ -252,7 +240,6 @@ impl Walker {
         self.stats.dirs += 1;
         self.store_tree(nodes)
     }
-
     /// A source path: looked up in the directory that holds it, like any entry below it.
     fn archive_source(
         &mut self,
@@ -272,7 +259,12 @@ impl Walker {
             Ok((dir, stat))
         });
         match read {
-            Ok((dir, stat)) => self.archive_entry(&dir, path, name, &stat, parent, ahead),
+            Ok((dir, stat)) => {
+                match self.archive_entry(&dir, path, name, &stat, parent, ahead, None)? {
+                    Walked::Done(node) | Walked::Queued(node) => Ok(Some(node)),
+                    Walked::Skipped => Ok(None),
+                }
+            }
             Err(error) => {
                 self.warn(format!("cannot read {}: {error}", path.display()));
                 Ok(None)
@@ -280,29 +272,38 @@ impl Walker {
         }
     }
 
-    /// One entry `name` of the open directory `dir`, seen by the listing as `stat`; `None` when
-    /// it is skipped (excluded, unreadable, changed during the backup, a socket). `ahead` holds
-    /// the parent trees and listings of `dir`'s subdirectories.
+    /// One entry `name` of the open directory `dir`, seen by the listing as `seen`: skipped when
+    /// excluded, unreadable, changed during the backup or a socket. `ahead` holds the parent trees
+    /// and listings of `dir`'s subdirectories; a small file is queued to `queue` when there is one.
+    #[allow(clippy::too_many_arguments)]
     fn archive_entry(
         &mut self,
         dir: &OpenDir,
         path: &Path,
         name: Vec<u8>,
-        stat: &FileStat,
+        seen: &FileStat,
         parent: Option<&Node>,
         ahead: &mut Ahead,
-    ) -> Result<Option<Node>> {
+        queue: Option<QueueAt>,
+    ) -> Result<Walked> {
         if self.excludes.is_excluded(path) {
-            return Ok(None);
+            return Ok(Walked::Skipped);
         }
-        let mut meta = metadata_of(stat);
-        let kind = match EntryType::of(stat) {
-            EntryType::File => match self.archive_file(dir, path, &name, stat, parent)? {
-                Some((kind, opened)) => {
+        let mut meta = metadata_of(seen);
+        let kind = match EntryType::of(seen) {
+            EntryType::File => match self.archive_file(dir, path, &name, seen, parent, queue)? {
+                FileOutcome::Stored(kind, opened) => {
                     meta = metadata_of(&opened);
                     kind
                 }
-                None => return Ok(None),
+                FileOutcome::Queued => {
+                    let kind = NodeKind::File {
+                        size: 0,
+                        content: Vec::new(),
+                    };
+                    return Ok(Walked::Queued(Node { name, kind, meta }));
+                }
+                FileOutcome::Skipped => return Ok(Walked::Skipped),
             },
             EntryType::Dir => {
                 let parent_tree = match parent.map(|n| &n.kind) {
@@ -311,7 +312,7 @@ impl Walker {
                     }
                     _ => None,
                 };
-                let listing = match self.lister.take(&mut ahead.listings, dir, &name, stat) {
+                let listing = match self.lister.take(&mut ahead.listings, dir, &name, seen) {
                     Ok(listing) => listing,
                     Err(error) => {
                         return self.skip(format!("cannot list {}: {error}", path.display()))
@@ -333,23 +334,23 @@ impl Walker {
             },
             // Never opened: a FIFO would block, a device could be read without end.
             EntryType::Fifo => NodeKind::Fifo,
-            EntryType::CharDevice => NodeKind::CharDevice { rdev: stat.st_rdev },
-            EntryType::BlockDevice => NodeKind::BlockDevice { rdev: stat.st_rdev },
+            EntryType::CharDevice => NodeKind::CharDevice { rdev: seen.st_rdev },
+            EntryType::BlockDevice => NodeKind::BlockDevice { rdev: seen.st_rdev },
             EntryType::Socket => {
                 self.notice(format!(
                     "skipped {}: sockets cannot be backed up",
                     path.display()
                 ));
-                return Ok(None);
+                return Ok(Walked::Skipped);
             }
         };
-        Ok(Some(Node { name, kind, meta }))
+        Ok(Walked::Done(Node { name, kind, meta }))
     }
 
     /// Warns and skips an entry.
-    fn skip(&mut self, message: String) -> Result<Option<Node>> {
+    fn skip(&mut self, message: String) -> Result<Walked> {
         self.warn(message);
-        Ok(None)
+        Ok(Walked::Skipped)
     }
 
     /// The tree of an open directory: its entries, listed and read through its descriptor. When
@@ -386,22 +387,37 @@ impl Walker {
             subtrees: self.parents.subtrees_of(parent.as_ref()),
             listings: self.lister.sublistings(&dir, subdirs),
         };
+        let mut reads = DirReads::new();
         let mut nodes = Vec::with_capacity(entries.len());
         for (name, stat) in entries {
             let child = path.join(OsStr::from_bytes(&name));
             let parent_node = parent.as_ref().and_then(|p| p.tree.find(&name));
-            match stat {
-                Ok(stat) => nodes.extend(self.archive_entry(
-                    &dir,
-                    &child,
-                    name,
-                    &stat,
-                    parent_node,
-                    &mut ahead,
-                )?),
-                Err(error) => self.warn(format!("cannot read {}: {error}", child.display())),
+            let stat = match stat {
+                Ok(stat) => stat,
+                Err(error) => {
+                    self.warn(format!("cannot read {}: {error}", child.display()));
+                    continue;
+                }
+            };
+            let queue = QueueAt {
+                reads: &mut reads,
+                slot: nodes.len(),
+            };
+            let walked = self.archive_entry(
+                &dir,
+                &child,
+                name,
+                &stat,
+                parent_node,
+                &mut ahead,
+                Some(queue),
+            )?;
+            match walked {
+                Walked::Done(node) | Walked::Queued(node) => nodes.push(node),
+                Walked::Skipped => {}
             }
         }
+        let nodes = self.finish_reads(reads, nodes, path)?;
         self.stats.dirs += 1;
         match parent {
             // The listing is sorted, as a stored tree's nodes are.
@@ -410,9 +426,52 @@ impl Walker {
         }
     }
 
+    /// Completes the nodes of a directory's queued small files with what the readers read, and
+    /// drops those they could not read (a warning each).
+    fn finish_reads(
+        &mut self,
+        reads: DirReads,
+        mut nodes: Vec<Node>,
+        path: &Path,
+    ) -> Result<Vec<Node>> {
+        let Some(readers) = &self.readers else {
+            return Ok(nodes);
+        };
+        let mut unread = Vec::new();
+        for ReadDone { slot, name, result } in reads.wait(readers, &mut self.outbox)? {
+            match result {
+                Ok(ReadFile {
+                    size,
+                    content,
+                    opened,
+                }) => {
+                    self.count_read(size);
+                    let node = &mut nodes[slot];
+                    node.meta = metadata_of(&opened);
+                    node.kind = NodeKind::File { size, content };
+                }
+                Err(ReadError::Source(error)) => {
+                    let child = path.join(OsStr::from_bytes(&name));
+                    self.warn(format!("cannot read {}: {error}", child.display()));
+                    unread.push(slot);
+                }
+                Err(ReadError::Pipeline(error)) => return Err(error),
+            }
+        }
+        if !unread.is_empty() {
+            let mut slot = 0;
+            nodes.retain(|_| {
+                slot += 1;
+                !unread.contains(&(slot - 1))
+            });
+        }
+        Ok(nodes)
+    }
+
     /// A regular file's content: reused from the parent snapshot or an earlier hard link when
-    /// unchanged, else read and chunked. Returns it with the file's status as it was read (the
-    /// listing's when nothing was opened). `None` when it cannot be read (a warning).
+    /// unchanged, queued to the readers when it is small (and `queue` is given), else read and
+    /// chunked here. Stored content comes with the file's status as it was read (the listing's
+    /// when nothing was opened). Skipped when it cannot be read (a warning).
     fn archive_file(
         &mut self,
         dir: &OpenDir,
@@ -420,52 +479,73 @@ impl Walker {
         name: &[u8],
         seen: &FileStat,
         parent: Option<&Node>,
-    ) -> Result<Option<(NodeKind, FileStat)>> {
+        queue: Option<QueueAt>,
+    ) -> Result<FileOutcome> {
         let inode_key = (seen.st_dev, seen.st_ino);
         if seen.st_nlink > 1 {
             if let Some((size, content)) = self.hard_links.get(&inode_key) {
                 self.stats.files += 1;
                 self.stats.hard_links += 1;
                 self.stats.total_bytes += size;
-                self.progress.add_files(1);
+                self.context.progress.add_files(1);
                 let kind = NodeKind::File {
                     size: *size,
                     content: content.clone(),
                 };
-                return Ok(Some((kind, *seen)));
+                return Ok(FileOutcome::Stored(kind, *seen));
             }
         }
         let reusable = unchanged_content(parent, seen)
-            .filter(|content| content.iter().all(|id| self.is_known(id)));
+            .filter(|content| content.iter().all(|id| self.context.blobs.is_known(id)));
         if let Some(content) = reusable {
             let size = seen.st_size as u64;
             self.stats.files += 1;
             self.stats.total_bytes += size;
-            self.progress.add_files(1);
+            self.context.progress.add_files(1);
             self.remember_hard_link(seen, size, &content);
-            return Ok(Some((NodeKind::File { size, content }, *seen)));
+            return Ok(FileOutcome::Stored(NodeKind::File { size, content }, *seen));
         }
-        let (file, opened) = match dir.open_file(name, seen, &mut self.no_atime) {
+        // A file of several names is read here, in order: its later names reuse what it read.
+        if let (Some(readers), Some(queue)) = (&self.readers, queue) {
+            if seen.st_nlink <= 1
+                && self.context.is_small(seen.st_size)
+                && queue
+                    .reads
+                    .queue(readers, dir, name, seen, queue.slot, &mut self.outbox)
+            {
+                return Ok(FileOutcome::Queued);
+            }
+        }
+        let (file, opened) = match dir.open_file(name, seen, &self.context.no_atime) {
             Ok(open) => open,
             Err(error @ OpenError::Changed(_)) | Err(error @ OpenError::Io(_)) => {
                 self.warn(format!("cannot read {}: {error}", path.display()));
-                return Ok(None);
+                return Ok(FileOutcome::Skipped);
             }
         };
         let (size, content) = match self.chunk_reader(file) {
             Ok(read) => read,
             Err(ChunkReadError::Source(error)) => {
                 self.warn(format!("cannot read {}: {error}", path.display()));
-                return Ok(None);
+                return Ok(FileOutcome::Skipped);
             }
             Err(ChunkReadError::Pipeline(error)) => return Err(error),
         };
+        self.count_read(size);
+        self.remember_hard_link(&opened, size, &content);
+        Ok(FileOutcome::Stored(
+            NodeKind::File { size, content },
+            opened,
+        ))
+    }
+
+    /// Counts a file read in full.
+    fn count_read(&mut self, size: u64) {
         self.stats.files += 1;
         self.stats.files_read += 1;
         self.stats.total_bytes += size;
-        self.progress.add_files(1);
-        self.remember_hard_link(&opened, size, &content);
-        Ok(Some((NodeKind::File { size, content }, opened)))
+        self.stats.bytes_read += size;
+        self.context.progress.add_files(1);
     }
 
     fn remember_hard_link(&mut self, stat: &FileStat, size: u64, content: &[BlobId]) {
@@ -475,32 +555,20 @@ impl Walker {
         }
     }
 
-    /// Chunks a reader into blobs: the bytes read and the content ids.
+    /// Chunks a reader into blobs on this thread: the bytes read and the content ids.
     fn chunk_reader(
         &mut self,
         reader: impl std::io::Read,
     ) -> Result<(u64, Vec<BlobId>), ChunkReadError> {
-        let chunker = self.chunker.clone();
         let mut buffer = std::mem::take(&mut self.chunk_buffer);
-        let mut content = Vec::new();
-        let size = chunker.chunk_stream_with(&mut buffer, reader, |chunk| {
-            content.push(
-                self.store_blob(BlobKind::Data, chunk)
-                    .map_err(ChunkReadError::Pipeline)?,
-            );
-            self.stats.bytes_read += chunk.len() as u64;
-            self.progress.add_processed(chunk.len() as u64);
-            Ok::<(), ChunkReadError>(())
-        });
+        let read = chunk_into_blobs(&self.context, &mut buffer, reader, &mut self.outbox);
         self.chunk_buffer = buffer;
-        let size = size?;
-        Ok((size, content))
+        read
     }
 
     /// A stream (a database dump, standard input) stored as a file. Unlike a file, a stream that
     /// fails fails the backup: a truncated dump must never look like a good one.
     fn archive_stream(&mut self, name: Vec<u8>, stream: StreamSource) -> Result<Node> {
-        self.stats.files += 1;
         let label = stream.label.clone();
         let (size, content) = match self.chunk_reader(stream.reader) {
             Ok(read) => read,
@@ -512,9 +580,7 @@ impl Walker {
                 })
             }
         };
-        self.stats.files_read += 1;
-        self.stats.total_bytes += size;
-        self.progress.add_files(1);
+        self.count_read(size);
         let meta = metadata::synthetic_metadata(0o600);
         Ok(Node {
             name,
@@ -524,13 +590,11 @@ impl Walker {
     }
 }
 
-enum ChunkReadError {
-    Source(std::io::Error),
-    Pipeline(Error),
-}
-
-impl From<std::io::Error> for ChunkReadError {
-    fn from(error: std::io::Error) -> ChunkReadError {
-        ChunkReadError::Source(error)
-    }
+/// A regular file as the walk leaves it.
+enum FileOutcome {
+    /// Its content, and its status as read.
+    Stored(NodeKind, FileStat),
+    /// Queued for the readers.
+    Queued,
+    Skipped,
 }

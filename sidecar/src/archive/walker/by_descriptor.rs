@@ -17,6 +17,7 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What an entry is, by the type bits of its mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,39 +152,19 @@ impl OpenDir {
         Ok(DirHandle(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    /// Opens the regular file `name`, which the listing saw as `seen`: returns it and its
-    /// status as opened. Never follows a symlink, never waits on a FIFO or device, never reads
-    /// what is not that file. `no_atime` is whether to ask that reading leave the access time
-    /// alone: allowed where the process owns the file or has CAP_FOWNER, and dropped (for the
-    /// rest of the walk) the first time it is refused.
+    /// Opens the regular file `name`, which the listing saw as `seen` (see [`open_file_at`]).
     pub fn open_file(
         &self,
         name: &[u8],
         seen: &FileStat,
-        no_atime: &mut bool,
+        no_atime: &AtomicBool,
     ) -> Result<(File, FileStat), OpenError> {
-        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW;
-        let fd = if *no_atime {
-            match self.open_entry(name, flags | OFlag::O_NOATIME) {
-                Err(OpenError::Io(error)) if error.raw_os_error() == Some(libc::EPERM) => {
-                    *no_atime = false;
-                    self.open_entry(name, flags)?
-                }
-                other => other?,
-            }
-        } else {
-            self.open_entry(name, flags)?
-        };
-        let stat = check_same(&fd, seen)?;
-        Ok((File::from(fd), stat))
-    }
-
-    fn open_entry(&self, name: &[u8], flags: OFlag) -> Result<OwnedFd, OpenError> {
-        open_entry_at(self.fd(), name, flags)
+        open_file_at(self.fd(), name, seen, no_atime)
     }
 }
 
-/// A directory's descriptor shared with the threads that list its subdirectories ahead.
+/// A directory's descriptor shared with the threads that list its subdirectories ahead and read
+/// its small files.
 pub struct DirHandle(OwnedFd);
 
 impl DirHandle {
@@ -192,6 +173,44 @@ impl DirHandle {
     pub fn open_dir(&self, name: &[u8], seen: &FileStat) -> Result<OpenDir, OpenError> {
         open_dir_at(self.0.as_raw_fd(), name, seen)
     }
+
+    /// Opens the regular file `name`, which the listing saw as `seen`, as
+    /// [`OpenDir::open_file`] does.
+    pub fn open_file(
+        &self,
+        name: &[u8],
+        seen: &FileStat,
+        no_atime: &AtomicBool,
+    ) -> Result<(File, FileStat), OpenError> {
+        open_file_at(self.0.as_raw_fd(), name, seen, no_atime)
+    }
+}
+
+/// Opens the regular file `name` of the directory `at`, which the listing saw as `seen`: returns
+/// it and its status as opened. Never follows a symlink, never waits on a FIFO or device, never
+/// reads what is not that file. `no_atime` is whether to ask that reading leave the access time
+/// alone: allowed where the process owns the file or has CAP_FOWNER, and dropped (for the rest of
+/// the walk, on every thread) the first time it is refused.
+fn open_file_at(
+    at: RawFd,
+    name: &[u8],
+    seen: &FileStat,
+    no_atime: &AtomicBool,
+) -> Result<(File, FileStat), OpenError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW;
+    let fd = if no_atime.load(Ordering::Relaxed) {
+        match open_entry_at(at, name, flags | OFlag::O_NOATIME) {
+            Err(OpenError::Io(error)) if error.raw_os_error() == Some(libc::EPERM) => {
+                no_atime.store(false, Ordering::Relaxed);
+                open_entry_at(at, name, flags)?
+            }
+            other => other?,
+        }
+    } else {
+        open_entry_at(at, name, flags)?
+    };
+    let stat = check_same(&fd, seen)?;
+    Ok((File::from(fd), stat))
 }
 
 fn open_dir_at(at: RawFd, name: &[u8], seen: &FileStat) -> Result<OpenDir, OpenError> {
@@ -275,7 +294,9 @@ mod tests {
         let seen = open.stat(b"file").unwrap();
         std::fs::remove_file(dir.path().join("file")).unwrap();
         std::os::unix::fs::symlink(dir.path().join("secret"), dir.path().join("file")).unwrap();
-        let error = open.open_file(b"file", &seen, &mut true).unwrap_err();
+        let error = open
+            .open_file(b"file", &seen, &AtomicBool::new(true))
+            .unwrap_err();
         assert!(matches!(error, OpenError::Changed(_)), "{error}");
     }
 
@@ -287,7 +308,9 @@ mod tests {
         let seen = open.stat(b"file").unwrap();
         std::fs::remove_file(dir.path().join("file")).unwrap();
         nix::unistd::mkfifo(&dir.path().join("file"), Mode::from_bits_truncate(0o644)).unwrap();
-        let error = open.open_file(b"file", &seen, &mut true).unwrap_err();
+        let error = open
+            .open_file(b"file", &seen, &AtomicBool::new(true))
+            .unwrap_err();
         assert!(error.to_string().contains("is now a FIFO"), "{error}");
     }
 
@@ -299,7 +322,9 @@ mod tests {
         let seen = open.stat(b"file").unwrap();
         std::fs::write(dir.path().join("other"), b"second").unwrap();
         std::fs::rename(dir.path().join("other"), dir.path().join("file")).unwrap();
-        let error = open.open_file(b"file", &seen, &mut true).unwrap_err();
+        let error = open
+            .open_file(b"file", &seen, &AtomicBool::new(true))
+            .unwrap_err();
         assert!(error.to_string().contains("replaced"), "{error}");
     }
 }
