@@ -1,5 +1,8 @@
 //! Identities of the things in a repository, each its own type so they cannot be mixed up.
 
+mod digits;
+
+use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -18,18 +21,59 @@ pub struct ParseIdError {
 
 impl Id32 {
     pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
+        self.with_hex(str::to_owned)
+    }
+
+    /// Hands the id's hex digits to `use_text` without allocating them.
+    fn with_hex<R>(&self, use_text: impl FnOnce(&str) -> R) -> R {
+        let text = digits::encode(&self.0);
+        use_text(std::str::from_utf8(&text).expect("hex digits are ASCII"))
+    }
+
+    fn from_hex(text: &[u8]) -> Result<Id32, ParseIdError> {
+        digits::decode(text).map(Id32).ok_or_else(|| ParseIdError {
+            text: String::from_utf8_lossy(text).into_owned(),
+        })
     }
 }
 
 impl FromStr for Id32 {
     type Err = ParseIdError;
     fn from_str(text: &str) -> Result<Id32, ParseIdError> {
-        let mut bytes = [0u8; 32];
-        hex::decode_to_slice(text, &mut bytes).map_err(|_| ParseIdError {
-            text: text.to_owned(),
-        })?;
-        Ok(Id32(bytes))
+        Id32::from_hex(text.as_bytes())
+    }
+}
+
+/// Reads an id from its hex text as the format hands it over, borrowed where it can be: no
+/// allocation, and (from JSON) no UTF-8 check of digits that are checked one by one anyway.
+struct HexVisitor;
+
+impl Visitor<'_> for HexVisitor {
+    type Value = Id32;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a 64-digit hex id")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Id32, E> {
+        Id32::from_hex(text.as_bytes()).map_err(E::custom)
+    }
+
+    fn visit_bytes<E: de::Error>(self, text: &[u8]) -> Result<Id32, E> {
+        Id32::from_hex(text).map_err(E::custom)
+    }
+}
+
+impl Serialize for Id32 {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.with_hex(|text| serializer.serialize_str(text))
+    }
+}
+
+impl<'de> Deserialize<'de> for Id32 {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Id32, D::Error> {
+        // serde_json hands a string's raw bytes to a bytes visitor; other formats call visit_str.
+        deserializer.deserialize_bytes(HexVisitor)
     }
 }
 
@@ -49,6 +93,10 @@ macro_rules! id_type {
             pub fn to_hex(&self) -> String {
                 self.0.to_hex()
             }
+            /// Appends the id's 64 hex digits to `out`.
+            pub fn append_hex(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&digits::encode(&self.0 .0));
+            }
             /// The first 8 hex digits, as shown in listings.
             pub fn short(&self) -> String {
                 self.0.to_hex()[..8].to_owned()
@@ -57,7 +105,7 @@ macro_rules! id_type {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0.to_hex())
+                    self.0.with_hex(|text| f.write_str(text))
             }
         }
 
@@ -76,14 +124,13 @@ macro_rules! id_type {
 
         impl Serialize for $name {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.serialize_str(&self.0.to_hex())
+                self.0.serialize(serializer)
             }
         }
 
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(deserializer)?;
-                text.parse().map_err(serde::de::Error::custom)
+                Id32::deserialize(deserializer).map($name)
             }
         }
     };

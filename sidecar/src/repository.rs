@@ -211,17 +211,24 @@ impl Repository {
         Ok(id)
     }
 
-    /// Reads, verifies and opens a metadata object.
-    pub async fn read_object<T: DeserializeOwned>(
+    /// Reads, verifies and opens a metadata object. The checking and decoding run on a blocking
+    /// thread: an index object takes milliseconds to decode, and those read at once (see
+    /// [`Repository::for_each_object`]) are then decoded at once, one a core.
+    pub async fn read_object<T: DeserializeOwned + Send + 'static>(
         &self,
         kind: ObjectKind,
         id: &ObjectId,
     ) -> Result<T> {
         let name = id.to_hex();
-        let what = format!("{kind}/{name}");
         let stored = self.backend.read(kind, &name).await?;
-        verify_name(&name, &stored, &what)?;
-        Ok(open_object(&self.keys.sealer, kind, &stored, &what)?)
+        let sealer = self.keys.sealer.clone();
+        tokio::task::spawn_blocking(move || {
+            let what = format!("{kind}/{name}");
+            verify_name(&name, &stored, &what)?;
+            Ok(open_object(&sealer, kind, &stored, &what)?)
+        })
+        .await
+        .map_err(|error| Error::Interrupted(error.to_string()))?
     }
 
     /// The ids of all objects of a kind.
@@ -270,7 +277,7 @@ impl Repository {
     /// Reads every object of `kind`. One that fails authentication or decoding (junk posted with
     /// append-only credentials, a torn object) is set aside as damaged; a storage error ends the
     /// read, except an object deleted between the listing and its read, which is left out.
-    async fn read_every<T: DeserializeOwned>(
+    async fn read_every<T: DeserializeOwned + Send + 'static>(
         &self,
         kind: ObjectKind,
     ) -> Result<(Vec<(ObjectId, T)>, Vec<DamagedObject>)> {
@@ -284,7 +291,7 @@ impl Repository {
     /// Like [`Repository::read_every`], but hands each object to `each` as soon as it is read,
     /// so that no more than a few are held at once (index objects of a large repository).
     /// Returns the damaged objects.
-    pub async fn for_each_object<T: DeserializeOwned>(
+    pub async fn for_each_object<T: DeserializeOwned + Send + 'static>(
         &self,
         kind: ObjectKind,
         mut each: impl FnMut(ObjectId, T),

@@ -5,6 +5,7 @@
 //! symlinks, a device number for devices), and its metadata (mode, owner, times).
 
 mod decode;
+mod encode;
 
 use super::raw_bytes;
 use crate::ids::BlobId;
@@ -87,9 +88,17 @@ fn is_one(links: &u64) -> bool {
 }
 
 impl Tree {
-    /// The tree's plaintext bytes: JSON, nodes sorted by name.
+    /// The tree's plaintext bytes: JSON, nodes sorted by name. They are what the derived
+    /// `Serialize` writes (the tests hold the two to each other), written without it.
     pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("trees serialise")
+        let mut bytes = Vec::new();
+        self.encode_into(&mut bytes);
+        bytes
+    }
+
+    /// Appends [`Tree::to_bytes`] to `out`, a buffer that may be kept from tree to tree.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        encode::encode_tree(self, out);
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Tree, serde_json::Error> {

@@ -1,8 +1,10 @@
 //! Reading a node without `#[serde(flatten)]`: serde buffers every field of a flattened struct
 //! into a generic map before it decodes it, and an untagged enum (a name as text or base64) the
 //! same, which made decoding the parent snapshot's trees the largest cost of a quiet night. This
-//! visitor reads each field once, straight into its place. It accepts exactly what the derived
-//! decoder accepted: the same fields, unknown ones ignored, the same ones required.
+//! visitor reads each field once, straight into its place. It accepts what the derived decoder
+//! accepted: the same fields, unknown ones ignored, the same ones required; a key that is not
+//! UTF-8, which the derived one refused, is ignored as unknown (a tree holding one is not what
+//! this program writes, so it is never reused by id either).
 
 use super::{Metadata, Node, NodeKind, Timestamp};
 use crate::ids::BlobId;
@@ -11,8 +13,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
 
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "lowercase")]
+/// A node's field, by its key.
+#[derive(Clone, Copy)]
 enum Field {
     Name,
     Type,
@@ -29,21 +31,113 @@ enum Field {
     Inode,
     Device,
     Links,
-    #[serde(other)]
     Other,
 }
 
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
+impl Field {
+    fn of(key: &[u8]) -> Field {
+        match key {
+            b"name" => Field::Name,
+            b"type" => Field::Type,
+            b"size" => Field::Size,
+            b"content" => Field::Content,
+            b"subtree" => Field::Subtree,
+            b"target" => Field::Target,
+            b"rdev" => Field::Rdev,
+            b"mode" => Field::Mode,
+            b"uid" => Field::Uid,
+            b"gid" => Field::Gid,
+            b"mtime" => Field::Mtime,
+            b"ctime" => Field::Ctime,
+            b"inode" => Field::Inode,
+            b"device" => Field::Device,
+            b"links" => Field::Links,
+            _ => Field::Other,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
 enum KindTag {
     File,
     Dir,
     Symlink,
     Fifo,
-    #[serde(rename = "chardev")]
     CharDevice,
-    #[serde(rename = "blockdev")]
     BlockDevice,
+}
+
+const KIND_TAGS: &[&str] = &["file", "dir", "symlink", "fifo", "chardev", "blockdev"];
+
+impl KindTag {
+    fn of<E: de::Error>(tag: &[u8]) -> Result<KindTag, E> {
+        Ok(match tag {
+            b"file" => KindTag::File,
+            b"dir" => KindTag::Dir,
+            b"symlink" => KindTag::Symlink,
+            b"fifo" => KindTag::Fifo,
+            b"chardev" => KindTag::CharDevice,
+            b"blockdev" => KindTag::BlockDevice,
+            other => {
+                let other = String::from_utf8_lossy(other);
+                return Err(de::Error::unknown_variant(&other, KIND_TAGS));
+            }
+        })
+    }
+}
+
+/// Reads a key or a tag as serde_json hands a string's bytes to a bytes visitor: each node has
+/// fifteen of them, and this skips checking that each is UTF-8 (only known ASCII ones match).
+struct Word<T>(std::marker::PhantomData<T>);
+
+impl<T> Word<T> {
+    fn new() -> Word<T> {
+        Word(std::marker::PhantomData)
+    }
+}
+
+impl Visitor<'_> for Word<Field> {
+    type Value = Field;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_bytes<E: de::Error>(self, key: &[u8]) -> Result<Field, E> {
+        Ok(Field::of(key))
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Field, E> {
+        Ok(Field::of(key.as_bytes()))
+    }
+}
+
+impl Visitor<'_> for Word<KindTag> {
+    type Value = KindTag;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a node type")
+    }
+
+    fn visit_bytes<E: de::Error>(self, tag: &[u8]) -> Result<KindTag, E> {
+        KindTag::of(tag)
+    }
+
+    fn visit_str<E: de::Error>(self, tag: &str) -> Result<KindTag, E> {
+        KindTag::of(tag.as_bytes())
+    }
+}
+
+impl<'de> Deserialize<'de> for Field {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Field, D::Error> {
+        deserializer.deserialize_bytes(Word::<Field>::new())
+    }
+}
+
+impl<'de> Deserialize<'de> for KindTag {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<KindTag, D::Error> {
+        deserializer.deserialize_bytes(Word::<KindTag>::new())
+    }
 }
 
 /// Bytes written by [`crate::format::raw_bytes`]: a string, or `{"base64": "..."}`.
@@ -89,16 +183,6 @@ impl<'de> Visitor<'de> for RawBytesVisitor {
     }
 }
 
-/// A blob id from its hex text, borrowed from the input where it can be.
-struct Id(BlobId);
-
-impl<'de> Deserialize<'de> for Id {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Id, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        text.parse().map(Id).map_err(de::Error::custom)
-    }
-}
-
 /// A file's content: ids in order.
 struct Content(Vec<BlobId>);
 
@@ -119,7 +203,7 @@ impl<'de> Visitor<'de> for ContentVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
         let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(4096));
-        while let Some(Id(id)) = seq.next_element()? {
+        while let Some(id) = seq.next_element::<BlobId>()? {
             ids.push(id);
         }
         Ok(Content(ids))
@@ -157,7 +241,7 @@ impl Fields {
             Field::Type => self.tag = Some(map.next_value()?),
             Field::Size => self.size = Some(map.next_value()?),
             Field::Content => self.content = Some(map.next_value::<Content>()?.0),
-            Field::Subtree => self.subtree = Some(map.next_value::<Id>()?.0),
+            Field::Subtree => self.subtree = Some(map.next_value()?),
             Field::Target => self.target = Some(map.next_value::<RawBytes>()?.0),
             Field::Rdev => self.rdev = Some(map.next_value()?),
             Field::Mode => self.mode = Some(map.next_value()?),
@@ -271,6 +355,18 @@ mod tests {
             .collect())
     }
 
+    #[test]
+    fn ignores_a_key_that_is_not_utf8() {
+        let mut bytes = br#"{"nodes":[{"name":"a","type":"fifo",""#.to_vec();
+        bytes.push(0xff);
+        bytes.extend_from_slice(br#"":1,"#);
+        bytes.extend_from_slice(META.as_bytes());
+        bytes.extend_from_slice(b"}]}");
+        let tree = Tree::from_bytes(&bytes).unwrap();
+        assert_eq!(tree.nodes[0].name, b"a");
+        assert_ne!(tree.to_bytes(), bytes, "such a tree is never reused by id");
+    }
+
     fn visited(json: &str) -> Result<Vec<Node>, String> {
         Tree::from_bytes(json.as_bytes())
             .map(|tree| tree.nodes)
@@ -310,7 +406,12 @@ mod tests {
             ),
             r#"{"nodes":[{"name":"a","type":"fifo","mode":420}]}"#.to_owned(),
             r#"{"nodes":[{"name":{"base64":"!!"},"type":"fifo"}]}"#.to_owned(),
+            format!(r#"{{"nodes":[{{"name":"a","type":[102,105,102,111],{META}}}]}}"#),
+            format!(r#"{{"nodes":[{{"name":"a","type":"FIFO",{META}}}]}}"#),
         ];
+        // Keys and tags may be escaped, as JSON allows.
+        let escaped = format!(r#"{{"nodes":[{{"n\u0061me":"a","type":"f\u0069fo",{META}}}]}}"#);
+        assert_eq!(visited(&escaped).unwrap(), derived(&escaped).unwrap());
         for json in &refused {
             assert!(visited(json).is_err(), "accepted {json}");
             assert!(
