@@ -590,6 +590,23 @@ impl Walker {
     }
 }
 
+/// A repository in memory with a cheap key derivation, for the walker's unit tests.
+#[cfg(test)]
+async fn test_repository() -> IndexedRepository {
+    let kdf = crate::crypto::KdfParams {
+        memory_kib: 1024,
+        iterations: 1,
+        parallelism: 1,
+    };
+    let backend = Arc::new(crate::backend::memory::MemoryBackend::new());
+    crate::repository::Repository::init(backend, b"pw", kdf)
+        .await
+        .unwrap()
+        .load_index()
+        .await
+        .unwrap()
+}
+
 /// A regular file as the walk leaves it.
 enum FileOutcome {
     /// Its content, and its status as read.

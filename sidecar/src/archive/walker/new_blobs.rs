@@ -150,26 +150,11 @@ impl NewBlobs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::memory::MemoryBackend;
-    use crate::crypto::KdfParams;
     use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
     use crate::ids::{ObjectId, PackId};
-    use crate::repository::Repository;
     use std::sync::Arc;
 
-    async fn repository() -> IndexedRepository {
-        let kdf = KdfParams {
-            memory_kib: 1024,
-            iterations: 1,
-            parallelism: 1,
-        };
-        Repository::init(Arc::new(MemoryBackend::new()), b"pw", kdf)
-            .await
-            .unwrap()
-            .load_index()
-            .await
-            .unwrap()
-    }
+    use super::super::test_repository as repository;
 
     /// Plays the packer: indexes every batch as soon as it arrives (the sooner a blob is indexed,
     /// the more often the sent set is pruned of blobs a slower thread is about to claim), and

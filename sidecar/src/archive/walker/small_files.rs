@@ -341,25 +341,11 @@ impl From<ChunkReadError> for ReadError {
 mod tests {
     use super::*;
     use crate::archive::pipeline::{JobBatch, Recycler};
-    use crate::backend::memory::MemoryBackend;
-    use crate::crypto::KdfParams;
-    use crate::repository::{IndexedRepository, Repository};
+    use crate::repository::IndexedRepository;
     use std::io::Write;
     use std::path::Path;
 
-    async fn repository() -> IndexedRepository {
-        let kdf = KdfParams {
-            memory_kib: 1024,
-            iterations: 1,
-            parallelism: 1,
-        };
-        Repository::init(Arc::new(MemoryBackend::new()), b"pw", kdf)
-            .await
-            .unwrap()
-            .load_index()
-            .await
-            .unwrap()
-    }
+    use super::super::test_repository as repository;
 
     /// A context whose new blobs land in the returned channel.
     fn context(repo: &IndexedRepository) -> (ReadContext, Receiver<JobBatch>) {
