@@ -105,7 +105,7 @@ macro_rules! id_type {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    self.0.with_hex(|text| f.write_str(text))
+                self.0.with_hex(|text| f.write_str(text))
             }
         }
 
