@@ -92,13 +92,8 @@ impl Tree {
     /// `Serialize` writes (the tests hold the two to each other), written without it.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::new();
-        self.encode_into(&mut bytes);
+        encode::encode_tree(self, &mut bytes);
         bytes
-    }
-
-    /// Appends [`Tree::to_bytes`] to `out`, a buffer that may be kept from tree to tree.
-    pub fn encode_into(&self, out: &mut Vec<u8>) {
-        encode::encode_tree(self, out);
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Tree, serde_json::Error> {

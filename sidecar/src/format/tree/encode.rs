@@ -139,6 +139,7 @@ fn string(text: &str, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::super::{Metadata, Node, NodeKind, Timestamp, Tree};
+    use super::encode_tree;
     use crate::ids::BlobId;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -223,7 +224,7 @@ mod tests {
             nodes: vec![node(&mut rng)],
         };
         let mut buffer = b"kept".to_vec();
-        tree.encode_into(&mut buffer);
+        encode_tree(&tree, &mut buffer);
         assert_eq!(&buffer[..4], b"kept");
         assert_eq!(&buffer[4..], tree.to_bytes().as_slice());
     }
