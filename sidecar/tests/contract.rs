@@ -13,7 +13,8 @@
 //! what the Job says; the machine's system folders are mounted read-only so the binary finds
 //! its libraries. Not emulated: the user, capabilities and read-only root of the security
 //! context (the container tests in `operator/tests/containers.rs` run the real images for that).
-//! Needs root and `unshare`; skipped otherwise (a failure under `CI=true`).
+//! Needs root and `unshare`; skipped loudly otherwise (a failure under CI, see
+//! `neverwiped_testkit::require_that`).
 
 mod support;
 
@@ -332,21 +333,21 @@ fn strings(value: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Whether this machine can run the pods: root and `unshare`. Under `CI=true` it must.
+/// Whether this machine can run the pods: root and `unshare`. Where every test must run, it must.
 fn can_run_pods() -> bool {
-    let ci = std::env::var("CI").as_deref() == Ok("true");
     let unshare = Command::new("unshare")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if fixtures::is_root() && unshare {
-        return true;
-    }
-    assert!(!ci, "CI=true, but the contract test needs root and unshare");
-    eprintln!(
-        "SKIPPED: the contract test runs pods in mount namespaces: it needs root and unshare"
-    );
-    false
+    neverwiped_testkit::require_that(
+        fixtures::is_root(),
+        "the contract test runs pods in mount namespaces, which needs root",
+        "run the tests as root (scripts/test.sh does)",
+    ) && neverwiped_testkit::require_that(
+        unshare,
+        "unshare does not run",
+        "install Debian's util-linux",
+    )
 }
 
 /// A BackupPlan as stored, with `spec`; `generation` and `manualTrigger` make each run a new one.

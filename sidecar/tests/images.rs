@@ -2,12 +2,14 @@
 //!
 //! - `tests/images/check_dockerfiles.py` parses operator/Dockerfile and sidecar/Dockerfile and
 //!   checks their invariants against the workspace and docs/images.md (a second or so). It needs
-//!   python3 and the PyPI package `dockerfile-parse`; without them the test prints `SKIPPED: ...`
-//!   and passes, except under `CI=true`.
-//! - `tests/images/static-build.sh` builds both binaries as the Dockerfiles do (static release
-//!   builds), checks that they are static and round-trips a folder through the static sidecar. It
-//!   takes minutes on a fresh target directory, so it runs only with
-//!   `NEVERWIPED_TEST_STATIC_BUILD=1`.
+//!   python3 and the PyPI package `dockerfile-parse`.
+//! - `tests/images/static-build.sh` checks that the images' binaries are static and round-trips a
+//!   folder through the static sidecar: the binaries `scripts/build-images.sh` put in the images
+//!   when `NEVERWIPED_STATIC_BINARIES` names their folder (`.image-binaries/<arch>`, as
+//!   `scripts/test.sh` sets it), else built here as the Dockerfile builds them with
+//!   `NEVERWIPED_TEST_STATIC_BUILD=1` (minutes on a fresh target directory).
+//!
+//! Without what they need the tests skip loudly, and fail under CI (`neverwiped_testkit`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,9 +21,11 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-fn in_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
+/// The folder holding the images' `neverwiped-operator` and `neverwiped-sidecar`.
+const STATIC_BINARIES: &str = "NEVERWIPED_STATIC_BINARIES";
+
+/// The exit status of `check_dockerfiles.py` when a module it needs is missing.
+const MISSING_TOOL_EXIT: i32 = 77;
 
 fn python() -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
@@ -32,9 +36,11 @@ fn python() -> Option<PathBuf> {
 
 #[test]
 fn the_dockerfiles_keep_their_invariants() {
-    let Some(python) = python() else {
-        assert!(!in_ci(), "CI=true but python3 is not on PATH");
-        eprintln!("SKIPPED: python3 is not on PATH");
+    let Some(python) = neverwiped_testkit::require(
+        python(),
+        "python3 is not on PATH",
+        "install Debian's python3",
+    ) else {
         return;
     };
     let root = repo_root();
@@ -47,6 +53,13 @@ fn the_dockerfiles_keep_their_invariants() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     print!("{stdout}");
     eprint!("{stderr}");
+    if output.status.code() == Some(MISSING_TOOL_EXIT) {
+        neverwiped_testkit::missing(
+            stdout.trim().trim_start_matches("SKIPPED: "),
+            "python3 -m pip install -r tests/images/requirements.txt (scripts/test.sh does)",
+        );
+        return;
+    }
     assert!(
         output.status.success(),
         "tests/images/check_dockerfiles.py failed:\n{stdout}{stderr}"
@@ -55,11 +68,14 @@ fn the_dockerfiles_keep_their_invariants() {
 
 #[test]
 fn the_static_binaries_build_and_round_trip_a_folder() {
-    if std::env::var("NEVERWIPED_TEST_STATIC_BUILD").as_deref() != Ok("1") {
-        eprintln!(
-            "SKIPPED: the static release build takes minutes; set NEVERWIPED_TEST_STATIC_BUILD=1 \
-             to run tests/images/static-build.sh"
-        );
+    let build_here = std::env::var("NEVERWIPED_TEST_STATIC_BUILD").as_deref() == Ok("1");
+    if !neverwiped_testkit::require_that(
+        std::env::var_os(STATIC_BINARIES).is_some() || build_here,
+        format_args!("no static binaries: {STATIC_BINARIES} is not set"),
+        "run scripts/build-images.sh and set NEVERWIPED_STATIC_BINARIES=.image-binaries/<arch> \
+         (scripts/test.sh does both), or set NEVERWIPED_TEST_STATIC_BUILD=1 to build them here \
+         (minutes)",
+    ) {
         return;
     }
     let root = repo_root();

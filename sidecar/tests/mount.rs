@@ -1,8 +1,8 @@
 //! `mount` through the kernel's FUSE (`/dev/fuse`): every file of a mounted snapshot is identical
 //! to the source (SHA-256, mode, owner, mtime, symlink targets, hard links), read directly and
 //! after a plain `cp -a`; the layout is restic's; the CLI unmounts on SIGTERM, SIGINT or an
-//! outside `umount` and leaves no mount behind. Skipped (with a message) where `/dev/fuse` is
-//! missing.
+//! outside `umount` and leaves no mount behind. Where `/dev/fuse` is missing the tests fail under
+//! CI and skip loudly elsewhere (`neverwiped_testkit::missing`).
 
 mod support;
 use support::fixtures;
@@ -31,7 +31,10 @@ fn fuse_or_skip(test: &str) -> bool {
     {
         Ok(_) => true,
         Err(error) => {
-            eprintln!("SKIPPED {test}: /dev/fuse cannot be opened ({error}); FUSE is needed");
+            neverwiped_testkit::missing(
+                format_args!("/dev/fuse cannot be opened ({error}) for {test}"),
+                "FUSE is needed: load the fuse module (modprobe fuse) or give the container /dev/fuse",
+            );
             false
         }
     }

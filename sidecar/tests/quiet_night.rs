@@ -212,8 +212,11 @@ async fn a_new_mode_is_caught() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_owner_is_caught() {
-    if !is_root() {
-        eprintln!("SKIPPED: changing a file's owner needs root");
+    if !neverwiped_testkit::require_that(
+        is_root(),
+        "changing a file's owner needs root",
+        "run the tests as root (scripts/test.sh does)",
+    ) {
         return;
     }
     let mut fixture = Fixture::new().await;
@@ -240,9 +243,12 @@ async fn a_new_extended_attribute_is_caught() {
         )
     };
     if set != 0 {
-        eprintln!(
-            "SKIPPED: this file system refuses user attributes: {}",
-            std::io::Error::last_os_error()
+        neverwiped_testkit::missing(
+            format_args!(
+                "the temporary folder's file system refuses user attributes: {}",
+                std::io::Error::last_os_error()
+            ),
+            "point TMPDIR at a file system with user extended attributes (ext4, xfs, tmpfs)",
         );
         return;
     }

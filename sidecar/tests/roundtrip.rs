@@ -386,8 +386,16 @@ async fn a_damaged_pack_costs_only_its_files_and_names_them_with_their_byte_rang
 /// else is restored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_without_mknod_and_fsetid_warns_naming_each_device_and_setgid_file() {
-    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped: needs root and setpriv");
+    let setpriv = Path::new("/usr/bin/setpriv").exists();
+    if !neverwiped_testkit::require_that(
+        is_root(),
+        "dropping capabilities from root needs root",
+        "run the tests as root (scripts/test.sh does)",
+    ) || !neverwiped_testkit::require_that(
+        setpriv,
+        "/usr/bin/setpriv is missing",
+        "install Debian's util-linux",
+    ) {
         return;
     }
     use std::os::unix::fs::PermissionsExt;

@@ -7,8 +7,8 @@
 //! warning, and so is a set-group-ID bit the kernel cleared; root with the capabilities a
 //! privileged Restore pod gets restores both.
 //!
-//! The tests run as root (to give files other owners and to switch user); as anyone else they
-//! print `SKIPPED` and return.
+//! The tests run as root (to give files other owners and to switch user) with `setpriv`; without
+//! them they fail under CI and skip loudly elsewhere (`neverwiped_testkit::require_that`).
 
 mod support;
 
@@ -50,8 +50,15 @@ struct Setup {
 impl Setup {
     /// `None` (after saying why) when not root or when rest-server is missing outside CI.
     fn start(test: &str) -> Option<Setup> {
-        if !is_root() {
-            println!("SKIPPED: {test}: switching to another user needs root");
+        if !neverwiped_testkit::require_that(
+            is_root(),
+            format_args!("{test} switches to another user, which needs root"),
+            "run the tests as root (scripts/test.sh does)",
+        ) || !neverwiped_testkit::require_that(
+            neverwiped_testkit::program("setpriv").is_some(),
+            "setpriv is not on PATH",
+            "install Debian's util-linux",
+        ) {
             return None;
         }
         let server = RestServer::start(test, RestServerOptions::default())?;

@@ -13,8 +13,12 @@
 #      a folder (nested directories, empty and large files, a symlink, modes), restore, and
 #      compares the SHA-256 of every file and the symlink's target.
 #
+# With NEVERWIPED_STATIC_BINARIES=DIR, the binaries in DIR (those scripts/build-images.sh put in
+# the images: .image-binaries/<arch>) are checked instead, and nothing is built.
+#
 # Usage: tests/images/static-build.sh   (from anywhere; exits non-zero on the first failure)
-# Environment: CARGO_TARGET_DIR as cargo reads it; NEVERWIPED_STATIC_BUILD_JOBS (cargo -j).
+# Environment: CARGO_TARGET_DIR as cargo reads it; NEVERWIPED_STATIC_BUILD_JOBS (cargo -j);
+#              NEVERWIPED_STATIC_BINARIES.
 
 set -euo pipefail
 
@@ -35,17 +39,22 @@ if [ -n "${NEVERWIPED_STATIC_BUILD_JOBS:-}" ]; then
   JOBS=(-j "$NEVERWIPED_STATIC_BUILD_JOBS")
 fi
 
-step "cargo build --release --locked --target $TRIPLE (static, as in the Dockerfile)"
-started=$(date +%s)
-# Exactly the Dockerfile's RUSTFLAGS (checked by check_dockerfiles.py).
-RUSTFLAGS="-C target-feature=+crt-static" \
-  cargo build "${JOBS[@]}" --release --locked --target "$TRIPLE" \
-  -p neverwiped-operator --bin neverwiped-operator \
-  -p neverwiped-sidecar --bin neverwiped-sidecar
-printf 'built in %ss\n' "$(($(date +%s) - started))"
-
-OPERATOR=$TARGET_DIR/$TRIPLE/release/neverwiped-operator
-SIDECAR=$TARGET_DIR/$TRIPLE/release/neverwiped-sidecar
+if [ -n "${NEVERWIPED_STATIC_BINARIES:-}" ]; then
+  step "the binaries in $NEVERWIPED_STATIC_BINARIES (NEVERWIPED_STATIC_BINARIES)"
+  OPERATOR=$NEVERWIPED_STATIC_BINARIES/neverwiped-operator
+  SIDECAR=$NEVERWIPED_STATIC_BINARIES/neverwiped-sidecar
+else
+  step "cargo build --release --locked --target $TRIPLE (static, as in the Dockerfile)"
+  started=$(date +%s)
+  # Exactly the Dockerfile's RUSTFLAGS (checked by check_dockerfiles.py).
+  RUSTFLAGS="-C target-feature=+crt-static" \
+    cargo build "${JOBS[@]}" --release --locked --target "$TRIPLE" \
+    -p neverwiped-operator --bin neverwiped-operator \
+    -p neverwiped-sidecar --bin neverwiped-sidecar
+  printf 'built in %ss\n' "$(($(date +%s) - started))"
+  OPERATOR=$TARGET_DIR/$TRIPLE/release/neverwiped-operator
+  SIDECAR=$TARGET_DIR/$TRIPLE/release/neverwiped-sidecar
+fi
 
 step "statically linked"
 for binary in "$OPERATOR" "$SIDECAR"; do

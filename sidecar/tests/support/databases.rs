@@ -3,8 +3,9 @@
 //! each started in its own temporary folder on a free loopback port, with a password-authenticated
 //! administrator, and stopped (folder removed) when dropped.
 //!
-//! When the binaries are missing, `start` prints `SKIPPED: ...` and returns `None` — except under
-//! CI (`CI=true`), where a missing server is a broken machine and panics with what to install.
+//! When the binaries are missing, `start` records a skip and returns `None` — except where every
+//! test must run (`CI` set, or `NEVERWIPED_REQUIRE_ALL=1`), where a missing server is a broken
+//! machine and fails the test with what to install (`neverwiped_testkit::missing`).
 //! As root, PostgreSQL runs as the `postgres` user (it refuses root); MariaDB runs as root with
 //! `--user=root`.
 
@@ -31,12 +32,9 @@ pub const ADMIN_PASSWORD: &str = "p\"a ss\\w#rd:é";
 /// How long a server may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Under CI a missing server panics; elsewhere the test is skipped.
+/// A missing server fails the test where every test must run; elsewhere the test is skipped.
 fn missing(test: &str, what: &str, hint: &str) {
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: {what}, and CI must run every test: {hint}");
-    }
-    println!("SKIPPED: {test}: {what} ({hint})");
+    neverwiped_testkit::missing(format_args!("{what} (for {test})"), hint);
 }
 
 fn is_executable(path: &Path) -> bool {

@@ -2,9 +2,10 @@
 //! `rclone serve restic`, each started on a free loopback port in its own temporary folder and
 //! killed when dropped.
 //!
-//! When a server's binary is missing, `start` prints `SKIPPED: ...` and returns `None` so that the
-//! test can return early — except under CI (`CI=true`), where a missing binary is a broken machine
-//! and panics with what to install.
+//! When a server's binary is missing, `start` records a skip and returns `None` so that the test
+//! can return early — except where every test must run (`CI` set, or `NEVERWIPED_REQUIRE_ALL=1`),
+//! where a missing binary is a broken machine and fails the test with what to install
+//! (`neverwiped_testkit::missing`).
 
 // Each test file uses part of this module; the rest would warn as dead code.
 #![allow(dead_code)]
@@ -444,8 +445,8 @@ fn write_htpasswd(path: &Path, username: &str, password: &str) {
 }
 
 /// The binary: from `env_var` when it is set (and only from there, so that a wrong setting is not
-/// hidden by another copy), else from `PATH`, else `fallback`. When there is none: under CI a
-/// panic that says what to install, elsewhere `None` after a `SKIPPED` line.
+/// hidden by another copy), else from `PATH`, else `fallback`. When there is none: a failure where
+/// every test must run, elsewhere `None` after a recorded skip (`neverwiped_testkit::missing`).
 fn find_binary(
     test: &str,
     name: &str,
@@ -469,10 +470,7 @@ fn find_binary(
         ),
         None => format!("{name} not found"),
     };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: {missing}, and CI must run every test: {install_hint}");
-    }
-    println!("SKIPPED: {test}: {missing} ({install_hint})");
+    neverwiped_testkit::missing(format_args!("{missing} (for {test})"), install_hint);
     None
 }
 
