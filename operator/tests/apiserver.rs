@@ -2,7 +2,7 @@
 //! status, Jobs, Events. The test plays the Job controller and the kubelet.
 //!
 //! The server is found through `KUBECONFIG` (e.g. `../shared/tools/real-apiserver.sh up`). Without
-//! one the test skips with a message; under `CI=true` a missing server fails it.
+//! one the test skips loudly; under CI a missing server fails it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

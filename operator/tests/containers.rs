@@ -5,7 +5,7 @@
 //!
 //! Needs a container engine with `neverwiped/operator:dev` and `neverwiped/sidecar:dev`
 //! (`scripts/build-images.sh`), an API server (`KUBECONFIG`), rest-server and PostgreSQL. Without
-//! them the tests skip with a message; under `CI=true` they fail.
+//! them the tests skip loudly; under CI they fail (`neverwiped_testkit::require_that`).
 
 mod support;
 
@@ -83,19 +83,15 @@ fn program(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// Skips (or under CI fails) when a program is missing.
+/// Skips (or where every test must run, fails) when a program is missing.
 fn programs_or_skip(names: &[&str]) -> bool {
-    for name in names {
-        if program(name).is_none() && postgres_bin(name).is_none() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI=true but {name} is missing"
-            );
-            eprintln!("SKIPPED: {name} is missing");
-            return false;
-        }
-    }
-    true
+    names.iter().all(|name| {
+        neverwiped_testkit::require_that(
+            program(name).is_some() || postgres_bin(name).is_some(),
+            format_args!("{name} is missing"),
+            "install Debian's postgresql and coreutils and the peers (../shared/tools/install-peers.sh), or run scripts/test.sh",
+        )
+    })
 }
 
 struct RestServer {

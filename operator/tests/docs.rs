@@ -7,7 +7,7 @@
 //!   in the order they appear; strict validation makes a misspelt field an error, not a silent
 //!   prune. The others (Deployments, Services, ... which the test API server does not serve) must
 //!   round-trip through their Kubernetes API type unchanged, so an unknown or misspelt field fails
-//!   there too. Needs `KUBECONFIG` (skips without it, except under `CI=true`).
+//!   there too. Needs `KUBECONFIG` (skips without it, except under CI).
 //! - `docs/reference.md` covers every field of both CRDs, read from `crds/*.yaml`: each field path
 //!   of `spec` and `status` has a table row (see "Reading the tables" there), and the row agrees
 //!   with the schema on `required`, the default and the allowed values. The walk stops at fields

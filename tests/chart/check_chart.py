@@ -10,8 +10,9 @@ against models generated from its CRDs (cloudcoil), and the alerts' PromQL is pa
     python3 tests/chart/check_chart.py render [--namespace NS] [--name RELEASE] [--values JSON]
         prints {"manifests": [...], "crds_yaml": "...", "notes": "..."} as JSON
 
-A missing module prints "SKIPPED: ..." and exits with status 77 (the caller decides whether that
-fails: under CI=true it does). Install them with
+A missing module or program prints "SKIPPED: ..." (what is missing and how to get it) as its last
+line and exits with status 77; the caller decides whether that fails (operator/tests/chart.rs: it
+does under CI, through neverwiped_testkit::missing). Install the modules with
     python3 -m pip install -r tests/chart/requirements.txt
 """
 
@@ -130,6 +131,10 @@ ALERT_METRICS = {
 
 class CheckFailed(AssertionError):
     pass
+
+
+class MissingTool(Exception):
+    """What a check needs is not installed; the message says what and how to get it."""
 
 
 def expect(condition: bool, message: str) -> None:
@@ -939,6 +944,7 @@ def run_checks() -> int:
     import check_dashboard
 
     failed = 0
+    missing = []
     for function in CHECKS + check_dashboard.CHECKS:
         name = function.__name__
         try:
@@ -947,12 +953,25 @@ def run_checks() -> int:
         except CheckFailed as error:
             failed += 1
             print(f"FAILED  {name}: {error}")
+        except MissingTool as error:
+            missing.append(f"{name}: {error}")
+            print(f"SKIPPED {name}: {error}")
         except Exception:  # a crash in a check is a failure with its traceback
             failed += 1
             print(f"FAILED  {name}:\n{traceback.format_exc()}")
     total = len(CHECKS) + len(check_dashboard.CHECKS)
-    print(f"chart checks: {total - failed} of {total} passed")
-    return 1 if failed else 0
+    print(f"chart checks: {total - failed - len(missing)} of {total} passed")
+    return exit_status(failed, missing)
+
+
+def exit_status(failed: int, missing: list[str]) -> int:
+    """1 when a check failed; else MISSING_TOOL_EXIT after a SKIPPED line when one could not run."""
+    if failed:
+        return 1
+    if missing:
+        print(f"SKIPPED: {'; '.join(missing)}")
+        return MISSING_TOOL_EXIT
+    return 0
 
 
 def render_json(namespace: str, name: str, values: dict[str, Any] | None) -> int:

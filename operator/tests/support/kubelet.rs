@@ -56,32 +56,23 @@ const TERMINATION_MESSAGE_LIMIT: usize = 4096;
 /// How often the container's state is read.
 const POLL: Duration = Duration::from_millis(200);
 
-/// Whether a container engine answers; `false` (with a message) skips the test, except under
-/// `CI=true`, where a missing engine fails it.
+/// Whether a container engine answers and holds `images`; `false` (after a recorded skip) skips
+/// the test, except where every test must run, where a missing engine or image fails it.
 pub fn engine_or_skip(images: &[&str]) -> bool {
-    let ci = std::env::var("CI").as_deref() == Ok("true");
     let answers = docker(&["version", "--format", "{{.Server.Version}}"])
         .status
         .success();
-    if !answers {
-        assert!(
-            !ci,
-            "CI=true but no container engine answers `docker version`: start dockerd"
-        );
-        eprintln!("SKIPPED: no container engine (docker) answers; start dockerd to run this test");
-        return false;
-    }
-    for image in images {
-        if !docker(&["image", "inspect", image]).status.success() {
-            assert!(
-                !ci,
-                "CI=true but the image {image} is missing: run scripts/build-images.sh"
-            );
-            eprintln!("SKIPPED: the image {image} is missing; run scripts/build-images.sh");
-            return false;
-        }
-    }
-    true
+    neverwiped_testkit::require_that(
+        answers,
+        "no container engine answers `docker version`",
+        "start dockerd (scripts/test.sh does)",
+    ) && images.iter().all(|image| {
+        neverwiped_testkit::require_that(
+            docker(&["image", "inspect", image]).status.success(),
+            format_args!("the image {image} is missing"),
+            "run scripts/build-images.sh (scripts/test.sh does)",
+        )
+    })
 }
 
 /// Runs `docker` with `args`; its output whatever its exit status.

@@ -2,7 +2,7 @@
 //! a namespace per test, the operator process, and playing the Job controller and the kubelet.
 //!
 //! The server is found through `KUBECONFIG` (e.g. `../shared/tools/real-apiserver.sh up`). Without
-//! one the tests skip with a message; under `CI=true` a missing server fails them.
+//! one the tests skip loudly; under CI a missing server fails them.
 
 #![allow(dead_code)]
 

@@ -33,16 +33,14 @@ pub struct RestServer {
 }
 
 impl RestServer {
-    /// Starts rest-server, or `None` (with a message) when it is not installed and this is not CI.
+    /// Starts rest-server, or `None` (after a recorded skip) when it is not installed and not every
+    /// test must run.
     pub fn start() -> Option<RestServer> {
-        let Some(binary) = program("rest-server") else {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "no rest-server"
-            );
-            eprintln!("SKIPPED: no rest-server; run ../shared/tools/install-peers.sh");
-            return None;
-        };
+        let binary = neverwiped_testkit::require(
+            program("rest-server"),
+            "rest-server is not on PATH",
+            "run ../shared/tools/install-peers.sh and put its folder on PATH, or run scripts/test.sh",
+        )?;
         let dir = tempfile::tempdir().expect("a folder for the server");
         let username = "gate-user".to_owned();
         let password = format!("gate-pw-{}", std::process::id());
