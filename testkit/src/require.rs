@@ -26,6 +26,7 @@ pub fn every_test_must_run() -> bool {
 
 /// `found` when it is there; when it is `None`, [`missing`] decides: a failure where every test
 /// must run, else a recorded skip and `None`.
+#[track_caller]
 pub fn require<T>(found: Option<T>, what: impl Display, how_to_get_it: &str) -> Option<T> {
     if found.is_none() {
         missing(what, how_to_get_it);
@@ -35,12 +36,14 @@ pub fn require<T>(found: Option<T>, what: impl Display, how_to_get_it: &str) -> 
 
 /// `true` when `present`; otherwise as [`require`]: a failure where every test must run, else a
 /// recorded skip and `false`.
+#[track_caller]
 pub fn require_that(present: bool, what: impl Display, how_to_get_it: &str) -> bool {
     require(present.then_some(()), what, how_to_get_it).is_some()
 }
 
 /// Says that this test cannot run because `what` is missing: panics (failing the test) where every
 /// test must run, else writes and records the skip and returns, after which the test returns.
+#[track_caller]
 pub fn missing(what: impl Display, how_to_get_it: &str) {
     let test = current_test();
     if every_test_must_run() {
