@@ -8,7 +8,10 @@
 # hour (by its own count and by the API server's, per verb and resource) and its CPU. The operator
 # is killed and started again once SCALE_RESTART_AFTER runs (1000; 0: never) are recorded, and
 # again at rest: every plan must have exactly one backup Job, and the restart at rest counts what
-# one look at every plan costs (the operator's periodic look at a plan at rest is the same).
+# one look at every plan costs (the operator's periodic look at a plan at rest is the same). It
+# fails unless the claims hold (docs/reference.md, "Scale"): Jobs within the limit, each
+# namespace within its share while all wait, one run per plan, no Job after the restart at rest,
+# fewer than one API request per plan per hour at rest.
 #
 #   KUBECONFIG=... bench/scale/run.sh
 #   SCALE_PLANS=500 SCALE_NAMESPACES=50 bench/scale/run.sh

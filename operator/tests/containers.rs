@@ -1213,12 +1213,19 @@ async fn a_plan_asking_for_root_where_the_admin_did_not_allow_it_gets_no_job() {
         "http://127.0.0.1:1/nowhere",
         json!({"volumes": [{"claimName": "data"}], "mover": {"mode": "Privileged"}}),
     ));
-    let ready = eventually("the plan's Ready=False", ACT_TIMEOUT, || async {
-        let status = plan_status(ns, "as-root");
+    // The status of a reconcile of the plan as applied, manual trigger and all: a reconcile
+    // creates its Jobs before it applies its status, so any Job it started exists by then.
+    let (ready, status) = eventually("the plan's Ready=False", ACT_TIMEOUT, || async {
+        let plan = kubectl_json(&["get", "backupplans.neverwiped.io", "as-root", "-n", ns]);
+        let status = plan["status"].clone();
+        if status["observedGeneration"] != plan["metadata"]["generation"] {
+            return None;
+        }
         let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
-        conditions
+        let ready = conditions
             .into_iter()
-            .find(|c| c["type"] == "Ready" && c["status"] == "False")
+            .find(|c| c["type"] == "Ready" && c["status"] == "False")?;
+        Some((ready, status))
     })
     .await;
     assert_eq!(ready["reason"], "PrivilegedMoverNotAllowed", "{ready:#}");
@@ -1228,8 +1235,9 @@ async fn a_plan_asking_for_root_where_the_admin_did_not_allow_it_gets_no_job() {
         "{message}"
     );
     assert!(message.contains(ns), "{message}");
-    // Give the operator time to (wrongly) act on the manual trigger.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Nothing was started, nor left waiting for a slot to start later.
+    assert!(status["activeRun"].is_null(), "{status:#}");
+    assert!(status["queued"].is_null(), "{status:#}");
     let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(client, ns);
     let listed = jobs.list(&Default::default()).await.expect("the Jobs");
     assert!(listed.items.is_empty(), "{:?}", listed.items);

@@ -87,6 +87,13 @@ fn example_plan(namespace: &str) -> Value {
     plan
 }
 
+/// How many times the operator has begun to reconcile a BackupPlan.
+fn reconciles(operator: &Operator) -> f64 {
+    operator
+        .metric("neverwiped_reconciliations_total{kind=\"BackupPlan\"}")
+        .unwrap_or(0.0)
+}
+
 fn apply(object: &Value) -> String {
     kubectl_stdin(&["apply", "-f", "-"], Some(&object.to_string()))
 }
@@ -671,15 +678,29 @@ async fn a_missing_secret_sets_ready_false_and_the_plan_recovers_when_it_appears
         .is_empty());
 
     // No crash loop, no hot requeue: the process runs, and looks at the plan a few times only.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A change of a Secret the plan names makes it look again: once it has, its own requeues,
+    // had there been any, would have come before.
+    let looked = reconciles(&operator);
+    kubectl(&[
+        "-n",
+        ns,
+        "annotate",
+        "secret",
+        "shop-repository",
+        "touched=1",
+    ]);
+    eventually(
+        "a look at the plan after its Secret changed",
+        ACT_TIMEOUT,
+        || async { (reconciles(&operator) > looked).then_some(()) },
+    )
+    .await;
     assert!(
         operator.is_running(),
         "the operator exited:\n{}",
         operator.logs()
     );
-    let reconciles = operator
-        .metric("neverwiped_reconciliations_total{kind=\"BackupPlan\"}")
-        .unwrap_or(0.0);
+    let reconciles = reconciles(&operator);
     assert!(
         reconciles <= 6.0,
         "{reconciles} reconciles of one waiting plan"
@@ -823,7 +844,13 @@ async fn two_runs_of_one_plan_never_overlap() {
         most
     });
 
-    // Another manual trigger and a scheduled minute pass while the first run goes: nothing starts.
+    // A scheduled minute passes while the first run goes, then another manual trigger comes: the
+    // operator looks at the plan for it (after that minute) and starts nothing. Its Jobs are
+    // created before its status is applied, so the status of that look is the sign.
+    let now = jiff::Timestamp::now();
+    let wait = 62 - now.as_second() % 60;
+    tokio::time::sleep(Duration::from_secs(wait as u64)).await;
+    let minute_passed = jiff::Timestamp::now();
     kubectl(&[
         "patch",
         "backupplan",
@@ -834,9 +861,21 @@ async fn two_runs_of_one_plan_never_overlap() {
         "-p",
         r#"{"spec":{"manualTrigger":"b"}}"#,
     ]);
-    let now = jiff::Timestamp::now();
-    let wait = 62 - now.as_second() % 60;
-    tokio::time::sleep(Duration::from_secs(wait as u64)).await;
+    eventually(
+        "the look at the plan for its new trigger",
+        ACT_TIMEOUT,
+        || async {
+            let plan = kubectl_json(&["get", "backupplan", "nightly", "-n", ns]);
+            (plan["status"]["observedGeneration"] == plan["metadata"]["generation"]).then_some(())
+        },
+    )
+    .await;
+    let next: jiff::Timestamp = plan_status(ns, "nightly")["nextScheduleTime"]
+        .as_str()
+        .expect("the next scheduled time")
+        .parse()
+        .unwrap();
+    assert!(next > minute_passed, "the look saw the minute pass: {next}");
     assert_eq!(
         job_names(&client, ns, "neverwiped.io/plan=nightly").await,
         ["nightly-manual-1"]

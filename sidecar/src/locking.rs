@@ -370,13 +370,6 @@ mod tests {
         }
     }
 
-    const SHORT: LockTimings = LockTimings {
-        refresh_every: Duration::from_millis(50),
-        retry_every: Duration::from_millis(20),
-        stale_after: Duration::from_millis(800),
-        safety_margin: Duration::from_millis(300),
-    };
-
     async fn repository(backend: Arc<LockWritesFail>) -> Repository {
         let kdf = KdfParams {
             memory_kib: 64,
@@ -386,19 +379,23 @@ mod tests {
         Repository::init(backend, b"pw", kdf)
             .await
             .unwrap()
-            .with_lock_timings(SHORT)
+            // The timings a holder really uses: the tests run on tokio's paused clock, where their
+            // minutes pass at once and exactly.
+            .with_lock_timings(LockTimings::default())
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_lock_that_cannot_be_refreshed_stops_the_work_before_it_could_be_taken_for_stale() {
         let backend = Arc::new(LockWritesFail::default());
         let repo = repository(backend.clone()).await;
+        let timings = repo.lock_timings();
+        let taken = Instant::now();
         let guard = acquire(&repo, false, "backup").await.unwrap();
-        // Refreshes work for a while, then the gate refuses them.
-        tokio::time::sleep(Duration::from_millis(120)).await;
+        // Two refreshes are stored (at 5 and 10 minutes), then the gate refuses them.
+        tokio::time::sleep(timings.refresh_every * 2 + Duration::from_secs(60)).await;
+        let last_stored = taken + timings.refresh_every * 2;
         backend.failing.store(true, Ordering::SeqCst);
-        let failing_since = Instant::now();
-        let never_done = tokio::time::sleep(Duration::from_secs(30));
+        let never_done = tokio::time::sleep(Duration::from_secs(24 * 3600));
         let error = guard
             .held_while(async {
                 never_done.await;
@@ -406,36 +403,45 @@ mod tests {
             })
             .await
             .unwrap_err();
-        let stopped_after = failing_since.elapsed();
+        let stopped_after = last_stored.elapsed();
         assert!(matches!(error, Error::LockLost(_)), "{error:?}");
         assert!(
             error.to_string().contains("could not be refreshed"),
             "{error}"
         );
         assert!(error.to_string().contains("503"), "the last error: {error}");
-        // Stale at 800 ms after the last stored refresh (at most 50 ms before the failures).
+        // Others take the lock for stale 30 minutes after its last stored refresh; the holder
+        // stops within one retry of 25 minutes after it, and not before.
+        let give_up_after = timings.give_up_after();
+        assert!(stopped_after <= give_up_after, "{stopped_after:?}");
         assert!(
-            stopped_after + Duration::from_millis(50) < SHORT.stale_after,
+            stopped_after >= give_up_after - timings.retry_every,
             "{stopped_after:?}"
         );
+        assert!(stopped_after < timings.stale_after);
         assert!(guard.ensure_still_held().await.is_err());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_lock_that_refreshes_keeps_the_work_going() {
         let backend = Arc::new(LockWritesFail::default());
         let repo = repository(backend).await;
+        let timings = repo.lock_timings();
         let guard = acquire(&repo, false, "backup").await.unwrap();
+        let first = repo.list_ids(ObjectKind::Locks).await.unwrap();
         let done = guard
             .held_while(async {
-                tokio::time::sleep(SHORT.stale_after * 2).await;
+                tokio::time::sleep(timings.stale_after * 2).await;
                 Ok("done")
             })
             .await
             .unwrap();
         assert_eq!(done, "done");
         guard.ensure_still_held().await.unwrap();
-        assert_eq!(repo.list_ids(ObjectKind::Locks).await.unwrap().len(), 1);
+        // Refreshed: one lock object, a newer one than the first.
+        let now = repo.list_ids(ObjectKind::Locks).await.unwrap();
+        assert_eq!(now.len(), 1);
+        assert_ne!(now, first);
         guard.release().await.unwrap();
     }
 

@@ -2015,15 +2015,28 @@ async fn retry_lock_waits_for_another_holder_and_gives_up_after_its_duration() {
     );
 
     // The holder finishes while a backup waits: the backup goes on.
-    let mut waiting = sidecar.command();
-    waiting
-        .args(["backup", text(&source), "--retry-lock", "2m"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = waiting.spawn().unwrap();
-    std::thread::sleep(Duration::from_secs(3));
+    // Once it says it waits, the lock is removed.
+    let logs = work.path().join("waiting");
+    fs::create_dir(&logs).unwrap();
+    let mut child = spawn_backup(&sidecar, &source, &logs, &["--retry-lock", "2m"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !child_output(&logs).contains("the repository is locked; waiting for it") {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the backup ended ({status}) without waiting:\n{}",
+                child_output(&logs)
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no word of waiting within 60 s:\n{}",
+            child_output(&logs)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     fs::remove_file(repo_dir.join("locks").join(lock_id.to_hex())).unwrap();
-    Run::from_output(child.wait_with_output().unwrap(), None).expect_ok();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}:\n{}", child_output(&logs));
     assert_eq!(sidecar.snapshots().len(), 1);
 }
 
@@ -2169,8 +2182,9 @@ fn sigterm_stops_a_run_at_once_with_a_result_and_no_snapshot() {
         .stderr(Stdio::piped());
     let mut child = command.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
+    // The run has started once this returns: a pipe holds 64 KiB, so the backup has read the
+    // rest of the 2 MB.
     stdin.write_all(&Noise::new(9).bytes(2_000_000)).unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
     let sent = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),

@@ -1180,13 +1180,15 @@ fn a_backup_stopped_by_sigterm_mid_dump_reports_the_database_it_did_not_finish()
     let mut sidecar = Sidecar::init(None);
     let fakes = sidecar.work.path().join("fake-bin");
     fs::create_dir(&fakes).unwrap();
-    // The start of a dump, then a trickle: the run is stopped while the dump is running, and
-    // the fake tool ends at its first write after the sidecar is gone.
+    // The start of a dump, then a file that says so, then a trickle: the run is stopped while
+    // the dump is running, and the fake tool ends at its first write after the sidecar is gone.
+    let dumping = sidecar.work.path().join("dumping");
     write_script(
         &fakes.join("pg_dumpall"),
         &format!(
-            "#!/bin/sh\nprintf -- '{}'\nwhile printf -- '--\\n'; do sleep 0.2; done\n",
-            HALF_A_DUMP.replace('\n', "\\n")
+            "#!/bin/sh\nprintf -- '{}'\n: > '{}'\nwhile printf -- '--\\n'; do sleep 0.2; done\n",
+            HALF_A_DUMP.replace('\n', "\\n"),
+            dumping.display()
         ),
     );
     sidecar.path_prefix.push(fakes);
@@ -1203,9 +1205,19 @@ fn a_backup_stopped_by_sigterm_mid_dump_reports_the_database_it_did_not_finish()
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = command.spawn().unwrap();
-    // Wait until the dump has started (its bytes were read), then stop the run.
+    // Wait until the dump has started (the tool wrote its first bytes), then stop the run.
     let started = Instant::now();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    while !dumping.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the backup ended ({status}) before the dump started");
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the dump did not start within a minute"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stopped = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -1213,7 +1225,7 @@ fn a_backup_stopped_by_sigterm_mid_dump_reports_the_database_it_did_not_finish()
     .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1));
-    assert!(started.elapsed().as_secs() < 30, "the run stopped at once");
+    assert!(stopped.elapsed().as_secs() < 30, "the run stopped at once");
     let result = support::sidecar::read_result(&result_file);
     assert!(result.error.unwrap().contains("stopped by SIGTERM"));
     assert_eq!(result.databases.len(), 1, "{:?}", result.databases);
