@@ -90,6 +90,20 @@ impl BackendError {
         }
     }
 
+    /// Whether the repository refused a write or delete as not allowed, rather than failed it: a
+    /// read-only file system or folder, or a server answering 403 or 405 (append-only, read-only).
+    pub fn refuses_writes(&self) -> bool {
+        match self.root() {
+            BackendError::Forbidden { .. } => true,
+            BackendError::Http { status, .. } => *status == 405,
+            BackendError::Io { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(libc::EROFS | libc::EACCES | libc::EPERM)
+            ),
+            _ => false,
+        }
+    }
+
     /// An I/O error on a local path, classifying "disk full" so users see it plainly.
     pub fn io(what: impl Into<String>, source: std::io::Error) -> BackendError {
         let what = what.into();

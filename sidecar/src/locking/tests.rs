@@ -1,0 +1,154 @@
+use super::*;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::{Backend, BackendResult, ObjectInfo};
+use crate::crypto::KdfParams;
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A memory backend whose lock writes can be made to fail, as on a gate that went away.
+#[derive(Debug, Default)]
+struct LockWritesFail {
+    inner: MemoryBackend,
+    failing: AtomicBool,
+}
+
+#[async_trait]
+impl Backend for LockWritesFail {
+    fn location(&self) -> String {
+        "memory".into()
+    }
+    async fn create(&self) -> BackendResult<()> {
+        self.inner.create().await
+    }
+    async fn list(&self, kind: ObjectKind) -> BackendResult<Vec<ObjectInfo>> {
+        self.inner.list(kind).await
+    }
+    async fn stat(&self, kind: ObjectKind, name: &str) -> BackendResult<Option<u64>> {
+        self.inner.stat(kind, name).await
+    }
+    async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
+        self.inner.read(kind, name).await
+    }
+    async fn read_range_into(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        offset: u64,
+        length: u64,
+        buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>> {
+        self.inner
+            .read_range_into(kind, name, offset, length, buffer)
+            .await
+    }
+    async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {
+        if kind == ObjectKind::Locks && self.failing.load(Ordering::SeqCst) {
+            return Err(BackendError::Http {
+                status: 503,
+                what: format!("writing locks/{name}"),
+                body: "gate away".into(),
+            });
+        }
+        self.inner.write(kind, name, data).await
+    }
+    async fn delete(&self, kind: ObjectKind, name: &str) -> BackendResult<()> {
+        self.inner.delete(kind, name).await
+    }
+}
+
+const SHORT: LockTimings = LockTimings {
+    refresh_every: Duration::from_millis(50),
+    retry_every: Duration::from_millis(20),
+    stale_after: Duration::from_millis(800),
+    safety_margin: Duration::from_millis(300),
+};
+
+async fn repository(backend: Arc<LockWritesFail>) -> Repository {
+    let kdf = KdfParams {
+        memory_kib: 64,
+        iterations: 1,
+        parallelism: 1,
+    };
+    Repository::init(backend, b"pw", kdf)
+        .await
+        .unwrap()
+        .with_lock_timings(SHORT)
+}
+
+#[tokio::test]
+async fn a_lock_that_cannot_be_refreshed_stops_the_work_before_it_could_be_taken_for_stale() {
+    let backend = Arc::new(LockWritesFail::default());
+    let repo = repository(backend.clone()).await;
+    let guard = acquire(&repo, false, "backup").await.unwrap();
+    // Refreshes work for a while, then the gate refuses them.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    backend.failing.store(true, Ordering::SeqCst);
+    let failing_since = Instant::now();
+    let never_done = tokio::time::sleep(Duration::from_secs(30));
+    let error = guard
+        .held_while(async {
+            never_done.await;
+            Ok(())
+        })
+        .await
+        .unwrap_err();
+    let stopped_after = failing_since.elapsed();
+    assert!(matches!(error, Error::LockLost(_)), "{error:?}");
+    assert!(
+        error.to_string().contains("could not be refreshed"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("503"), "the last error: {error}");
+    // Stale at 800 ms after the last stored refresh (at most 50 ms before the failures).
+    assert!(
+        stopped_after + Duration::from_millis(50) < SHORT.stale_after,
+        "{stopped_after:?}"
+    );
+    assert!(guard.ensure_still_held().await.is_err());
+}
+
+#[tokio::test]
+async fn a_lock_that_refreshes_keeps_the_work_going() {
+    let backend = Arc::new(LockWritesFail::default());
+    let repo = repository(backend).await;
+    let guard = acquire(&repo, false, "backup").await.unwrap();
+    let done = guard
+        .held_while(async {
+            tokio::time::sleep(SHORT.stale_after * 2).await;
+            Ok("done")
+        })
+        .await
+        .unwrap();
+    assert_eq!(done, "done");
+    guard.ensure_still_held().await.unwrap();
+    assert_eq!(repo.list_ids(ObjectKind::Locks).await.unwrap().len(), 1);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_backup_lock_is_not_held_once_an_exclusive_lock_was_taken_over_it() {
+    let backend = Arc::new(LockWritesFail::default());
+    let repo = repository(backend).await;
+    let guard = acquire(&repo, false, "backup").await.unwrap();
+    guard.ensure_still_held().await.unwrap();
+    let mut prune = Lock::new(true, "prune");
+    prune.hostname = "another-host".into();
+    repo.write_object(ObjectKind::Locks, &prune).await.unwrap();
+    let error = guard.ensure_still_held().await.unwrap_err();
+    assert!(matches!(error, Error::LockLost(_)), "{error:?}");
+    assert!(
+        error.to_string().contains("exclusive lock of prune"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_lock_removed_by_another_process_is_not_held() {
+    let backend = Arc::new(LockWritesFail::default());
+    let repo = repository(backend).await;
+    let guard = acquire(&repo, false, "backup").await.unwrap();
+    remove_locks(&repo, Unlock::All).await.unwrap();
+    let error = guard.ensure_still_held().await.unwrap_err();
+    assert!(error.to_string().contains("was removed"), "{error}");
+}
