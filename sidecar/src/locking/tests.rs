@@ -152,3 +152,56 @@ async fn a_lock_removed_by_another_process_is_not_held() {
     let error = guard.ensure_still_held().await.unwrap_err();
     assert!(error.to_string().contains("was removed"), "{error}");
 }
+
+#[tokio::test]
+async fn a_stale_lock_of_this_host_met_while_locking_is_removed_and_one_of_another_host_is_kept() {
+    let repo = repository(Arc::new(LockWritesFail::default())).await;
+    let dead_here = Lock {
+        pid: 0x7fff_fff0,
+        ..Lock::new(true, "prune")
+    };
+    let dead_here = repo
+        .write_object(ObjectKind::Locks, &dead_here)
+        .await
+        .unwrap();
+    let old_elsewhere = Lock {
+        hostname: "another-host".into(),
+        time: (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339(),
+        ..Lock::new(true, "prune")
+    };
+    let old_elsewhere = repo
+        .write_object(ObjectKind::Locks, &old_elsewhere)
+        .await
+        .unwrap();
+    // Both are stale: neither blocks an exclusive lock.
+    let guard = acquire(&repo, true, "prune").await.unwrap();
+    let listed = repo.list_ids(ObjectKind::Locks).await.unwrap();
+    assert!(
+        !listed.contains(&dead_here),
+        "this host's stale lock is removed"
+    );
+    assert!(
+        listed.contains(&old_elsewhere),
+        "another host's is left to unlock"
+    );
+    assert!(listed.contains(&guard.current_id()));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stop_removes_every_lock_object_of_this_process_and_no_other() {
+    let repo = repository(Arc::new(LockWritesFail::default())).await;
+    // Two of ours, as when a refresh was cut short; one of another process of this host.
+    let ours = Lock::new(false, "backup");
+    repo.write_object(ObjectKind::Locks, &ours).await.unwrap();
+    repo.write_object(ObjectKind::Locks, &Lock::new(false, "backup"))
+        .await
+        .unwrap();
+    let other = Lock {
+        pid: ours.pid + 1,
+        ..ours
+    };
+    let other = repo.write_object(ObjectKind::Locks, &other).await.unwrap();
+    assert_eq!(held::remove_own_lock_objects(&repo).await.unwrap(), 2);
+    assert_eq!(repo.list_ids(ObjectKind::Locks).await.unwrap(), vec![other]);
+}
