@@ -325,7 +325,12 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
 
     let mountpoint = work.path().join("mnt");
     fs::create_dir(&mountpoint).unwrap();
-    for stop in ["SIGTERM", "SIGINT", "umount"] {
+    for (stop, exit_code) in [
+        ("SIGTERM", 143),
+        ("SIGINT", 130),
+        ("SIGHUP", 129),
+        ("umount", 0),
+    ] {
         let mut child = start_cli_mount(&repo, &password_file, &gate, &mountpoint);
         wait_for_mount(&mut child, &mountpoint);
         assert!(is_mounted(&mountpoint));
@@ -340,7 +345,11 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
             ),
         }
         let (code, stderr) = wait_for_exit(child);
-        assert_eq!(code, Some(0), "mount stopped by {stop} exits 0:\n{stderr}");
+        assert_eq!(
+            code,
+            Some(exit_code),
+            "mount stopped by {stop} exits {exit_code}:\n{stderr}"
+        );
         assert!(
             !is_mounted(&mountpoint),
             "{stop} leaves no mount behind:\n{stderr}"
@@ -373,8 +382,8 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
     inside_it.wait().unwrap();
     assert_eq!(
         code,
-        Some(0),
-        "a busy mount stopped by SIGTERM exits 0:\n{stderr}"
+        Some(143),
+        "a busy mount stopped by SIGTERM exits 143:\n{stderr}"
     );
     assert!(
         !is_mounted(&mountpoint),
