@@ -278,10 +278,7 @@ fn make_read_only(root: &Path) {
 fn without_dac_override(sidecar: &Sidecar, args: &[&str]) -> Run {
     let mut command = Command::new("/usr/bin/setpriv");
     command
-        .args([
-            "--bounding-set=-dac_override,-dac_read_search",
-            "--",
-        ])
+        .args(["--bounding-set=-dac_override,-dac_read_search", "--"])
         .arg(SIDECAR_BIN)
         .arg("--repo")
         .arg(&sidecar.repo)
@@ -351,12 +348,12 @@ fn restore_ls_snapshots_and_check_work_on_a_read_only_repository_without_a_lock(
 }
 
 #[test]
-fn a_restore_through_an_append_only_server_that_refuses_to_remove_its_lock_still_succeeds() {
-    let options = support::RcloneServerOptions {
+fn a_restore_through_an_append_only_gate_takes_a_shared_lock_and_removes_it() {
+    let options = support::RestServerOptions {
         append_only: true,
         ..Default::default()
     };
-    let Some(server) = support::RcloneServer::start("cli_append_only_restore", options) else {
+    let Some(server) = support::RestServer::start("cli_append_only_restore", options) else {
         return;
     };
     let sidecar = Sidecar::new(format!("rest:{}", server.repo_url("repo")));
@@ -369,6 +366,13 @@ fn a_restore_through_an_append_only_server_that_refuses_to_remove_its_lock_still
     let run = sidecar
         .run(&["restore", "latest", "--target", text(&target)])
         .expect_ok();
+    assert!(!run.stderr.contains("without a lock"), "{}", run.stderr);
     assert_same_tree(&source, &restored(&target, &source), is_root());
-    println!("{}", run.stderr);
+    let stored = server.data_dir().join("repo");
+    assert_eq!(
+        objects_in(&stored.join("snapshots")).len(),
+        1,
+        "the server's folder"
+    );
+    assert!(lock_objects(&stored).is_empty());
 }
