@@ -276,7 +276,7 @@ fn run_ok(command: &mut Command) {
 }
 
 #[test]
-fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_umount() {
+fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_sighup_and_umount() {
     if !fuse_or_skip(
         "the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_umount",
     ) {
