@@ -32,6 +32,12 @@ pub enum ExitStatus {
     LockFailed,
     /// The password does not open any key of the repository.
     WrongPassword,
+    /// Stopped by SIGHUP: the lock was removed and no snapshot was written after the signal.
+    Hangup,
+    /// Stopped by SIGINT (Ctrl-C), as [`ExitStatus::Hangup`].
+    Interrupted,
+    /// Stopped by SIGTERM (a deleted or timed-out Job), as [`ExitStatus::Hangup`].
+    Terminated,
 }
 
 impl ExitStatus {
@@ -44,7 +50,19 @@ impl ExitStatus {
             ExitStatus::NoRepository => 10,
             ExitStatus::LockFailed => 11,
             ExitStatus::WrongPassword => 12,
+            // 128 + the signal's number, as a shell and restic report a run a signal ended.
+            ExitStatus::Hangup => 129,
+            ExitStatus::Interrupted => 130,
+            ExitStatus::Terminated => 143,
         }
+    }
+
+    /// Whether a stop signal ended the run.
+    pub fn is_stop_signal(self) -> bool {
+        matches!(
+            self,
+            ExitStatus::Hangup | ExitStatus::Interrupted | ExitStatus::Terminated
+        )
     }
 
     /// The status for a numeric exit code; unknown codes count as a failure.
@@ -55,6 +73,9 @@ impl ExitStatus {
             10 => ExitStatus::NoRepository,
             11 => ExitStatus::LockFailed,
             12 => ExitStatus::WrongPassword,
+            129 => ExitStatus::Hangup,
+            130 => ExitStatus::Interrupted,
+            143 => ExitStatus::Terminated,
             _ => ExitStatus::Failed,
         }
     }
@@ -404,9 +425,14 @@ mod tests {
             ExitStatus::NoRepository,
             ExitStatus::LockFailed,
             ExitStatus::WrongPassword,
+            ExitStatus::Hangup,
+            ExitStatus::Interrupted,
+            ExitStatus::Terminated,
         ] {
             assert_eq!(ExitStatus::from_code(status.code()), status);
         }
+        assert_eq!(ExitStatus::Interrupted.code(), 130);
+        assert_eq!(ExitStatus::Terminated.code(), 143);
         assert_eq!(ExitStatus::WrongPassword.code(), 12);
         assert_eq!(ExitStatus::from_code(77), ExitStatus::Failed);
     }

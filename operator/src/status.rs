@@ -311,6 +311,18 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                 Some(message),
             )
         }
+        // Stopped by a signal just after its snapshot was stored: the snapshot is complete.
+        status
+            if status.is_stop_signal()
+                && result.operation == Operation::Backup
+                && result.snapshot_id.is_some() =>
+        {
+            (
+                RunOutcome::SucceededWithWarnings,
+                Reason::SucceededWithWarnings,
+                result.error.clone(),
+            )
+        }
         status => {
             let reason = match status {
                 ExitStatus::WrongPassword => Reason::WrongPassword,
@@ -797,6 +809,23 @@ mod tests {
             ))),
         )
         .unwrap();
+        assert_eq!(end.reason, Reason::BackupFailed);
+    }
+
+    #[test]
+    fn a_backup_stopped_after_its_snapshot_was_stored_succeeded_with_a_warning() {
+        let job = job(Some(("Failed", "BackoffLimitExceeded")));
+        let mut stopped = result(ExitStatus::Terminated);
+        stopped.snapshot_id = Some("1a2b3c4d".repeat(8));
+        stopped.error = Some("interrupted: stopped by SIGTERM after snapshot 1a2b3c4d".into());
+        let message = stopped.to_termination_message();
+        let end = job_end(&job, Some(&pod(terminated(143, "Error", &message)))).unwrap();
+        assert_eq!(end.outcome, RunOutcome::SucceededWithWarnings);
+        assert!(end.message.unwrap().contains("after snapshot 1a2b3c4d"));
+        // Before its snapshot: the backup failed.
+        stopped.snapshot_id = None;
+        let message = stopped.to_termination_message();
+        let end = job_end(&job, Some(&pod(terminated(143, "Error", &message)))).unwrap();
         assert_eq!(end.reason, Reason::BackupFailed);
     }
 

@@ -34,6 +34,10 @@ pub enum Error {
     #[error("the repository lock was lost: {0}")]
     LockLost(String),
 
+    /// A stop signal arrived: nothing more is committed.
+    #[error("stopping on a signal: nothing more is written")]
+    Stopping,
+
     #[error("blob {id} ({context}) is not in the index: the repository is damaged (missing data)")]
     BlobMissing { id: BlobId, context: String },
 

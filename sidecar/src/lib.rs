@@ -26,6 +26,7 @@ pub mod progress;
 pub mod repository;
 pub mod restore;
 pub mod selection;
+pub mod stopping;
 pub mod text;
 
 pub use error::{Error, Result};

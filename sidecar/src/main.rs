@@ -26,20 +26,7 @@ async fn main() -> ExitCode {
     }
     let record = std::sync::Arc::new(cli::RunRecord::default());
     let operation = cli::operation_of(&cli.command);
-    // As PID 1 of a Job's container the process has no default SIGTERM handler: without this,
-    // a deleted or timed-out Job would wait out its whole grace period before being killed. The
-    // handler runs on a worker thread, so it answers even while the command blocks the main one.
-    // `mount` answers them itself: it unmounts first.
-    if !matches!(cli.command, cli::args::Command::Mount(_)) {
-        tokio::spawn(exit_on_stop_signal(
-            operation,
-            started,
-            cli.result_file.clone(),
-            closing,
-            record.clone(),
-        ));
-    }
-    let run = cli::run(&cli, &record).await;
+    let run = run_until_stopped(&cli, record.clone(), operation, started, closing).await;
     let databases = &record.databases;
     let (status, result) = match run {
         Ok(outcome) => {
@@ -100,62 +87,37 @@ async fn main() -> ExitCode {
     ExitCode::from(status.code() as u8)
 }
 
-/// On SIGTERM or SIGINT: reports the run (result file, one closing line) and exits at once. A
-/// backup whose snapshot is already stored succeeded, with a warning that what follows the
-/// snapshot (retention) did not run; any other run failed. Nothing is lost: a snapshot only
-/// exists once it is complete, and the locks left behind are removed by the next run of the same
-/// host.
-async fn exit_on_stop_signal(
+/// Runs the command; on SIGHUP, SIGINT or SIGTERM the stop (see [`cli::stop`]) drops it (a mount
+/// unmounts first), removes its locks, reports and exits.
+async fn run_until_stopped(
+    cli: &Cli,
+    record: std::sync::Arc<cli::RunRecord>,
     operation: Operation,
     started: chrono::DateTime<chrono::Utc>,
-    result_file: Option<std::path::PathBuf>,
     closing: Closing,
-    record: std::sync::Arc<cli::RunRecord>,
-) {
-    let signal = stop_signal().await;
-    let (status, outcome, error) = match record.snapshot.get() {
-        Some(snapshot_id) => {
-            let message = format!(
-                "stopped by {signal} after snapshot {} was stored: what follows a backup (retention) did not run",
-                snapshot_id.short()
-            );
-            closing.warning(&message);
-            let outcome = cli::Outcome {
-                snapshot_id: Some(snapshot_id.to_hex()),
-                warnings: vec![message],
-                ..cli::Outcome::default()
-            };
-            (ExitStatus::Success, outcome, None)
-        }
-        None => {
-            let message = format!(
-                "stopped by {signal} before the run was complete; nothing after its last committed step was saved (the next run continues from there)"
-            );
-            closing.error(&message);
-            (ExitStatus::Failed, cli::Outcome::default(), Some(message))
-        }
+) -> anyhow::Result<cli::Outcome> {
+    let control = cli::stop::watch(cli::stop::StoppedRun {
+        operation,
+        started,
+        result_file: cli.result_file.clone(),
+        closing,
+        record: record.clone(),
+        ends_itself: matches!(cli.command, cli::args::Command::Mount(_)),
+    });
+    let Some(control) = control else {
+        return cli::run(cli, &record).await;
     };
-    if let Some(path) = result_file {
-        let databases = record.databases.results(error.is_some());
-        let result = cli::run_result(operation, status, started, &outcome, databases, error);
-        // Exiting at once matters more than saying that the result file could not be written.
-        let _ = std::fs::write(&path, result.to_termination_message());
-    }
-    std::process::exit(status.code());
-}
-
-/// Waits for SIGTERM or SIGINT; returns the signal's name.
-async fn stop_signal() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut terminate), Ok(mut interrupt)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
+    let ended = tokio::select! {
+        outcome = cli::run(cli, &record) => Some(outcome),
+        _ = control.drop_now => None,
     };
-    tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
+    match ended {
+        Some(outcome) if !neverwiped::stopping::is_requested() => outcome,
+        // The run is dropped, or ended after the signal: the stop reports and exits.
+        _ => {
+            let _ = control.gone.send(());
+            std::future::pending().await
+        }
     }
 }
 

@@ -41,6 +41,8 @@ pub struct Repository {
     lock_wait: Duration,
     /// How this process keeps its locks fresh.
     lock_timings: LockTimings,
+    /// Whether reading commands take a shared lock (off with `--no-lock`).
+    locks_reads: bool,
 }
 
 impl Repository {
@@ -82,6 +84,7 @@ impl Repository {
             key_id,
             lock_wait: Duration::ZERO,
             lock_timings: LockTimings::default(),
+            locks_reads: true,
         })
     }
 
@@ -137,6 +140,7 @@ impl Repository {
                         key_id,
                         lock_wait: Duration::ZERO,
                         lock_timings: LockTimings::default(),
+                        locks_reads: true,
                     });
                 }
                 Err(UnwrapError::WrongPassword) => refused += 1,
@@ -179,6 +183,18 @@ impl Repository {
     /// How long taking a lock waits for other holders to release theirs.
     pub fn lock_wait(&self) -> Duration {
         self.lock_wait
+    }
+
+    /// Makes reading commands go without a lock (`--no-lock`): for a repository no prune runs on
+    /// meanwhile, or one that cannot be written.
+    pub fn without_read_locks(mut self) -> Repository {
+        self.locks_reads = false;
+        self
+    }
+
+    /// Whether reading commands take a shared lock.
+    pub fn locks_reads(&self) -> bool {
+        self.locks_reads
     }
 
     /// Keeps this process's locks fresh on other timings (tests shorten them).

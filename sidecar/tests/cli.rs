@@ -1,6 +1,8 @@
 //! The CLI as a user meets it: `neverwiped-sidecar` run as a separate process, with secrets from
 //! files and the environment only, its exit codes, its JSON result file, its messages.
 
+#[path = "cli/stopping.rs"]
+mod stopping;
 mod support;
 
 use support::fixtures;
@@ -2191,7 +2193,7 @@ fn sigterm_stops_a_run_at_once_with_a_result_and_no_snapshot() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let run = Run::from_output(child.wait_with_output().unwrap(), None).expect_code(1);
+    let run = Run::from_output(child.wait_with_output().unwrap(), None).expect_code(143);
     assert!(
         sent.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -2204,7 +2206,7 @@ fn sigterm_stops_a_run_at_once_with_a_result_and_no_snapshot() {
         run.stderr
     );
     let result = read_result(&result_file);
-    assert!(result.snapshot_id.is_none() && result.status == ExitStatus::Failed);
+    assert!(result.snapshot_id.is_none() && result.status == ExitStatus::Terminated);
     assert!(sidecar.snapshots().is_empty());
 }
 

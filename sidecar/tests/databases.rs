@@ -1224,7 +1224,7 @@ fn a_backup_stopped_by_sigterm_mid_dump_reports_the_database_it_did_not_finish()
     )
     .unwrap();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(status.code(), Some(143));
     assert!(stopped.elapsed().as_secs() < 30, "the run stopped at once");
     let result = support::sidecar::read_result(&result_file);
     assert!(result.error.unwrap().contains("stopped by SIGTERM"));

@@ -279,7 +279,7 @@ fn run_ok(command: &mut Command) {
 }
 
 #[test]
-fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_umount() {
+fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_sighup_and_umount() {
     if !fuse_or_skip(
         "the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_umount",
     ) {
@@ -328,7 +328,12 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
 
     let mountpoint = work.path().join("mnt");
     fs::create_dir(&mountpoint).unwrap();
-    for stop in ["SIGTERM", "SIGINT", "umount"] {
+    for (stop, exit_code) in [
+        ("SIGTERM", 143),
+        ("SIGINT", 130),
+        ("SIGHUP", 129),
+        ("umount", 0),
+    ] {
         let mut child = start_cli_mount(&repo, &password_file, &gate, &mountpoint);
         wait_for_mount(&mut child, &mountpoint);
         assert!(is_mounted(&mountpoint));
@@ -343,7 +348,11 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
             ),
         }
         let (code, stderr) = wait_for_exit(child);
-        assert_eq!(code, Some(0), "mount stopped by {stop} exits 0:\n{stderr}");
+        assert_eq!(
+            code,
+            Some(exit_code),
+            "mount stopped by {stop} exits {exit_code}:\n{stderr}"
+        );
         assert!(
             !is_mounted(&mountpoint),
             "{stop} leaves no mount behind:\n{stderr}"
@@ -376,8 +385,8 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_and_
     inside_it.wait().unwrap();
     assert_eq!(
         code,
-        Some(0),
-        "a busy mount stopped by SIGTERM exits 0:\n{stderr}"
+        Some(143),
+        "a busy mount stopped by SIGTERM exits 143:\n{stderr}"
     );
     assert!(
         !is_mounted(&mountpoint),

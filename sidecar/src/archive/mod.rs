@@ -334,9 +334,14 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
             .await?;
         // A prune that took the repository over a lost lock may have deleted our packs.
         lock.ensure_still_held().await?;
-        // Last: the snapshot makes the backup visible only once everything it needs is stored.
-        let snapshot_id = repo.write_snapshot(&snapshot).await?;
-        options.stored.record(snapshot_id);
+        // Last: the snapshot makes the backup visible only once everything it needs is stored,
+        // and never after a stop signal (a stop waits for a write under way).
+        let snapshot_id = crate::stopping::unless_stopping(async {
+            let snapshot_id = repo.write_snapshot(&snapshot).await?;
+            options.stored.record(snapshot_id);
+            Ok(snapshot_id)
+        })
+        .await?;
         Ok(BackupReport {
             snapshot_id,
             snapshot,

@@ -90,6 +90,20 @@ impl BackendError {
         }
     }
 
+    /// Whether the repository refused a write or delete as not allowed, rather than failed it: a
+    /// read-only file system or folder, or a server answering 403 or 405 (append-only, read-only).
+    pub fn refuses_writes(&self) -> bool {
+        match self.root() {
+            BackendError::Forbidden { .. } => true,
+            BackendError::Http { status, .. } => *status == 405,
+            BackendError::Io { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(libc::EROFS | libc::EACCES | libc::EPERM)
+            ),
+            _ => false,
+        }
+    }
+
     /// An I/O error on a local path, classifying "disk full" so users see it plainly.
     pub fn io(what: impl Into<String>, source: std::io::Error) -> BackendError {
         let what = what.into();
@@ -101,3 +115,39 @@ impl BackendError {
 }
 
 pub type BackendResult<T> = Result<T, BackendError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_of_writes_are_told_apart_from_failures() {
+        let io = |errno| BackendError::io("locks/x", std::io::Error::from_raw_os_error(errno));
+        let http = |status| BackendError::Http {
+            status,
+            what: "writing locks/x".into(),
+            body: String::new(),
+        };
+        let forbidden = BackendError::Forbidden {
+            what: "writing locks/x".into(),
+        };
+        for refused in [
+            io(libc::EROFS),
+            io(libc::EACCES),
+            io(libc::EPERM),
+            http(405),
+            forbidden,
+        ] {
+            assert!(refused.refuses_writes(), "{refused}");
+        }
+        for failed in [io(libc::EIO), io(libc::ENOSPC), http(500), http(404)] {
+            assert!(!failed.refuses_writes(), "{failed}");
+        }
+        let spent = BackendError::RetryBudgetSpent {
+            last_error: Box::new(http(405)),
+            tries: 3,
+            waited_secs: 1.0,
+        };
+        assert!(spent.refuses_writes(), "the last try's answer counts");
+    }
+}

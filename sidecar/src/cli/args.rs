@@ -27,7 +27,9 @@ Exit codes:
   3   partial: a backup could not read some input, or a restore could not give back some entry
   10  no repository at --repo
   11  the repository is locked by another process
-  12  wrong password";
+  12  wrong password
+  129, 130, 143  stopped by SIGHUP, SIGINT (Ctrl-C) or SIGTERM: no snapshot after the signal,
+                 the run's lock removed";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -53,6 +55,11 @@ pub struct Cli {
     /// 1h, 90s) instead of failing at once.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
+
+    /// Read without a lock (restore, ls, snapshots, mount, check): for a repository that cannot
+    /// be written. Without it they take a shared lock, or go on without one when refused.
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    pub no_lock: bool,
 
     /// How long one request to the gate may keep being retried (pauses included) before the run
     /// fails, e.g. 15m (the default), 1h, 90s.
@@ -107,7 +114,7 @@ pub enum Command {
     Ls(LsArgs),
     /// Restore a snapshot (or part of it) into a folder.
     Restore(RestoreArgs),
-    /// Remove stale locks (of processes that are gone).
+    /// Remove stale locks (of processes that are gone, or not refreshed for 30 minutes).
     Unlock(UnlockArgs),
     /// Verify the repository: structure, and with --read-data every byte.
     Check(CheckArgs),

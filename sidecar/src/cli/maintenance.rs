@@ -61,10 +61,11 @@ pub async fn check(repo: &IndexedRepository, args: &CheckArgs, json: bool) -> Re
         (false, None) => ReadData::None,
     };
     remove_locks_of(repo, args.remove_locks_of_host.as_deref()).await?;
-    // A shared lock: a prune running meanwhile would show up as missing packs.
-    let lock = neverwiped::locking::acquire(repo, false, "check").await?;
+    // A shared lock: a prune running meanwhile would show up as missing packs. A check repairs
+    // nothing, so a repository that cannot be written is checked without one.
+    let lock = neverwiped::locking::acquire_for_reading(repo, "check").await?;
     let report = checking::check(repo, read_data).await;
-    lock.release().await?;
+    neverwiped::locking::release_read_lock(lock, "check").await;
     let report = report?;
     if json {
         println!(

@@ -4,11 +4,13 @@ pub mod args;
 mod databases;
 pub mod hardening;
 mod listing;
+mod locks;
 mod maintenance;
 pub mod mount;
 pub mod output;
 mod secrets;
 mod select;
+pub mod stop;
 
 use anyhow::{Context, Result};
 use args::{BackupArgs, Cli, Command, RestoreArgs};
@@ -214,7 +216,12 @@ async fn open_repository(cli: &Cli) -> Result<Repository> {
     let backend = open_backend(cli)?;
     let password = secrets::repository_password(cli.password_file.as_deref())?;
     let repo = Repository::open(backend, &password).await?;
-    Ok(repo.with_lock_wait(cli.retry_lock.unwrap_or_default()))
+    let repo = repo.with_lock_wait(cli.retry_lock.unwrap_or_default());
+    Ok(if cli.no_lock {
+        repo.without_read_locks()
+    } else {
+        repo
+    })
 }
 
 async fn open_indexed(cli: &Cli) -> Result<IndexedRepository> {
@@ -236,8 +243,14 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
     match &cli.command {
         Command::Init => init(cli).await,
         Command::Backup(args) => backup(cli, args, record).await,
-        Command::Snapshots => listing::snapshots(&open_repository(cli).await?, cli.json).await,
-        Command::Ls(args) => listing::ls(&open_indexed(cli).await?, args, cli.json).await,
+        Command::Snapshots => {
+            let repo = open_repository(cli).await?;
+            locks::read_locked(&repo, "snapshots", listing::snapshots(&repo, cli.json)).await
+        }
+        Command::Ls(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "ls", listing::ls(&repo, args, cli.json)).await
+        }
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
         Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,
         Command::Forget(args) => {
@@ -249,16 +262,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
             maintenance::key(&open_repository(cli).await?, &password, command, cli.json).await
         }
         Command::Mount(args) => mount::mount(open_indexed(cli).await?, args, cli.quiet).await,
-        Command::Unlock(args) => {
-            let repo = open_repository(cli).await?;
-            let removed = neverwiped::locking::remove_locks(&repo, args.remove_all).await?;
-            if cli.json {
-                println!("{}", serde_json::json!({ "locksRemoved": removed }));
-            } else {
-                println!("removed {removed} lock(s)");
-            }
-            Ok(Outcome::default())
-        }
+        Command::Unlock(args) => locks::unlock(&open_repository(cli).await?, args, cli.json).await,
     }
 }
 

@@ -1,5 +1,5 @@
-//! `mount`: the repository's snapshots as a read-only file system until SIGINT or SIGTERM (then
-//! unmounted cleanly) or an unmount from outside.
+//! `mount`: the repository's snapshots as a read-only file system until SIGHUP, SIGINT or SIGTERM
+//! (then unmounted cleanly, see [`super::stop`]) or an unmount from outside.
 
 use super::Outcome;
 use anyhow::{Context, Result};
@@ -52,7 +52,7 @@ pub async fn mount(repo: IndexedRepository, args: &MountArgs, quiet: bool) -> Re
         );
     }
     let stopped_by = tokio::select! {
-        signal = stop_signal() => Some(signal?),
+        signal = neverwiped::stopping::requested() => Some(signal),
         () = handle.unmounted() => None,
     };
     let mountpoint = handle.mountpoint().to_path_buf();
@@ -65,17 +65,6 @@ pub async fn mount(repo: IndexedRepository, args: &MountArgs, quiet: bool) -> Re
         .await
         .with_context(|| format!("cannot unmount {}", mountpoint.display()))?;
     Ok(Outcome::default())
-}
-
-/// Waits for SIGINT or SIGTERM; their name.
-async fn stop_signal() -> Result<&'static str> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
-    Ok(tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
-    })
 }
 
 /// A cache size: bytes with an optional suffix K, M or G (powers of 1024), 1M to 16G.

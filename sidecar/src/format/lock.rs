@@ -1,6 +1,7 @@
 //! Lock objects: who is using the repository. Backups take shared locks; maintenance that deletes
 //! takes an exclusive one. A lock not refreshed for [`STALE_AFTER_SECS`] is stale, and so is one of
-//! this host whose process is gone.
+//! this host whose process is gone, or whose PID now names another process (one that started at
+//! another time, or before the host's last boot).
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -44,6 +45,28 @@ impl LockTimings {
     }
 }
 
+/// When a process started, so that a PID used again by another process is told apart: the
+/// kernel's boot id and the start time in clock ticks since that boot (`/proc/PID/stat`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessStart {
+    /// `/proc/sys/kernel/random/boot_id` of the host when the process ran.
+    pub boot_id: String,
+    /// Field 22 (`starttime`) of `/proc/PID/stat`: clock ticks after boot.
+    pub start_ticks: u64,
+}
+
+impl ProcessStart {
+    /// This process's start; `None` without /proc.
+    pub fn of_this_process() -> Option<ProcessStart> {
+        Some(ProcessStart {
+            boot_id: crate::host::boot_id()?,
+            start_ticks: crate::host::start_ticks(std::process::id())?,
+        })
+    }
+}
+
+/// A lock object as stored in `locks/`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Lock {
@@ -55,9 +78,14 @@ pub struct Lock {
     pub pid: u32,
     /// What holds it, e.g. "backup".
     pub purpose: String,
+    /// When the holding process started; absent in locks of older versions (then only whether
+    /// the PID exists is known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_start: Option<ProcessStart>,
 }
 
 impl Lock {
+    /// A lock of this process, refreshed now.
     pub fn new(exclusive: bool, purpose: &str) -> Lock {
         Lock {
             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
@@ -66,6 +94,7 @@ impl Lock {
             username: crate::host::username(),
             pid: std::process::id(),
             purpose: purpose.into(),
+            process_start: ProcessStart::of_this_process(),
         }
     }
 
@@ -78,12 +107,29 @@ impl Lock {
     }
 
     /// Whether the holder is certainly gone: not refreshed in time, or a process of this host that
-    /// no longer exists.
+    /// no longer exists or whose PID another process has taken since.
     pub fn is_stale(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
         if self.age_secs(now) > STALE_AFTER_SECS {
             return true;
         }
-        self.hostname == crate::host::hostname() && !process_exists(self.pid)
+        self.hostname == crate::host::hostname() && !self.holder_is_alive()
+    }
+
+    /// Whether this host still runs the process that wrote the lock: its PID exists and, when the
+    /// lock says when it started, the process with that PID started then, in this boot.
+    fn holder_is_alive(&self) -> bool {
+        if !process_exists(self.pid) {
+            return false;
+        }
+        let Some(recorded) = &self.process_start else {
+            return true;
+        };
+        match crate::host::boot_id() {
+            Some(boot_id) if boot_id != recorded.boot_id => return false,
+            _ => {}
+        }
+        // Unreadable (e.g. /proc mounted with hidepid): the PID exists, so it may be the holder.
+        crate::host::start_ticks(self.pid).is_none_or(|ticks| ticks == recorded.start_ticks)
     }
 }
 
@@ -115,6 +161,7 @@ mod tests {
             username: "root".into(),
             pid: 7,
             purpose: "prune".into(),
+            process_start: None,
         };
         let json = serde_json::to_string(&lock).unwrap();
         assert_eq!(
@@ -122,6 +169,19 @@ mod tests {
             r#"{"time":"2026-11-30T01:00:00.000000001Z","exclusive":true,"hostname":"backup-nightly-x7k2p","username":"root","pid":7,"purpose":"prune"}"#
         );
         assert_eq!(serde_json::from_str::<Lock>(&json).unwrap(), lock);
+        let started = Lock {
+            process_start: Some(ProcessStart {
+                boot_id: "6f1c0b7e-2d1a-4d57-9d0e-3c1b7a2f9e10".into(),
+                start_ticks: 123_456,
+            }),
+            ..lock
+        };
+        let json = serde_json::to_string(&started).unwrap();
+        assert!(
+            json.ends_with(r#""purpose":"prune","processStart":{"bootId":"6f1c0b7e-2d1a-4d57-9d0e-3c1b7a2f9e10","startTicks":123456}}"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Lock>(&json).unwrap(), started);
     }
 
     #[test]
@@ -145,5 +205,33 @@ mod tests {
             ..mine
         };
         assert!(!elsewhere.is_stale(now));
+    }
+
+    #[test]
+    fn a_lock_naming_a_live_pid_that_started_at_another_time_or_boot_is_stale() {
+        let now = chrono::Utc::now();
+        let mine = Lock::new(false, "backup");
+        let start = mine.process_start.clone().expect("/proc tells our start");
+        let reused = Lock {
+            process_start: Some(ProcessStart {
+                start_ticks: start.start_ticks + 1,
+                ..start.clone()
+            }),
+            ..mine.clone()
+        };
+        assert!(reused.is_stale(now), "our PID, another start time");
+        let before_boot = Lock {
+            process_start: Some(ProcessStart {
+                boot_id: "00000000-0000-0000-0000-000000000000".into(),
+                ..start
+            }),
+            ..mine.clone()
+        };
+        assert!(before_boot.is_stale(now), "our PID, another boot");
+        let older_version = Lock {
+            process_start: None,
+            ..mine
+        };
+        assert!(!older_version.is_stale(now), "no start time: the PID lives");
     }
 }

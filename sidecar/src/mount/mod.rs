@@ -88,16 +88,7 @@ pub async fn serve(
             mountpoint.display()
         )));
     }
-    let lock = match crate::locking::acquire(&repo, false, "mount").await {
-        Ok(lock) => Some(lock),
-        Err(Error::Backend(crate::backend::BackendError::Forbidden { .. })) => {
-            tracing::warn!(
-                "the repository cannot be locked with these credentials; mounting without a lock"
-            );
-            None
-        }
-        Err(error) => return Err(error),
-    };
+    let lock = crate::locking::acquire_for_reading(&repo, "mount").await?;
     let snapshots = repo.snapshots().await?;
     let layout = build_layout(&snapshots, &options.selection);
     let reader = reader::SnapshotReader::new(repo, options.cache_bytes / 8, options.cache_bytes);

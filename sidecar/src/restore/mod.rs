@@ -84,24 +84,11 @@ pub async fn restore(
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
     crate::archive::return_large_buffers_to_the_system();
-    // A shared lock keeps prune from deleting packs while they are read. Credentials that may
-    // only read cannot write one: restore anyway, as nothing is changed.
-    let lock = match crate::locking::acquire(repo, false, "restore").await {
-        Ok(lock) => Some(lock),
-        Err(Error::Backend(crate::backend::BackendError::Forbidden { .. })) => {
-            tracing::warn!(
-                "the repository cannot be locked with these credentials; restoring without a lock"
-            );
-            None
-        }
-        Err(error) => return Err(error),
-    };
+    // A shared lock keeps prune from deleting packs while they are read; a repository that cannot
+    // be written (a read-only copy, read-only credentials) is restored from without one.
+    let lock = crate::locking::acquire_for_reading(repo, "restore").await?;
     let result = restore_unlocked(repo, root, options).await;
-    if let Some(lock) = lock {
-        if let Err(error) = lock.release().await {
-            tracing::warn!(%error, "could not remove the restore's lock");
-        }
-    }
+    crate::locking::release_read_lock(lock, "restore").await;
     result
 }
 

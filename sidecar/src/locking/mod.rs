@@ -16,6 +16,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
+
+mod held;
+mod reading;
+
+pub use held::release_all_held;
+pub use reading::{acquire_for_reading, release_read_lock};
 use tokio::time::Instant;
 
 /// A lock held on the repository; refreshed in the background until released.
@@ -27,36 +33,67 @@ pub struct LockGuard {
     /// Set to why the lock was lost, once it was.
     lost: watch::Receiver<Option<String>>,
     refresher: tokio::task::JoinHandle<()>,
+    /// This lock's entry among the locks a stop signal removes.
+    token: u64,
 }
 
-/// The locks of other holders that conflict with the one we want.
+/// The lock objects of the repository, each read, or why it could not be read when it is
+/// damaged (junk or torn: no process holds it). Objects removed meanwhile are left out.
+async fn lock_objects(repo: &Repository) -> Result<Vec<(ObjectId, Result<Lock>)>> {
+    let mut locks = Vec::new();
+    for id in repo.list_ids(ObjectKind::Locks).await? {
+        match repo.read_object(ObjectKind::Locks, &id).await {
+            Ok(lock) => locks.push((id, Ok(lock))),
+            // Released between the listing and the read.
+            Err(Error::Backend(BackendError::NotFound { .. })) => {}
+            Err(error @ (Error::Corrupt { .. } | Error::Format(_))) => locks.push((id, Err(error))),
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(locks)
+}
+
+/// The locks of other holders that conflict with the one we want. Stale locks of this host met
+/// on the way are removed (their process is gone); a repository that refuses is left as it is.
 async fn conflicting_locks(
     repo: &Repository,
     exclusive: bool,
     ours: Option<ObjectId>,
 ) -> Result<Vec<Lock>> {
     let now = chrono::Utc::now();
+    let hostname = crate::host::hostname();
     let mut conflicts = Vec::new();
-    for id in repo.list_ids(ObjectKind::Locks).await? {
+    for (id, lock) in lock_objects(repo).await? {
         if Some(id) == ours {
             continue;
         }
-        let lock: Lock = match repo.read_object(ObjectKind::Locks, &id).await {
+        let lock = match lock {
             Ok(lock) => lock,
-            // Released between the listing and the read.
-            Err(Error::Backend(BackendError::NotFound { .. })) => continue,
-            // Junk or torn: no process holds it, so it protects nothing (`unlock` removes it).
-            Err(error @ (Error::Corrupt { .. } | Error::Format(_))) => {
+            Err(error) => {
+                // Protects nothing (`unlock` removes it).
                 tracing::warn!(lock = %id, "skipping the damaged lock object locks/{id}: {error}");
                 continue;
             }
-            Err(error) => return Err(error),
         };
-        if !lock.is_stale(now) && (exclusive || lock.exclusive) {
+        if lock.is_stale(now) {
+            if lock.hostname == hostname {
+                remove_stale_lock(repo, id, &lock).await;
+            }
+            continue;
+        }
+        if exclusive || lock.exclusive {
             conflicts.push(lock);
         }
     }
     Ok(conflicts)
+}
+
+/// Deletes a stale lock of this host, saying whose it was.
+async fn remove_stale_lock(repo: &Repository, id: ObjectId, lock: &Lock) {
+    match repo.backend().delete(ObjectKind::Locks, &id.to_hex()).await {
+        Ok(()) => tracing::info!("removed the stale {}", describe(lock)),
+        Err(error) => tracing::warn!(%error, "could not remove the stale {}", describe(lock)),
+    }
 }
 
 fn describe(lock: &Lock) -> String {
@@ -95,6 +132,40 @@ pub async fn acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Resul
 }
 
 async fn try_acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Result<LockGuard> {
+    let token = held::register(repo);
+    let taken = write_unless_conflicting(repo, exclusive, purpose).await;
+    let id = match taken {
+        Ok(id) => id,
+        Err(error) => {
+            held::unregister(token);
+            return Err(error);
+        }
+    };
+    let current = Arc::new(Mutex::new(id));
+    let (lost_sender, lost) = watch::channel(None);
+    let refresher = tokio::spawn(refresh_until_lost(
+        repo.clone(),
+        current.clone(),
+        Lock::new(exclusive, purpose),
+        lost_sender,
+    ));
+    held::set_refresher(token, refresher.abort_handle());
+    Ok(LockGuard {
+        repo: repo.clone(),
+        exclusive,
+        current,
+        lost,
+        refresher,
+        token,
+    })
+}
+
+/// Writes our lock object unless another holder's conflicts, before or just after it is visible.
+async fn write_unless_conflicting(
+    repo: &Repository,
+    exclusive: bool,
+    purpose: &str,
+) -> Result<ObjectId> {
     if let Some(lock) = conflicting_locks(repo, exclusive, None).await?.first() {
         return Err(Error::Locked {
             holder: describe(lock),
@@ -112,21 +183,7 @@ async fn try_acquire(repo: &Repository, exclusive: bool, purpose: &str) -> Resul
             holder: describe(lock),
         });
     }
-    let current = Arc::new(Mutex::new(id));
-    let (lost_sender, lost) = watch::channel(None);
-    let refresher = tokio::spawn(refresh_until_lost(
-        repo.clone(),
-        current.clone(),
-        Lock::new(exclusive, purpose),
-        lost_sender,
-    ));
-    Ok(LockGuard {
-        repo: repo.clone(),
-        exclusive,
-        current,
-        lost,
-        refresher,
-    })
+    Ok(id)
 }
 
 /// Rewrites the lock every `refresh_every`; when refreshes fail until the last stored one is
@@ -241,10 +298,14 @@ impl LockGuard {
     pub async fn release(self) -> Result<()> {
         self.refresher.abort();
         let id = self.current_id();
-        self.repo
+        let deleted = self
+            .repo
             .backend()
             .delete(ObjectKind::Locks, &id.to_hex())
-            .await?;
+            .await;
+        // Only now: a stop while the delete runs must still find the lock.
+        held::unregister(self.token);
+        deleted?;
         Ok(())
     }
 }
@@ -269,15 +330,9 @@ async fn wait_until_lost(lost: &mut watch::Receiver<Option<String>>) -> String {
 /// cleared by the next run instead of blocking it until they go stale.
 pub async fn remove_locks_of_host(repo: &Repository, hostname: &str) -> Result<usize> {
     let mut removed = 0;
-    for id in repo.list_ids(ObjectKind::Locks).await? {
-        let lock: Lock = match repo.read_object(ObjectKind::Locks, &id).await {
-            Ok(lock) => lock,
-            Err(Error::Backend(BackendError::NotFound { .. })) => continue,
-            // Not this host's to judge: `unlock` removes damaged locks.
-            Err(Error::Corrupt { .. } | Error::Format(_)) => continue,
-            Err(error) => return Err(error),
-        };
-        if lock.hostname == hostname {
+    for (id, lock) in lock_objects(repo).await? {
+        // Damaged locks are not this host's to judge: `unlock` removes them.
+        if lock.is_ok_and(|lock| lock.hostname == hostname) {
             repo.backend()
                 .delete(ObjectKind::Locks, &id.to_hex())
                 .await?;
@@ -287,19 +342,23 @@ pub async fn remove_locks_of_host(repo: &Repository, hostname: &str) -> Result<u
     Ok(removed)
 }
 
-/// Removes stale locks (all locks with `all`); returns how many were removed.
-pub async fn remove_locks(repo: &Repository, all: bool) -> Result<usize> {
+/// Which locks `unlock` removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unlock {
+    /// Stale locks of any host, and damaged ones (restic's `unlock`).
+    Stale,
+    /// Every lock, held or not (`unlock --remove-all`).
+    All,
+}
+
+/// Removes the locks `which` names; returns how many were removed.
+pub async fn remove_locks(repo: &Repository, which: Unlock) -> Result<usize> {
     let now = chrono::Utc::now();
     let mut removed = 0;
-    for id in repo.list_ids(ObjectKind::Locks).await? {
-        let stale = match repo.read_object::<Lock>(ObjectKind::Locks, &id).await {
-            Ok(lock) => lock.is_stale(now),
-            Err(Error::Backend(BackendError::NotFound { .. })) => continue,
-            // Damaged or foreign: it cannot protect anything. Storage errors are not judged here.
-            Err(Error::Corrupt { .. } | Error::Format(_)) => true,
-            Err(error) => return Err(error),
-        };
-        if all || stale {
+    for (id, lock) in lock_objects(repo).await? {
+        // Damaged or foreign: it cannot protect anything.
+        let stale = lock.map_or(true, |lock| lock.is_stale(now));
+        if which == Unlock::All || stale {
             repo.backend()
                 .delete(ObjectKind::Locks, &id.to_hex())
                 .await?;
@@ -310,165 +369,4 @@ pub async fn remove_locks(repo: &Repository, all: bool) -> Result<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::memory::MemoryBackend;
-    use crate::backend::{Backend, BackendResult, ObjectInfo};
-    use crate::crypto::KdfParams;
-    use async_trait::async_trait;
-    use bytes::Bytes;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    /// A memory backend whose lock writes can be made to fail, as on a gate that went away.
-    #[derive(Debug, Default)]
-    struct LockWritesFail {
-        inner: MemoryBackend,
-        failing: AtomicBool,
-    }
-
-    #[async_trait]
-    impl Backend for LockWritesFail {
-        fn location(&self) -> String {
-            "memory".into()
-        }
-        async fn create(&self) -> BackendResult<()> {
-            self.inner.create().await
-        }
-        async fn list(&self, kind: ObjectKind) -> BackendResult<Vec<ObjectInfo>> {
-            self.inner.list(kind).await
-        }
-        async fn stat(&self, kind: ObjectKind, name: &str) -> BackendResult<Option<u64>> {
-            self.inner.stat(kind, name).await
-        }
-        async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
-            self.inner.read(kind, name).await
-        }
-        async fn read_range_into(
-            &self,
-            kind: ObjectKind,
-            name: &str,
-            offset: u64,
-            length: u64,
-            buffer: Vec<u8>,
-        ) -> BackendResult<Vec<u8>> {
-            self.inner
-                .read_range_into(kind, name, offset, length, buffer)
-                .await
-        }
-        async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {
-            if kind == ObjectKind::Locks && self.failing.load(Ordering::SeqCst) {
-                return Err(BackendError::Http {
-                    status: 503,
-                    what: format!("writing locks/{name}"),
-                    body: "gate away".into(),
-                });
-            }
-            self.inner.write(kind, name, data).await
-        }
-        async fn delete(&self, kind: ObjectKind, name: &str) -> BackendResult<()> {
-            self.inner.delete(kind, name).await
-        }
-    }
-
-    async fn repository(backend: Arc<LockWritesFail>) -> Repository {
-        let kdf = KdfParams {
-            memory_kib: 64,
-            iterations: 1,
-            parallelism: 1,
-        };
-        Repository::init(backend, b"pw", kdf)
-            .await
-            .unwrap()
-            // The timings a holder really uses: the tests run on tokio's paused clock, where their
-            // minutes pass at once and exactly.
-            .with_lock_timings(LockTimings::default())
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_lock_that_cannot_be_refreshed_stops_the_work_before_it_could_be_taken_for_stale() {
-        let backend = Arc::new(LockWritesFail::default());
-        let repo = repository(backend.clone()).await;
-        let timings = repo.lock_timings();
-        let taken = Instant::now();
-        let guard = acquire(&repo, false, "backup").await.unwrap();
-        // Two refreshes are stored (at 5 and 10 minutes), then the gate refuses them.
-        tokio::time::sleep(timings.refresh_every * 2 + Duration::from_secs(60)).await;
-        let last_stored = taken + timings.refresh_every * 2;
-        backend.failing.store(true, Ordering::SeqCst);
-        let never_done = tokio::time::sleep(Duration::from_secs(24 * 3600));
-        let error = guard
-            .held_while(async {
-                never_done.await;
-                Ok(())
-            })
-            .await
-            .unwrap_err();
-        let stopped_after = last_stored.elapsed();
-        assert!(matches!(error, Error::LockLost(_)), "{error:?}");
-        assert!(
-            error.to_string().contains("could not be refreshed"),
-            "{error}"
-        );
-        assert!(error.to_string().contains("503"), "the last error: {error}");
-        // Others take the lock for stale 30 minutes after its last stored refresh; the holder
-        // stops within one retry of 25 minutes after it, and not before.
-        let give_up_after = timings.give_up_after();
-        assert!(stopped_after <= give_up_after, "{stopped_after:?}");
-        assert!(
-            stopped_after >= give_up_after - timings.retry_every,
-            "{stopped_after:?}"
-        );
-        assert!(stopped_after < timings.stale_after);
-        assert!(guard.ensure_still_held().await.is_err());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_lock_that_refreshes_keeps_the_work_going() {
-        let backend = Arc::new(LockWritesFail::default());
-        let repo = repository(backend).await;
-        let timings = repo.lock_timings();
-        let guard = acquire(&repo, false, "backup").await.unwrap();
-        let first = repo.list_ids(ObjectKind::Locks).await.unwrap();
-        let done = guard
-            .held_while(async {
-                tokio::time::sleep(timings.stale_after * 2).await;
-                Ok("done")
-            })
-            .await
-            .unwrap();
-        assert_eq!(done, "done");
-        guard.ensure_still_held().await.unwrap();
-        // Refreshed: one lock object, a newer one than the first.
-        let now = repo.list_ids(ObjectKind::Locks).await.unwrap();
-        assert_eq!(now.len(), 1);
-        assert_ne!(now, first);
-        guard.release().await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_backup_lock_is_not_held_once_an_exclusive_lock_was_taken_over_it() {
-        let backend = Arc::new(LockWritesFail::default());
-        let repo = repository(backend).await;
-        let guard = acquire(&repo, false, "backup").await.unwrap();
-        guard.ensure_still_held().await.unwrap();
-        let mut prune = Lock::new(true, "prune");
-        prune.hostname = "another-host".into();
-        repo.write_object(ObjectKind::Locks, &prune).await.unwrap();
-        let error = guard.ensure_still_held().await.unwrap_err();
-        assert!(matches!(error, Error::LockLost(_)), "{error:?}");
-        assert!(
-            error.to_string().contains("exclusive lock of prune"),
-            "{error}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_lock_removed_by_another_process_is_not_held() {
-        let backend = Arc::new(LockWritesFail::default());
-        let repo = repository(backend).await;
-        let guard = acquire(&repo, false, "backup").await.unwrap();
-        remove_locks(&repo, true).await.unwrap();
-        let error = guard.ensure_still_held().await.unwrap_err();
-        assert!(error.to_string().contains("was removed"), "{error}");
-    }
-}
+mod tests;
