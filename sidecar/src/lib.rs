@@ -19,6 +19,7 @@ pub mod format;
 pub mod host;
 pub mod ids;
 pub mod index;
+pub mod key_search;
 pub mod locking;
 pub mod maintenance;
 pub mod mount;
@@ -27,5 +28,6 @@ pub mod repository;
 pub mod restore;
 pub mod selection;
 pub mod text;
+pub mod views;
 
 pub use error::{Error, Result};
