@@ -444,7 +444,7 @@ async fn restore_snapshot(
         report => report?,
     };
     for warning in &report.warnings {
-        tracing::warn!("{}", neverwiped::text::escaped(&warning));
+        tracing::warn!("{}", neverwiped::text::escaped(warning));
     }
     if cli.json {
         let mut printed = serde_json::json!({

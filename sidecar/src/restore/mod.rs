@@ -303,7 +303,7 @@ pub async fn list(
     root: crate::ids::BlobId,
     prefix: Option<&[u8]>,
 ) -> Result<Vec<plan::PlannedEntry>> {
-    let includes: Vec<&[u8]> = prefix.into_iter().collect();
+    let includes: Vec<Vec<u8>> = prefix.into_iter().map(<[u8]>::to_vec).collect();
     let plan = plan_restore(repo, root, &includes).await?;
     Ok(plan.entries)
 }

@@ -404,7 +404,7 @@ impl Batch {
 pub async fn plan_restore(
     repo: &IndexedRepository,
     root: BlobId,
-    includes: &[impl AsRef<[u8]>],
+    includes: &[Vec<u8>],
 ) -> Result<RestorePlan> {
     let mut walker = PlanWalker::new(repo, root, includes).await?;
     Ok(walker
