@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use neverwiped_contract::text::escaped;
 use neverwiped_contract::{ExitStatus, Operation, RunResult};
 
 use crate::api::{
@@ -148,10 +149,12 @@ pub fn job_end(job: &Job, pod: Option<&Pod>) -> Option<JobEnd> {
         .trim();
     let result = RunResult::from_json(termination_message).ok();
 
+    // Messages quote names a workload chose (a file it made unreadable): kept to one line of
+    // printable text, they cannot rewrite the terminal of whoever reads the status.
     let end = |outcome, reason, message: Option<String>, result: Option<RunResult>| JobEnd {
         outcome,
         reason,
-        message,
+        message: message.map(|m| escaped(&m).into_owned()),
         result,
         start_time,
         completion_time,
@@ -411,7 +414,7 @@ pub fn backup_run_record(job: &Job, trigger: RunTrigger, end: &JobEnd) -> RunRec
                     .map(|d| DatabaseRunRecord {
                         name: d.name.clone(),
                         dump_bytes: to_i64(d.dump_bytes),
-                        error: d.error.clone(),
+                        error: d.error.as_deref().map(|e| escaped(e).into_owned()),
                     })
                     .collect()
             })
@@ -750,6 +753,22 @@ mod tests {
             .message
             .unwrap()
             .contains("2 files could not be read; the first: /data/app/secret.key"));
+    }
+
+    #[test]
+    fn names_in_a_runs_messages_reach_the_status_as_printable_text() {
+        let mut partial = result(ExitStatus::Partial);
+        partial.warnings_total = 1;
+        partial.warnings = vec!["/data/\x1b]52;c;cm0K\x07\nforged: permission denied".into()];
+        let job = job(Some(("Failed", "BackoffLimitExceeded")));
+        let message = partial.to_termination_message();
+        let end = job_end(&job, Some(&pod(terminated(3, "Error", &message)))).unwrap();
+        let shown = end.message.unwrap();
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(
+            shown.ends_with(r"the first: /data/\x1b]52;c;cm0K\x07\nforged: permission denied"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The command line: `kubectl neverwiped COMMAND PLAN …`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -38,25 +39,32 @@ pub enum Command {
         plan: String,
         #[command(flatten)]
         snapshot: SnapshotArg,
-        path: Option<String>,
+        path: Option<OsString>,
     },
     /// Writes a file of a snapshot to standard output, byte for byte.
     Cat {
         plan: String,
         #[command(flatten)]
         snapshot: SnapshotArg,
-        file: String,
+        file: OsString,
     },
-    /// Fetches a file or folder of a snapshot into a local folder, with modes and times (and
-    /// owners, as root): `/data/app/conf` lands in `DIR/data/app/conf`.
+    /// Fetches a file or folder of a snapshot into a local folder, with its contents, modes and
+    /// times: `/data/app/conf` lands in `DIR/data/app/conf`. What a workload could use to gain
+    /// rights on this machine is left out, each said: device files and FIFOs are skipped,
+    /// set-user-ID, set-group-ID and sticky bits cleared, and files belong to you.
     Download {
         plan: String,
         #[command(flatten)]
         snapshot: SnapshotArg,
-        path: String,
+        path: OsString,
         /// The local folder (created when missing).
         #[arg(long)]
         to: PathBuf,
+        /// Restore owners (as root), device files, FIFOs and set-user-ID, set-group-ID and
+        /// sticky bits as backed up, as a restore of a system does. Only for snapshots whose
+        /// workload you trust with root on this machine.
+        #[arg(long)]
+        keep_owners_and_special_files: bool,
     },
     /// The plan's snapshots as a read-only file system at MOUNTPOINT (an existing folder), in
     /// restic's layout (snapshots/TIME/, snapshots/latest, ids/ID/, ...), until Ctrl-C.
@@ -180,7 +188,7 @@ mod tests {
             panic!("download");
         };
         assert_eq!(
-            (snapshot.snapshot.as_str(), path.as_str()),
+            (snapshot.snapshot.as_str(), path.to_str().unwrap()),
             ("latest", "/data/app")
         );
         assert!(snapshot.before.is_some());

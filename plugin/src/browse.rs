@@ -1,7 +1,9 @@
 //! `snapshots`, `ls`, `cat` and `download`: the plan's snapshots and their files, read from the
 //! gate by the engine in this process.
 
+use std::ffi::OsStr;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -10,8 +12,9 @@ use neverwiped::format::snapshot::Snapshot;
 use neverwiped::format::tree::NodeKind;
 use neverwiped::ids::SnapshotId;
 use neverwiped::repository::{IndexedRepository, Repository, SnapshotFilter};
-use neverwiped::restore::{self, plan::PlannedEntry, RestoreOptions};
-use neverwiped::selection;
+use neverwiped::restore::{self, plan::PlannedEntry, Privileges, RestoreOptions};
+use neverwiped::views::SnapshotView;
+use neverwiped::{selection, text};
 
 /// Which snapshot a command means: `latest` (the plan's newest, or its newest taken before
 /// `before`) or an id prefix of one of the plan's snapshots.
@@ -41,13 +44,9 @@ pub async fn find(
 pub async fn snapshots(repo: &Repository, host: &str, json: bool) -> Result<()> {
     let snapshots = selection::snapshots_of_host(repo, host).await?;
     if json {
-        let list: Vec<serde_json::Value> = snapshots
+        let list: Vec<SnapshotView> = snapshots
             .iter()
-            .map(|(id, snapshot)| {
-                let mut value = serde_json::to_value(snapshot).unwrap_or_default();
-                value["id"] = serde_json::Value::String(id.to_hex());
-                value
-            })
+            .map(|(id, snapshot)| SnapshotView::new(id, snapshot))
             .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
@@ -58,7 +57,11 @@ pub async fn snapshots(repo: &Repository, host: &str, json: bool) -> Result<()> 
     );
     for (id, snapshot) in &snapshots {
         let entry = selection::snapshot_entry(id, snapshot);
-        let paths: Vec<String> = snapshot.paths.iter().map(|p| p.display()).collect();
+        let paths: Vec<String> = snapshot
+            .paths
+            .iter()
+            .map(|p| text::quoted(&p.0).into_owned())
+            .collect();
         let tags = if entry.tags.is_empty() {
             "-".to_owned()
         } else {
@@ -78,18 +81,28 @@ pub async fn snapshots(repo: &Repository, host: &str, json: bool) -> Result<()> 
     Ok(())
 }
 
-/// The entries of the snapshot at `path` and below (all when `None`).
+/// A snapshot path as given (`data/app`, `/data/app/`) as the snapshot names it: `/data/app`.
+fn snapshot_path(path: &OsStr) -> Vec<u8> {
+    let mut trimmed = path.as_bytes();
+    while let Some(rest) = trimmed.strip_prefix(b"/") {
+        trimmed = rest;
+    }
+    [b"/", trimmed].concat()
+}
+
+/// The entries of the snapshot at `path` and below (all when `None`), each with its path from
+/// `/`.
 async fn entries(
     repo: &IndexedRepository,
     snapshot: &Snapshot,
-    path: Option<&str>,
-) -> Result<Vec<(String, PlannedEntry)>> {
+    path: Option<&[u8]>,
+) -> Result<Vec<(Vec<u8>, PlannedEntry)>> {
     let entries = restore::list(repo, snapshot.tree, path).await?;
     Ok(entries
         .into_iter()
-        .map(|entry| (restore::display_path(&entry.path), entry))
+        .map(|entry| ([b"/", entry.path.as_slice()].concat(), entry))
         // The listing of a path also yields the folders leading to it: they are not below it.
-        .filter(|(shown, _)| path.is_none_or(|wanted| selection::is_at_or_below(shown, wanted)))
+        .filter(|(full, _)| path.is_none_or(|wanted| selection::is_at_or_below(full, wanted)))
         .collect())
 }
 
@@ -98,24 +111,23 @@ pub async fn ls(
     repo: &IndexedRepository,
     host: &str,
     choice: &SnapshotChoice,
-    path: Option<&str>,
+    path: Option<&OsStr>,
 ) -> Result<()> {
     let (id, snapshot) = find(repo, host, choice).await?;
-    let listed = entries(repo, &snapshot, path).await?;
-    if listed.is_empty() {
-        if let Some(path) = path {
-            bail!("snapshot {} has no {path}", id.short());
-        }
+    let wanted = path.map(snapshot_path);
+    let listed = entries(repo, &snapshot, wanted.as_deref()).await?;
+    if let (true, Some(wanted)) = (listed.is_empty(), &wanted) {
+        bail!("snapshot {} has no {}", id.short(), text::quoted(wanted));
     }
     let mut out = std::io::stdout().lock();
-    for (shown, entry) in listed {
+    for (full, entry) in listed {
+        // The names are the workload's: quoted, they cannot drive the terminal or forge a line.
+        let shown = text::quoted(&full);
         let meta = &entry.node.meta;
         let (kind, size, target) = match &entry.node.kind {
             NodeKind::File { size, .. } => ('-', *size, String::new()),
             NodeKind::Dir { .. } => ('d', 0, String::new()),
-            NodeKind::Symlink { target } => {
-                ('l', 0, format!(" -> {}", String::from_utf8_lossy(target)))
-            }
+            NodeKind::Symlink { target } => ('l', 0, format!(" -> {}", text::quoted(target))),
             NodeKind::Fifo => ('p', 0, String::new()),
             NodeKind::CharDevice { .. } => ('c', 0, String::new()),
             NodeKind::BlockDevice { .. } => ('b', 0, String::new()),
@@ -137,13 +149,14 @@ pub async fn cat(
     repo: &IndexedRepository,
     host: &str,
     choice: &SnapshotChoice,
-    path: &str,
+    path: &OsStr,
     out: &mut dyn Write,
 ) -> Result<u64> {
     let (id, snapshot) = find(repo, host, choice).await?;
-    let wanted = format!("/{}", path.trim_start_matches('/'));
-    let listed = entries(repo, &snapshot, Some(&wanted)).await?;
-    let Some((_, entry)) = listed.into_iter().find(|(shown, _)| *shown == wanted) else {
+    let wanted_bytes = snapshot_path(path);
+    let listed = entries(repo, &snapshot, Some(&wanted_bytes)).await?;
+    let wanted = text::quoted(&wanted_bytes).into_owned();
+    let Some((_, entry)) = listed.into_iter().find(|(full, _)| *full == wanted_bytes) else {
         bail!("snapshot {} has no {wanted}", id.short());
     };
     let content = match entry.node.kind {
@@ -151,10 +164,9 @@ pub async fn cat(
         NodeKind::Dir { .. } => {
             bail!("{wanted} is a directory: list it with `ls`, or fetch it with `download`")
         }
-        NodeKind::Symlink { target } => bail!(
-            "{wanted} is a symbolic link to {}",
-            String::from_utf8_lossy(&target)
-        ),
+        NodeKind::Symlink { target } => {
+            bail!("{wanted} is a symbolic link to {}", text::quoted(&target))
+        }
         _ => bail!("{wanted} is not a regular file"),
     };
     let context = format!("content of {wanted}");
@@ -174,29 +186,39 @@ pub async fn cat(
 }
 
 /// Restores `path` of a snapshot (a file or a folder, with everything below it) into `to`, at
-/// its path in the snapshot (`/data/app/conf` lands in `TO/data/app/conf`), with its modes and
-/// times (and owners, as root).
+/// its path in the snapshot (`/data/app/conf` lands in `TO/data/app/conf`), with its contents,
+/// plain modes and times; with `keep_privileges`, also owners (as root), device files, FIFOs and
+/// special mode bits. What was left out is in the report's warnings.
 pub async fn download(
     repo: &IndexedRepository,
     host: &str,
     choice: &SnapshotChoice,
-    path: &str,
+    path: &OsStr,
     to: &Path,
+    keep_privileges: bool,
 ) -> Result<restore::RestoreReport> {
     let (id, snapshot) = find(repo, host, choice).await?;
-    let wanted = format!("/{}", path.trim_start_matches('/'));
-    if wanted != "/" && entries(repo, &snapshot, Some(&wanted)).await?.is_empty() {
+    let wanted_bytes = snapshot_path(path);
+    let wanted = text::quoted(&wanted_bytes).into_owned();
+    let whole = wanted_bytes == b"/";
+    if !whole
+        && entries(repo, &snapshot, Some(&wanted_bytes))
+            .await?
+            .is_empty()
+    {
         bail!("snapshot {} has no {wanted}", id.short());
     }
     let mut options = RestoreOptions::new(to);
-    if wanted != "/" {
-        options.includes = vec![wanted.clone()];
+    if !keep_privileges {
+        // A workload's files must not give it rights on the machine of whoever downloads them.
+        options.restore_owner = false;
+        options.privileges = Privileges::Drop;
+    }
+    if !whole {
+        options.includes = vec![wanted_bytes];
     }
     let report = restore::restore(repo, snapshot.tree, &options)
         .await
         .with_context(|| format!("cannot download {wanted} of snapshot {}", id.short()))?;
-    for warning in &report.warnings {
-        tracing::warn!("{warning}");
-    }
     Ok(report)
 }

@@ -22,6 +22,10 @@ use anyhow::Result;
 use args::{Cli, Command};
 use browse::SnapshotChoice;
 use cluster::Cluster;
+use neverwiped::text;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 /// Runs one command line.
 pub async fn run(cli: Cli) -> Result<()> {
@@ -69,18 +73,15 @@ pub async fn run(cli: Cli) -> Result<()> {
             snapshot,
             path,
             to,
+            keep_owners_and_special_files,
         } => {
             let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
                 .await?
                 .indexed()
                 .await?;
-            let report = browse::download(&repo, &host, &choice(snapshot), path, to).await?;
-            eprintln!(
-                "downloaded {path} to {}: {} file(s), {}",
-                to.display(),
-                report.files,
-                table::bytes(report.bytes_written)
-            );
+            let keep = *keep_owners_and_special_files;
+            let report = browse::download(&repo, &host, &choice(snapshot), path, to, keep).await?;
+            say_downloaded(&report, path, to);
             Ok(())
         }
         Command::Mount { plan, mountpoint } => {
@@ -121,6 +122,20 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Says what `download` left out, and what it wrote.
+fn say_downloaded(report: &neverwiped::restore::RestoreReport, path: &OsStr, to: &Path) {
+    for warning in &report.warnings {
+        eprintln!("warning: {}", text::escaped(warning));
+    }
+    eprintln!(
+        "downloaded {} to {}: {} file(s), {}",
+        text::quoted(path.as_bytes()),
+        text::quoted(to.as_os_str().as_bytes()),
+        report.files,
+        table::bytes(report.bytes_written)
+    );
 }
 
 /// A Restore's `snapshot` is `latest` or lower-case hex, as the sidecar matches ids.

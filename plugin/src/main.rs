@@ -18,7 +18,8 @@ async fn main() -> ExitCode {
     match kubectl_neverwiped::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {}", neverwiped::text::describe_chain(error.chain()));
+            let message = neverwiped::text::describe_chain(error.chain());
+            eprintln!("error: {}", neverwiped::text::escaped(&message));
             ExitCode::FAILURE
         }
     }

@@ -3,13 +3,15 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
 use neverwiped::backend::retry::RetryPolicy;
 use neverwiped::backend::BackendError;
 use neverwiped::repository::{IndexedRepository, Repository};
+use neverwiped::text;
 use neverwiped_contract::cli::rest_repository;
 use neverwiped_operator::api::BackupPlan;
+use neverwiped_operator::tenant_policy::{TenantPolicy, POLICY_ENV};
 use zeroize::Zeroizing;
 
 use crate::cluster::Cluster;
@@ -53,6 +55,20 @@ pub async fn open(
     let spec = &plan.spec.repository;
     // The same check as the sidecar's: the URL must be an http(s) repository address.
     let url = parse_rest_address(&rest_repository(&spec.url))?;
+    // Whoever may edit the plan may point it anywhere: the gate login goes only where the
+    // cluster admin's policy allows, and the person running this is told where.
+    let policy = tenant_policy()?;
+    if !policy.allows_repository(&spec.url) {
+        bail!(
+            "BackupPlan {namespace}/{name} names the repository {}, outside the tenant policy's \
+             allowedRepositoryPrefixes ({POLICY_ENV}): its credentials are not sent there",
+            text::escaped(&spec.url)
+        );
+    }
+    eprintln!(
+        "reading BackupPlan {namespace}/{name}'s repository on the gate at {}",
+        text::escaped(&gate_host(&spec.url))
+    );
     let password = cluster
         .secret_value(
             namespace,
@@ -105,7 +121,9 @@ pub async fn open(
         RestOptions::default(),
         RetryPolicy::with_budget(retry_budget),
     )?;
-    let repo = Repository::open(backend, &password)
+    // As the sidecar's `--key-hint`: the key the password opens, tried first.
+    let key_hint = std::env::var("NEVERWIPED_KEY_HINT").ok();
+    let repo = Repository::open_with_key_hint(backend, &password, key_hint.as_deref())
         .await
         .map_err(|error| gate_error(error, &plan, namespace, name))?;
     Ok(PlanRepository {
@@ -114,6 +132,23 @@ pub async fn open(
         plan,
         repo,
     })
+}
+
+/// The cluster admin's tenant policy, as the operator reads it: JSON in [`POLICY_ENV`] (the
+/// chart's `policy` values); unset, every URL is allowed.
+fn tenant_policy() -> Result<TenantPolicy> {
+    let json = std::env::var(POLICY_ENV).unwrap_or_default();
+    Ok(TenantPolicy::from_json(&json)?)
+}
+
+/// The scheme, host and port of a repository URL: what is contacted.
+fn gate_host(url: &str) -> String {
+    let rest = url.strip_prefix("rest:").unwrap_or(url);
+    let (scheme, rest) = rest.split_once("://").unwrap_or(("", rest));
+    let authority = rest.split('/').next().unwrap_or("");
+    // Credentials written into the URL are not shown.
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    format!("{scheme}://{host}")
 }
 
 /// The repository could not be opened: say what that means for this plan.
@@ -169,6 +204,18 @@ mod tests {
         assert_eq!(cut(b"pass word\r\n"), b"pass word");
         assert_eq!(cut(b"pw\n\n"), b"pw\n");
         assert_eq!(cut(b"pw"), b"pw");
+    }
+
+    #[test]
+    fn the_gate_host_is_shown_without_path_or_login() {
+        assert_eq!(
+            gate_host("rest:https://u:p@gate.example.com:8443/shop/repo"),
+            "https://gate.example.com:8443"
+        );
+        assert_eq!(
+            gate_host("http://127.0.0.1:8000/x"),
+            "http://127.0.0.1:8000"
+        );
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub fn row(plan: &BackupPlan, now: Timestamp) -> Row {
         repository_size: status
             .repository
             .as_ref()
-            .map_or_else(dash, |r| r.size.clone()),
+            .map_or_else(dash, |r| neverwiped::text::escaped(&r.size).into_owned()),
         failures: status
             .history
             .iter()
@@ -101,7 +101,8 @@ pub fn render(rows: &[Row], with_namespace: bool) -> Vec<String> {
             fit(fails, 5),
         ));
         let room = TABLE_WIDTH - text.chars().count();
-        text.push_str(&fit(result, room));
+        // Status is written by whoever may write it: shown escaped, it cannot drive the terminal.
+        text.push_str(&fit(&neverwiped::text::escaped(result), room));
         text.trim_end().to_owned()
     };
     let mut lines = vec![line(

@@ -2,7 +2,11 @@
 //! kubeconfig, it lists a plan's snapshots, prints a file byte for byte, downloads a folder that
 //! matches its source (SHA-256 and metadata), and says which right is missing when one is.
 
+#[path = "plugin/hostile_snapshots.rs"]
+mod hostile_snapshots;
 mod support;
+#[path = "plugin/tenant_policy.rs"]
+mod tenant_policy;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -20,6 +20,14 @@ pub enum Error {
     #[error("the repository has no keys: it was not initialised completely")]
     NoKeys,
 
+    /// An open derived as many keys as one open may (see [`crate::key_search`]).
+    #[error(
+        "tried {tried} of the repository's {total} keys without opening it, as many as one open \
+         may try: name your key with --key-hint (NEVERWIPED_KEY_HINT), the first digits of its id \
+         as `key list` shows it"
+    )]
+    KeySearchSpent { tried: usize, total: usize },
+
     #[error("no snapshot matches {0:?}")]
     SnapshotNotFound(String),
 

@@ -19,6 +19,7 @@ pub mod format;
 pub mod host;
 pub mod ids;
 pub mod index;
+pub mod key_search;
 pub mod locking;
 pub mod maintenance;
 pub mod mount;
@@ -28,5 +29,6 @@ pub mod restore;
 pub mod selection;
 pub mod stopping;
 pub mod text;
+pub mod views;
 
 pub use error::{Error, Result};

@@ -9,15 +9,16 @@ use crate::chunker::Chunker;
 use crate::compress;
 use crate::crypto::{blob_associated_data, KdfParams, MasterKey, RepositoryKeys};
 use crate::error::{Error, Result};
-use crate::format::config::{ConfigFile, RepositoryParams};
+use crate::format::config::RepositoryParams;
 use crate::format::index::IndexFile;
-use crate::format::key::{KeyFile, UnwrapError};
+use crate::format::key::KeyFile;
 use crate::format::lock::LockTimings;
 use crate::format::snapshot::Snapshot;
 use crate::format::tree::Tree;
 use crate::format::{open_object, seal_object};
 use crate::ids::{BlobId, BlobKind, ObjectId, SnapshotId};
 use crate::index::{Index, IndexBuilder};
+use crate::key_search::verify_name;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
@@ -88,74 +89,30 @@ impl Repository {
         })
     }
 
-    /// Opens a repository with its password, trying each key object.
+    /// Opens a repository with its password, trying its key objects within the limits of
+    /// [`crate::key_search`].
     pub async fn open(backend: SharedBackend, password: &[u8]) -> Result<Repository> {
-        let config = ConfigFile::parse(&backend.read(ObjectKind::Config, "config").await?)?;
-        let key_infos = backend.list(ObjectKind::Keys).await?;
-        if key_infos.is_empty() {
-            return Err(Error::NoKeys);
-        }
-        // A key that opens but does not open the config (left by an interrupted `init`) is skipped,
-        // and so is an unreadable key object: another key may still open the repository.
-        let mut skipped: Option<Error> = None;
-        let mut refused = 0;
-        let mut config_error: Option<Error> = None;
-        for info in key_infos {
-            let what = format!("key {}", info.name);
-            let stored = backend.read(ObjectKind::Keys, &info.name).await?;
-            let key = match verify_name(&info.name, &stored, &what)
-                .and_then(|()| Ok(KeyFile::parse(&stored, &what)?))
-            {
-                Ok(key) => key,
-                Err(error) => {
-                    tracing::warn!(%error, "skipping an unreadable key object");
-                    skipped.get_or_insert(error);
-                    continue;
-                }
-            };
-            let password = password.to_vec();
-            let unwrapped =
-                tokio::task::spawn_blocking(move || key.unwrap_master(&password, &what))
-                    .await
-                    .map_err(|e| Error::Interrupted(e.to_string()))?;
-            match unwrapped {
-                Ok(master) => {
-                    let keys = master.derive();
-                    let params = match config.open(&keys.sealer) {
-                        Ok(params) => params,
-                        Err(error) => {
-                            tracing::warn!(key = %info.name, %error, "a key opens with this password but not the config");
-                            config_error.get_or_insert(error.into());
-                            continue;
-                        }
-                    };
-                    let key_id = info.name.parse().map_err(|_| Error::Corrupt {
-                        what: format!("key {}", info.name),
-                        reason: "its name is not a hex id".into(),
-                    })?;
-                    return Ok(Repository {
-                        backend,
-                        keys,
-                        params,
-                        key_id,
-                        lock_wait: Duration::ZERO,
-                        lock_timings: LockTimings::default(),
-                        locks_reads: true,
-                    });
-                }
-                Err(UnwrapError::WrongPassword) => refused += 1,
-                Err(UnwrapError::Format(error)) => {
-                    skipped.get_or_insert(error.into());
-                }
-            }
-        }
-        // A key that opened means the password was right and the repository is damaged; a key that
-        // refused means the password is wrong (a damaged key cannot be told from another's).
-        match (config_error, skipped) {
-            (Some(error), _) => Err(error),
-            (None, Some(error)) if refused == 0 => Err(error),
-            _ => Err(Error::WrongPassword),
-        }
+        Repository::open_with_key_hint(backend, password, None).await
+    }
+
+    /// Opens a repository with its password, trying first the key object whose id starts with
+    /// `key_hint` (as `key list` shows it), then the others within the limits of
+    /// [`crate::key_search`].
+    pub async fn open_with_key_hint(
+        backend: SharedBackend,
+        password: &[u8],
+        key_hint: Option<&str>,
+    ) -> Result<Repository> {
+        let unlocked = crate::key_search::unlock(&backend, password, key_hint).await?;
+        Ok(Repository {
+            backend,
+            keys: unlocked.keys,
+            params: unlocked.params,
+            key_id: unlocked.key_id,
+            lock_wait: Duration::ZERO,
+            lock_timings: LockTimings::default(),
+            locks_reads: true,
+        })
     }
 
     pub fn backend(&self) -> &SharedBackend {
@@ -497,19 +454,6 @@ impl SnapshotFilter {
         }
         text
     }
-}
-
-/// Checks that an object's bytes hash to its name, so a swapped or damaged object is caught and
-/// named before anything else reads it.
-fn verify_name(name: &str, stored: &[u8], what: &str) -> Result<()> {
-    if ObjectId::of_bytes(stored).to_hex() != name {
-        return Err(Error::Corrupt {
-            what: what.to_owned(),
-            reason: "its bytes do not match its name (SHA-256): the object was changed or damaged"
-                .into(),
-        });
-    }
-    Ok(())
 }
 
 /// A repository with its index loaded. Cloning is cheap: clones share one index, which backups

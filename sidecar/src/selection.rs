@@ -72,16 +72,19 @@ pub async fn find_snapshot(
     Ok((id, snapshot))
 }
 
-/// Whether the snapshot path `entry` (as `ls` shows it, `/a/b`) is `path` or below it.
-pub fn is_at_or_below(entry: &str, path: &str) -> bool {
-    let path = path.trim_end_matches('/');
+/// Whether the snapshot path `entry` (`/a/b`, bytes as stored) is `path` or below it.
+pub fn is_at_or_below(entry: &[u8], path: &[u8]) -> bool {
+    let mut path = path;
+    while let Some(shorter) = path.strip_suffix(b"/") {
+        path = shorter;
+    }
     if path.is_empty() {
         return true;
     }
     entry == path
         || entry
             .strip_prefix(path)
-            .is_some_and(|rest| rest.starts_with('/'))
+            .is_some_and(|rest| rest.starts_with(b"/"))
 }
 
 /// The snapshots of `host`, newest first.
@@ -144,10 +147,11 @@ mod tests {
 
     #[test]
     fn ls_paths_match_whole_components() {
-        assert!(is_at_or_below("/data/app", "/data/app"));
-        assert!(is_at_or_below("/data/app/x", "/data/app/"));
-        assert!(!is_at_or_below("/data", "/data/app"));
-        assert!(!is_at_or_below("/data/apple", "/data/app"));
-        assert!(is_at_or_below("/data", "/"));
+        assert!(is_at_or_below(b"/data/app", b"/data/app"));
+        assert!(is_at_or_below(b"/data/app/x", b"/data/app/"));
+        assert!(!is_at_or_below(b"/data", b"/data/app"));
+        assert!(!is_at_or_below(b"/data/apple", b"/data/app"));
+        assert!(is_at_or_below(b"/data", b"/"));
+        assert!(is_at_or_below(b"/caf\xe9/x", b"/caf\xe9"));
     }
 }

@@ -1,7 +1,10 @@
 //! Text for people, shared by the engine's two front ends (the sidecar's CLI and the kubectl
-//! plugin): sizes in binary units and an error's causes on one line.
+//! plugin): sizes in binary units, an error's causes on one line, and names and messages made
+//! safe for a terminal (see [`neverwiped_contract::text`], which the operator uses too).
 
 use std::error::Error;
+
+pub use neverwiped_contract::text::{escaped, escaped_bytes, quoted};
 
 /// Bytes in binary units: `512 B`, `1.5 KiB`, `553.0 MiB`.
 pub fn bytes(count: u64) -> String {

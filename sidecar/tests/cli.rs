@@ -1,6 +1,12 @@
 //! The CLI as a user meets it: `neverwiped-sidecar` run as a separate process, with secrets from
 //! files and the environment only, its exit codes, its JSON result file, its messages.
 
+#[path = "cli/exact_names.rs"]
+mod exact_names;
+#[path = "cli/hostile_keys.rs"]
+mod hostile_keys;
+#[path = "cli/hostile_names.rs"]
+mod hostile_names;
 #[path = "cli/stopping.rs"]
 mod stopping;
 mod support;

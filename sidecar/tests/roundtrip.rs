@@ -252,7 +252,7 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
     let target = tempfile::tempdir().unwrap();
     let mut options = RestoreOptions::new(target.path());
     let include = b.join("keep");
-    options.includes = vec![include.to_string_lossy().into_owned()];
+    options.includes = vec![include.into_os_string().into_encoded_bytes()];
     restore(&repo, report.snapshot.tree, &options)
         .await
         .unwrap();
@@ -264,7 +264,7 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
     assert!(!restored_b.join("other").exists());
     assert!(!target.path().join(a.strip_prefix("/").unwrap()).exists());
 
-    options.includes = vec!["/not/in/the/snapshot".into()];
+    options.includes = vec![b"/not/in/the/snapshot".to_vec()];
     let error = restore(&repo, report.snapshot.tree, &options)
         .await
         .unwrap_err();

@@ -138,14 +138,15 @@ impl Walker {
         })
     }
 
+    // Logged escaped: a message quotes names the workload chose. Kept as it is for the result.
     fn warn(&mut self, message: String) {
-        tracing::warn!("{message}");
+        tracing::warn!("{}", crate::text::escaped(&message));
         self.warnings.push(message);
     }
 
     /// A warning that loses no input that could have been read.
     fn notice(&mut self, message: String) {
-        tracing::warn!("{message}");
+        tracing::warn!("{}", crate::text::escaped(&message));
         self.notices.push(message);
     }
 

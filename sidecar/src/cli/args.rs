@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use neverwiped::maintenance::forget::KeepPolicy;
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// The heading of the options every command takes, listed after the command's own.
@@ -46,6 +47,11 @@ pub struct Cli {
     /// File holding the repository password (or set NEVERWIPED_PASSWORD).
     #[arg(long, short = 'p', env = "NEVERWIPED_PASSWORD_FILE", global = true, help_heading = GLOBAL)]
     pub password_file: Option<PathBuf>,
+
+    /// The first digits of the id of the key the password opens (as `key list` shows it): tried
+    /// first, before the repository's other keys.
+    #[arg(long, value_name = "ID", env = "NEVERWIPED_KEY_HINT", global = true, help_heading = GLOBAL)]
+    pub key_hint: Option<String>,
 
     /// PEM file of a CA to trust for the gate's HTTPS certificate.
     #[arg(long, env = "NEVERWIPED_GATE_CA_FILE", global = true, help_heading = GLOBAL)]
@@ -190,8 +196,8 @@ pub struct BackupArgs {
 pub struct LsArgs {
     /// Snapshot id prefix, or "latest".
     pub snapshot: String,
-    /// Only entries at or below this snapshot path.
-    pub path: Option<String>,
+    /// Only entries at or below this snapshot path (any bytes: names need not be UTF-8).
+    pub path: Option<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -204,7 +210,7 @@ pub struct RestoreArgs {
     pub target: Option<PathBuf>,
     /// Only these snapshot paths and what is below them (repeatable).
     #[arg(long = "include", short = 'i')]
-    pub includes: Vec<String>,
+    pub includes: Vec<OsString>,
     /// Restore the dump of database NAME into the server of URI instead of writing files
     /// (repeatable); the password as for backup.
     #[arg(long = "database", value_name = "NAME=URI")]

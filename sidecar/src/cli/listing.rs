@@ -6,19 +6,17 @@ use super::{select, Outcome};
 use anyhow::Result;
 use neverwiped::format::tree::NodeKind;
 use neverwiped::repository::{IndexedRepository, Repository};
-use neverwiped::restore;
+use neverwiped::views::{EntryView, SnapshotView};
+use neverwiped::{restore, text};
+use std::os::unix::ffi::OsStrExt;
 
 /// Lists the snapshots: a table (times in UTC) or, with `json`, an array of snapshot objects.
 pub async fn snapshots(repo: &Repository, json: bool) -> Result<Outcome> {
     let snapshots = repo.snapshots().await?;
     if json {
-        let list: Vec<serde_json::Value> = snapshots
+        let list: Vec<SnapshotView> = snapshots
             .iter()
-            .map(|(id, s)| {
-                let mut value = serde_json::to_value(s).unwrap_or_default();
-                value["id"] = serde_json::Value::String(id.to_hex());
-                value
-            })
+            .map(|(id, snapshot)| SnapshotView::new(id, snapshot))
             .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(Outcome::default());
@@ -35,7 +33,11 @@ pub async fn snapshots(repo: &Repository, json: bool) -> Result<Outcome> {
                     .to_string()
             })
             .unwrap_or_else(|_| snapshot.time.clone());
-        let paths: Vec<String> = snapshot.paths.iter().map(|p| p.display()).collect();
+        let paths: Vec<String> = snapshot
+            .paths
+            .iter()
+            .map(|p| text::quoted(&p.0).into_owned())
+            .collect();
         let tags = if snapshot.tags.is_empty() {
             "-".to_owned()
         } else {
@@ -59,19 +61,17 @@ pub async fn snapshots(repo: &Repository, json: bool) -> Result<Outcome> {
 /// Lists the entries of a snapshot: all, or `PATH` and what is below it.
 pub async fn ls(repo: &IndexedRepository, args: &LsArgs, json: bool) -> Result<Outcome> {
     let (_, snapshot) = select::find(repo, &args.snapshot).await?;
-    let entries = restore::list(repo, snapshot.tree, args.path.as_deref()).await?;
+    let wanted = args.path.as_deref().map(OsStrExt::as_bytes);
+    let entries = restore::list(repo, snapshot.tree, wanted).await?;
     for entry in entries {
-        let path = restore::display_path(&entry.path);
+        let path = [b"/", entry.path.as_slice()].concat();
         // The listing of a path also yields the folders leading to it: they are not below it.
-        if !args
-            .path
-            .as_deref()
-            .is_none_or(|wanted| select::is_at_or_below(&path, wanted))
-        {
+        if !wanted.is_none_or(|wanted| select::is_at_or_below(&path, wanted)) {
             continue;
         }
         if json {
-            println!("{}", serde_json::json!({"path": path, "node": entry.node}));
+            let view = EntryView::new(&entry.path, &entry.node);
+            println!("{}", serde_json::to_string(&view)?);
             continue;
         }
         let (kind, size) = match &entry.node.kind {
@@ -82,8 +82,10 @@ pub async fn ls(repo: &IndexedRepository, args: &LsArgs, json: bool) -> Result<O
             NodeKind::CharDevice { .. } => ('c', 0),
             NodeKind::BlockDevice { .. } => ('b', 0),
         };
+        // The name is the workload's: quoted, it cannot drive the terminal or forge a line.
+        let shown = text::quoted(&path);
         println!(
-            "{kind}{:04o} {:>6} {:>6} {:>12}  {path}",
+            "{kind}{:04o} {:>6} {:>6} {:>12}  {shown}",
             entry.node.meta.mode, entry.node.meta.uid, entry.node.meta.gid, size
         );
     }

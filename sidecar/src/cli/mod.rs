@@ -30,6 +30,7 @@ use neverwiped_contract::{
     RunResult, RESULT_FORMAT_VERSION,
 };
 use output::{bytes, ProgressDisplay};
+use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 pub use databases::DatabaseRecord;
@@ -215,7 +216,7 @@ fn refuse_bare_url(address: &str) -> Result<()> {
 async fn open_repository(cli: &Cli) -> Result<Repository> {
     let backend = open_backend(cli)?;
     let password = secrets::repository_password(cli.password_file.as_deref())?;
-    let repo = Repository::open(backend, &password).await?;
+    let repo = Repository::open_with_key_hint(backend, &password, cli.key_hint.as_deref()).await?;
     let repo = repo.with_lock_wait(cli.retry_lock.unwrap_or_default());
     Ok(if cli.no_lock {
         repo.without_read_locks()
@@ -352,7 +353,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     .unwrap_or_else(|error| {
         // The snapshot is written: a failed forget must not turn it into a failed backup.
         let warning = format!("retention not applied: {}", describe_chain(&error));
-        tracing::warn!("{warning}");
+        tracing::warn!("{}", neverwiped::text::escaped(&warning));
         warnings.push(warning);
         None
     });
@@ -412,7 +413,11 @@ async fn restore_snapshot(
     let repo = open_indexed(cli).await?;
     let (snapshot_id, snapshot) = select::for_restore(&repo, args).await?;
     let mut options = RestoreOptions::new(target);
-    options.includes = args.includes.clone();
+    options.includes = args
+        .includes
+        .iter()
+        .map(|i| i.as_bytes().to_vec())
+        .collect();
     if let Some(bytes) = args.fetch_memory {
         options.memory_budget_bytes = bytes;
     }
@@ -443,21 +448,22 @@ async fn restore_snapshot(
         report => report?,
     };
     for warning in &report.warnings {
-        tracing::warn!("{warning}");
+        tracing::warn!("{}", neverwiped::text::escaped(warning));
     }
     if cli.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "snapshotId": snapshot_id.to_hex(),
-                "snapshotTime": snapshot.time,
-                "target": target,
-                "files": report.files,
-                "bytesWritten": report.bytes_written,
-                "bytesFetched": report.bytes_fetched,
-                "warnings": report.warnings,
-            })
-        );
+        let mut printed = serde_json::json!({
+            "snapshotId": snapshot_id.to_hex(),
+            "snapshotTime": snapshot.time,
+            "target": target.to_string_lossy(),
+            "files": report.files,
+            "bytesWritten": report.bytes_written,
+            "bytesFetched": report.bytes_fetched,
+            "warnings": report.warnings,
+        });
+        if let Some(raw) = neverwiped::views::raw(target.as_os_str().as_bytes()) {
+            printed["targetRaw"] = raw.into();
+        }
+        println!("{printed}");
     } else if !cli.quiet {
         println!(
             "restored snapshot {} (taken at {}) to {}: {} files, {}",

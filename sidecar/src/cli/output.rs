@@ -62,7 +62,8 @@ impl Closing {
 
     fn say(&self, level: &str, prefix: &str, message: &str) {
         match self.format {
-            LogFormat::Text => eprintln!("{prefix}: {message}"),
+            // Messages quote names a workload chose: escaped, they cannot drive the terminal.
+            LogFormat::Text => eprintln!("{prefix}: {}", neverwiped::text::escaped(message)),
             LogFormat::Json => eprintln!(
                 "{}",
                 serde_json::json!({
@@ -166,8 +167,10 @@ pub fn print_backup(report: &neverwiped::archive::BackupReport, json: bool, quie
             "{}",
             serde_json::json!({
                 "snapshotId": report.snapshot_id,
-                "summary": summary,
+                "summary": neverwiped::views::SummaryView::from(summary),
                 "hardLinks": report.hard_links,
+                // A list, as in every command; the count is the summary's `warningsTotal`.
+                "warnings": report.warnings.iter().chain(&report.notices).collect::<Vec<_>>(),
             })
         );
     } else if !quiet {

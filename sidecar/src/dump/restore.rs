@@ -88,7 +88,7 @@ pub async fn find_dumps(
     name: &str,
 ) -> Result<Vec<DumpEntry>> {
     let dir = format!("{SNAPSHOT_DIR}/{name}");
-    let plan = crate::restore::plan_restore(repo, root, std::slice::from_ref(&dir))
+    let plan = crate::restore::plan_restore(repo, root, &[dir.clone().into_bytes()])
         .await
         .map_err(|error| match error {
             // The planner's word for a path the snapshot lacks.

@@ -15,6 +15,7 @@ mod fetch;
 mod files;
 mod metadata;
 pub mod plan;
+mod privileges;
 
 use crate::error::{Error, Result};
 use crate::format::tree::{Metadata, NodeKind};
@@ -28,16 +29,20 @@ use std::sync::Arc;
 
 pub use damage::{ByteRange, DamagedFile};
 pub use plan::plan_restore;
+pub use privileges::Privileges;
 
 /// The default of [`RestoreOptions::memory_budget_bytes`].
 pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 32 * 1024 * 1024;
 
 pub struct RestoreOptions {
     pub target: PathBuf,
-    /// Snapshot paths to restore (all when empty).
-    pub includes: Vec<String>,
+    /// Snapshot paths to restore, such as `/data/db` (all when empty); bytes, as names need not
+    /// be UTF-8.
+    pub includes: Vec<Vec<u8>>,
     /// Restore numeric owners (needs root); default: when running as root.
     pub restore_owner: bool,
+    /// Device files, FIFOs and set-user-ID, set-group-ID and sticky bits; default: restored.
+    pub privileges: Privileges,
     /// Pack ranges fetched at once (at most as many as the memory budget holds).
     pub concurrency: usize,
     /// Bytes of fetched pack data held at once, in ranges of up to 8 MiB (a quarter of the
@@ -58,6 +63,7 @@ impl RestoreOptions {
             target: target.into(),
             includes: Vec::new(),
             restore_owner: nix::unistd::geteuid().is_root(),
+            privileges: Privileges::Keep,
             concurrency: 4,
             memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
             decoders: 0,
@@ -97,7 +103,9 @@ async fn restore_unlocked(
     root: crate::ids::BlobId,
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
-    let mut walker = PlanWalker::new(repo, root, &options.includes).await?;
+    let mut walker = PlanWalker::new(repo, root, &options.includes)
+        .await?
+        .with_privileges(options.privileges);
     let opener = DirOpener::new(&options.target)?;
     let limits = batch_limits(options.batch_entries);
     let settings = FetchSettings {
@@ -134,7 +142,7 @@ async fn restore_unlocked(
     if !damaged.is_empty() {
         // Every entry is restored and has its metadata: the error names what is missing.
         for warning in &report.warnings {
-            tracing::warn!("{warning}");
+            tracing::warn!("{}", crate::text::escaped(warning));
         }
         return Err(Error::RestoreIncomplete { damaged });
     }
@@ -175,6 +183,10 @@ async fn restore_batch(
         }
     })
     .await?;
+    restored
+        .report
+        .warnings
+        .extend(plan.privileges_dropped.iter().cloned());
     restored.report.warnings.extend(warnings);
     let fetched = fetch::fetch_content(
         repo,
@@ -276,9 +288,9 @@ pub fn display_path(path: &[u8]) -> String {
 pub async fn list(
     repo: &IndexedRepository,
     root: crate::ids::BlobId,
-    prefix: Option<&str>,
+    prefix: Option<&[u8]>,
 ) -> Result<Vec<plan::PlannedEntry>> {
-    let includes: Vec<String> = prefix.map(|p| vec![p.to_owned()]).unwrap_or_default();
+    let includes: Vec<Vec<u8>> = prefix.into_iter().map(<[u8]>::to_vec).collect();
     let plan = plan_restore(repo, root, &includes).await?;
     Ok(plan.entries)
 }

@@ -11,6 +11,7 @@ use crate::format::tree::{Node, NodeKind};
 use crate::ids::{BlobId, PackId};
 use crate::index::BlobLocation;
 use crate::repository::IndexedRepository;
+use crate::restore::privileges::{self, Admitted, Privileges};
 use std::collections::HashMap;
 
 /// One entry to recreate, at `path` (relative to the target, components joined by `/`), in the
@@ -51,6 +52,8 @@ pub struct RestorePlan {
     pub earlier_links: Vec<(usize, Vec<u8>)>,
     pub total_bytes: u64,
     pub files: u64,
+    /// What [`Privileges::Drop`] skipped or cleared, one warning per entry.
+    pub privileges_dropped: Vec<String>,
 }
 
 /// How many entries a batch holds at most, and how many of its entries' directories.
@@ -157,13 +160,23 @@ pub struct PlanWalker {
     current: Option<OpenTree>,
     /// The path of the first file of each hard-linked inode seen.
     first_link: HashMap<(u64, u64), Vec<u8>>,
+    privileges: Privileges,
 }
 
 /// Include paths (`/data/db/table.sql`) as the planner compares them.
-fn include_paths(includes: &[String]) -> Vec<Vec<u8>> {
+fn include_paths(includes: &[impl AsRef<[u8]>]) -> Vec<Vec<u8>> {
     includes
         .iter()
-        .map(|i| i.trim_matches('/').as_bytes().to_vec())
+        .map(|include| {
+            let mut path = include.as_ref();
+            while let Some(rest) = path.strip_prefix(b"/") {
+                path = rest;
+            }
+            while let Some(rest) = path.strip_suffix(b"/") {
+                path = rest;
+            }
+            path.to_vec()
+        })
         .filter(|i| !i.is_empty())
         .collect()
 }
@@ -174,7 +187,7 @@ impl PlanWalker {
     pub async fn new(
         repo: &IndexedRepository,
         root: BlobId,
-        includes: &[String],
+        includes: &[impl AsRef<[u8]>],
     ) -> Result<PlanWalker> {
         let includes = include_paths(includes);
         for include in &includes {
@@ -185,7 +198,14 @@ impl PlanWalker {
             pending: vec![(Vec::new(), root)],
             current: None,
             first_link: HashMap::new(),
+            privileges: Privileges::Keep,
         })
+    }
+
+    /// Plans device files, FIFOs and special mode bits as `privileges` says.
+    pub fn with_privileges(mut self, privileges: Privileges) -> PlanWalker {
+        self.privileges = privileges;
+        self
     }
 
     /// The next batch of the restore, `None` when the walk is over.
@@ -194,7 +214,10 @@ impl PlanWalker {
         repo: &IndexedRepository,
         limits: BatchLimits,
     ) -> Result<Option<RestorePlan>> {
-        let mut batch = Batch::default();
+        let mut batch = Batch {
+            privileges: self.privileges,
+            ..Batch::default()
+        };
         while batch.plan.entries.len() < limits.entries && batch.plan.dirs.len() < limits.dirs {
             let Some(tree) = self.current.as_mut() else {
                 let Some((path, id)) = self.pending.pop() else {
@@ -281,6 +304,7 @@ struct Batch {
     dir: Option<(usize, Vec<u8>)>,
     /// The first file of each hard-linked inode in this batch.
     linked: HashMap<(u64, u64), usize>,
+    privileges: Privileges,
 }
 
 impl Batch {
@@ -289,7 +313,7 @@ impl Batch {
         &mut self,
         repo: &IndexedRepository,
         tree: &mut OpenTree,
-        node: Node,
+        mut node: Node,
         includes: &[Vec<u8>],
         first_link: &mut HashMap<(u64, u64), Vec<u8>>,
     ) -> Result<()> {
@@ -302,6 +326,14 @@ impl Batch {
         let plain = !matches!(node.kind, NodeKind::Dir { .. });
         if !needed || (plain && !selected) {
             return Ok(());
+        }
+        match privileges::admit(self.privileges, &mut node, &path) {
+            Admitted::AsItIs => {}
+            Admitted::Cleared(warning) => self.plan.privileges_dropped.push(warning),
+            Admitted::Skipped(warning) => {
+                self.plan.privileges_dropped.push(warning);
+                return Ok(());
+            }
         }
         if self.dir.as_ref().map(|(_, dir)| dir) != Some(&tree.path) {
             self.plan.dirs.push(tree.path.clone());
@@ -372,7 +404,7 @@ impl Batch {
 pub async fn plan_restore(
     repo: &IndexedRepository,
     root: BlobId,
-    includes: &[String],
+    includes: &[Vec<u8>],
 ) -> Result<RestorePlan> {
     let mut walker = PlanWalker::new(repo, root, includes).await?;
     Ok(walker
