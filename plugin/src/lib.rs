@@ -12,8 +12,10 @@
 pub mod args;
 pub mod browse;
 pub mod cluster;
+pub mod freshness;
 pub mod mount;
 pub mod repository;
+pub mod requester;
 pub mod runs;
 pub mod status;
 pub mod table;
@@ -31,9 +33,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         .clone()
         .unwrap_or_else(|| cluster.default_namespace.clone());
     let timeout = cli.gate_timeout;
-    let choice = |arg: &args::SnapshotArg| SnapshotChoice {
+    let choice = |arg: &args::SnapshotArg, opened: &repository::PlanRepository| SnapshotChoice {
         spec: arg.snapshot.clone(),
         before: arg.before,
+        last_success: freshness::last_success(&opened.plan),
     };
     match &cli.command {
         Command::Snapshots { plan, json } => {
@@ -45,23 +48,21 @@ pub async fn run(cli: Cli) -> Result<()> {
             snapshot,
             path,
         } => {
-            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
-                .await?
-                .indexed()
-                .await?;
-            browse::ls(&repo, &host, &choice(snapshot), path.as_deref()).await
+            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let choice = choice(snapshot, &opened);
+            let (host, repo) = opened.indexed().await?;
+            browse::ls(&repo, &host, &choice, path.as_deref()).await
         }
         Command::Cat {
             plan,
             snapshot,
             file,
         } => {
-            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
-                .await?
-                .indexed()
-                .await?;
+            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let choice = choice(snapshot, &opened);
+            let (host, repo) = opened.indexed().await?;
             let mut out = std::io::stdout().lock();
-            browse::cat(&repo, &host, &choice(snapshot), file, &mut out).await?;
+            browse::cat(&repo, &host, &choice, file, &mut out).await?;
             Ok(())
         }
         Command::Download {
@@ -70,11 +71,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             path,
             to,
         } => {
-            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
-                .await?
-                .indexed()
-                .await?;
-            let report = browse::download(&repo, &host, &choice(snapshot), path, to).await?;
+            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let choice = choice(snapshot, &opened);
+            let (host, repo) = opened.indexed().await?;
+            let report = browse::download(&repo, &host, &choice, path, to).await?;
             eprintln!(
                 "downloaded {path} to {}: {} file(s), {}",
                 to.display(),
@@ -104,7 +104,8 @@ pub async fn run(cli: Cli) -> Result<()> {
                 databases: args.databases.clone(),
                 overwrite_databases: args.overwrite_databases,
             };
-            let restore = runs::restore_object(&plan, &request, jiff::Timestamp::now())?;
+            let mut restore = runs::restore_object(&plan, &request, jiff::Timestamp::now())?;
+            requester::record_caller(&cluster, &mut restore.metadata).await;
             runs::restore(&cluster, restore, !args.no_wait).await
         }
         Command::Status { all_namespaces } => {
