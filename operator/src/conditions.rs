@@ -16,6 +16,9 @@ pub mod types {
     /// `False` while a volume selector of the plan matches no claim (its other volumes and
     /// databases are backed up); absent otherwise.
     pub const VOLUMES_SELECTED: &str = "VolumesSelected";
+    /// Whether the gate's last listing of the plan's snapshots had its last successful backup's
+    /// snapshot (absent before a listing follows a success).
+    pub const SNAPSHOTS_LISTED: &str = "SnapshotsListed";
 }
 
 /// Declares [`Reason`]: each variant with its doc comment and the string the API carries. A new
@@ -197,6 +200,26 @@ reasons! {
     /// `spec.mover.mode` is `Privileged` in a namespace the cluster admin did not allow
     /// (`policy.privilegedMoverNamespaces`); no Job is created.
     PrivilegedMoverNotAllowed => "PrivilegedMoverNotAllowed",
+
+    // Ready=False: what a Restore's creator may not do (`crate::restore_access`); no Job is
+    // created.
+    /// The Restore does not record who created it (annotation `neverwiped.io/requested-by`).
+    RequesterUnknown => "RequesterUnknown",
+    /// The Restore's creator may not get the plan's password or gate-login Secret, which
+    /// restoring the plan's data needs.
+    RequesterCannotDecrypt => "RequesterCannotDecrypt",
+    /// The Restore's creator may not update a target claim (or create a new one).
+    RequesterCannotWriteClaim => "RequesterCannotWriteClaim",
+    /// The cluster's policy does not allow Restores of the namespace to write to a database host
+    /// (`policy.allowedRestoreDatabaseHosts`).
+    DatabaseHostNotAllowed => "DatabaseHostNotAllowed",
+
+    // SnapshotsListed: the gate's listing against the plan's last success.
+    /// The listing has the last successful backup's snapshot (or newer ones).
+    SnapshotsListed => "SnapshotsListed",
+    /// The listing has neither the last successful backup's snapshot nor any newer: the gate
+    /// withholds snapshots, and a restore of `latest` would bring back an older one.
+    SnapshotsWithheld => "SnapshotsWithheld",
 }
 
 impl Reason {

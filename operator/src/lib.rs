@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod mover;
 pub mod plan;
 pub mod recorder;
+pub mod restore_access;
 pub mod schedule;
 pub mod status;
 pub mod tenant_policy;

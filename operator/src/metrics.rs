@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 
 use crate::api::RunOutcome;
 use crate::conditions::Reason;
+use crate::job::MaintenanceKind;
 
 /// Labels of a plan's metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -73,6 +74,13 @@ pub struct QueueLabels {
     /// `backup` or `maintenance`.
     pub class: String,
 }
+
+/// Every outcome a run can have (a new one fails to compile in [`outcome_label`] first).
+const ALL_OUTCOMES: [RunOutcome; 3] = [
+    RunOutcome::Succeeded,
+    RunOutcome::SucceededWithWarnings,
+    RunOutcome::Failed,
+];
 
 /// The `result` label of a finished run: the outcome's name in the API.
 pub fn outcome_label(outcome: RunOutcome) -> &'static str {
@@ -261,7 +269,9 @@ fn register_queue_metrics(registry: &mut Registry, metrics: &Metrics) {
 }
 
 impl Metrics {
-    /// Forgets every series of a deleted plan, so that no alert fires for it forever.
+    /// Forgets every series of a deleted plan, so that no alert fires for it forever and no
+    /// counter of it stays behind: the families keyed by plan, and every result, reason and
+    /// maintenance kind of those that have more labels (the label values are closed sets).
     pub fn remove_plan(&self, plan: &PlanLabels) {
         for gauge in [
             &self.backup_last_success_timestamp_seconds,
@@ -271,6 +281,32 @@ impl Metrics {
             &self.repository_check_ok,
         ] {
             gauge.remove(plan);
+        }
+        for counter in [
+            &self.backup_bytes_sent,
+            &self.backup_missed_runs,
+            &self.prune_freed_bytes,
+        ] {
+            counter.remove(plan);
+        }
+        self.backup_duration_seconds.remove(plan);
+        for result in ALL_OUTCOMES.map(outcome_label) {
+            for &reason in Reason::ALL {
+                self.backup_runs.remove(&RunLabels {
+                    namespace: plan.namespace.clone(),
+                    plan: plan.plan.clone(),
+                    result,
+                    reason,
+                });
+            }
+            for kind in MaintenanceKind::ALL {
+                self.maintenance_runs.remove(&MaintenanceLabels {
+                    namespace: plan.namespace.clone(),
+                    plan: plan.plan.clone(),
+                    kind: kind.label(),
+                    result,
+                });
+            }
         }
     }
 
@@ -286,6 +322,59 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removing_a_plan_removes_its_counters_and_histogram_too() {
+        let metrics = Metrics::default();
+        let labels = |plan: &str| PlanLabels {
+            namespace: "shop".into(),
+            plan: plan.into(),
+        };
+        for plan in ["nightly", "hourly"] {
+            let plan = labels(plan);
+            metrics
+                .backup_runs
+                .get_or_create(&RunLabels {
+                    namespace: plan.namespace.clone(),
+                    plan: plan.plan.clone(),
+                    result: outcome_label(RunOutcome::Failed),
+                    reason: Reason::ALL[Reason::ALL.len() - 1],
+                })
+                .inc();
+            metrics
+                .backup_duration_seconds
+                .get_or_create(&plan)
+                .observe(61.0);
+            metrics.backup_bytes_sent.get_or_create(&plan).inc_by(10);
+            metrics.backup_missed_runs.get_or_create(&plan).inc();
+            metrics.prune_freed_bytes.get_or_create(&plan).inc();
+            metrics
+                .maintenance_runs
+                .get_or_create(&MaintenanceLabels {
+                    namespace: plan.namespace.clone(),
+                    plan: plan.plan.clone(),
+                    kind: MaintenanceKind::Check.label(),
+                    result: outcome_label(RunOutcome::SucceededWithWarnings),
+                })
+                .inc();
+            metrics.repository_check_ok.get_or_create(&plan).set(1);
+        }
+        metrics.remove_plan(&labels("nightly"));
+        let text = metrics.encode();
+        assert!(!text.contains("plan=\"nightly\""), "{text}");
+        for family in [
+            "backup_runs_total",
+            "backup_duration_seconds_count",
+            "maintenance_runs_total",
+        ] {
+            let kept = format!("neverwiped_{family}{{");
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&kept) && l.contains("plan=\"hourly\"")),
+                "{family} of the other plan stays: {text}"
+            );
+        }
+    }
 
     #[test]
     fn metrics_are_exported_with_their_labels() {

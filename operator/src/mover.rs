@@ -261,7 +261,10 @@ fn application_identity(pods: &[Pod], claims: &[&str]) -> (Option<MoverIdentity>
 
 /// The identity the plan's backups ran as.
 fn recorded_identity(status: Option<&MoverStatus>) -> (Option<MoverIdentity>, String) {
-    match status.and_then(|s| s.run_as_user.map(|uid| (s, uid))) {
+    // Root is never a recorded identity: a status says what backups ran as, and anyone who may
+    // patch it could write 0 there.
+    let recorded = status.and_then(|s| s.run_as_user.filter(|&uid| uid > 0).map(|uid| (s, uid)));
+    match recorded {
         Some((status, uid)) => (
             Some(MoverIdentity {
                 uid,

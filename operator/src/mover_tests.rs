@@ -240,3 +240,29 @@ fn a_restore_runs_as_the_user_the_plans_backups_ran_as() {
     );
     assert!(choice.message.contains("status.mover"));
 }
+
+#[test]
+fn a_recorded_root_user_is_not_an_identity_to_restore_as() {
+    let recorded = MoverStatus {
+        mode: MoverMode::Unprivileged,
+        run_as_user: Some(0),
+        run_as_group: Some(0),
+        supplemental_groups: vec![],
+        fs_group: None,
+        message: String::new(),
+    };
+    let choice = choose_mover(
+        None,
+        "spec.mover",
+        "shop",
+        &TenantPolicy::default(),
+        IdentitySource::Recorded(Some(&recorded)),
+    )
+    .unwrap();
+    assert_eq!(identity(&choice), &MoverIdentity::default());
+    assert!(
+        choice.message.contains("records no user"),
+        "{}",
+        choice.message
+    );
+}

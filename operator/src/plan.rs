@@ -76,6 +76,12 @@ pub enum Problem {
     TargetVolumeExists { name: String, field: String },
     #[error(transparent)]
     Refused(#[from] crate::admission::Refusal),
+    #[error("the Restore does not record who created it (annotation {}), so the operator cannot check that they may read the plan's data and write its targets; create it again through an API server that runs the chart's admission policies", crate::restore_access::REQUESTER_ANNOTATION)]
+    RequesterUnknown,
+    #[error(transparent)]
+    RequesterNotAllowed(#[from] crate::restore_access::AccessDenied),
+    #[error(transparent)]
+    DatabaseHostNotAllowed(#[from] crate::restore_access::HostNotAllowed),
 }
 
 impl Problem {
@@ -102,6 +108,9 @@ impl Problem {
             Problem::TargetVolumeNotFound { .. } => Reason::TargetVolumeNotFound,
             Problem::TargetVolumeExists { .. } => Reason::TargetVolumeExists,
             Problem::Refused(refusal) => refusal.reason(),
+            Problem::RequesterUnknown => Reason::RequesterUnknown,
+            Problem::RequesterNotAllowed(denied) => denied.access.rule.reason(),
+            Problem::DatabaseHostNotAllowed(_) => Reason::DatabaseHostNotAllowed,
         }
     }
 }

@@ -52,6 +52,11 @@ pub struct TenantPolicy {
     /// default): none, so a tenant never gets a root pod by a field it sets alone.
     #[serde(default)]
     pub privileged_mover_namespaces: Vec<String>,
+    /// Database hosts Restores may write to, by namespace (`"*"`: every namespace); a host is
+    /// allowed when it equals an entry or, for an entry `*.example.svc`, ends with `.example.svc`.
+    /// A namespace the map leaves out may restore to no host.
+    #[serde(default)]
+    pub allowed_restore_database_hosts: Allowed<BTreeMap<String, Vec<String>>>,
 }
 
 /// One allowed toleration: every field set must equal the pod toleration's; a field left out
@@ -109,6 +114,19 @@ impl TenantPolicy {
         }
     }
 
+    /// Whether a Restore in `namespace` may write to the database at `host`.
+    pub fn allows_restore_database_host(&self, namespace: &str, host: &str) -> bool {
+        let Allowed::Only(by_namespace) = &self.allowed_restore_database_hosts else {
+            return true;
+        };
+        let host = host.to_ascii_lowercase();
+        [namespace, "*"]
+            .iter()
+            .filter_map(|key| by_namespace.get(*key))
+            .flatten()
+            .any(|allowed| host_matches(&host, &allowed.to_ascii_lowercase()))
+    }
+
     /// Whether a pod may use PriorityClass `name`.
     pub fn allows_priority_class(&self, name: &str) -> bool {
         match &self.allowed_priority_classes {
@@ -151,9 +169,45 @@ fn url_has_prefix(url: &str, prefix: &str) -> bool {
     prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/')
 }
 
+/// `host` equals `pattern`, or `pattern` is `*.SUFFIX` and `host` is a name under `SUFFIX`.
+fn host_matches(host: &str, pattern: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => host
+            .strip_suffix(suffix)
+            .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+        None => host == pattern,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restore_database_hosts_are_limited_per_namespace() {
+        let open = policy("{}");
+        assert!(open.allows_restore_database_host("shop", "attacker.example"));
+        let limited = policy(
+            r#"{"allowedRestoreDatabaseHosts": {"shop": ["postgres.shop.svc", "*.db.shop.svc"],
+                                               "*": ["shared-mariadb.infra.svc"]}}"#,
+        );
+        assert!(limited.allows_restore_database_host("shop", "postgres.shop.svc"));
+        assert!(limited.allows_restore_database_host("shop", "Postgres.Shop.svc"));
+        assert!(limited.allows_restore_database_host("shop", "orders.db.shop.svc"));
+        assert!(limited.allows_restore_database_host("blog", "shared-mariadb.infra.svc"));
+        for (namespace, host) in [
+            ("shop", "attacker.example"),
+            ("shop", "db.shop.svc"),
+            ("shop", "evil-db.shop.svc"),
+            ("shop", "x.db.shop.svc.attacker.example"),
+            ("blog", "postgres.shop.svc"),
+        ] {
+            assert!(
+                !limited.allows_restore_database_host(namespace, host),
+                "{namespace}: {host}"
+            );
+        }
+    }
 
     fn policy(json: &str) -> TenantPolicy {
         TenantPolicy::from_json(json).unwrap()

@@ -8,6 +8,9 @@
 
 mod support;
 
+#[path = "admission/restore_requester.rs"]
+mod restore_requester;
+
 use serde_json::{json, Value};
 use support::{api_server_or_skip, kubectl_output, kubectl_stdin, repo_root, TestNamespace};
 

@@ -279,10 +279,12 @@ async fn operator_started_from_the_rendered_deployment_reconciles_the_example_pl
     let namespace = TestNamespace::create("chart");
     let ns = namespace.name.as_str();
     // The release in the test's namespace, watching only it (the API server is shared with
-    // other tests), with a pinned sidecar image and the alerts.
+    // other tests), with a pinned sidecar image, the alerts, and (multi-tenant, the default) the
+    // example plan's gate as the one allowed repository prefix.
     let sidecar_digest = format!("sha256:{}", "5e".repeat(32));
     let values = json!({
         "watchNamespace": ns,
+        "policy": {"allowedRepositoryPrefixes": ["https://gate.example.com/"]},
         "sidecar": {"image": {"tag": "9.9.9", "digest": sidecar_digest}},
         "logLevel": "info,neverwiped_operator=debug",
         "metrics": {"prometheusRule": {"enabled": true}},
@@ -409,5 +411,19 @@ async fn operator_started_from_the_rendered_deployment_reconciles_the_example_pl
             );
         }
     }
+
+    // A plan sending its backups anywhere else is refused, by the rendered policy.
+    let mut elsewhere = example_plan(ns);
+    elsewhere["metadata"]["name"] = json!("elsewhere");
+    elsewhere["spec"]["repository"]["url"] = json!("https://gate.example.com.evil.test/shop");
+    kubectl_stdin(&["apply", "-f", "-"], Some(&elsewhere.to_string()));
+    let reason = eventually("the plan elsewhere refused", ACT_TIMEOUT, || async {
+        let status = kubectl_json(&["get", "backupplan", "elsewhere", "-n", ns])["status"].clone();
+        let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+        let ready = conditions.into_iter().find(|c| c["type"] == "Ready")?;
+        ready["reason"].as_str().map(str::to_owned)
+    })
+    .await;
+    assert_eq!(reason, "RepositoryNotAllowed");
     assert!(operator.is_running(), "{}", operator.logs());
 }

@@ -655,7 +655,11 @@ async fn restore(
 ) -> (Value, PodRun) {
     let mut restore = json!({
         "apiVersion": "neverwiped.io/v1alpha1", "kind": "Restore",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace, "annotations": {
+            // The admin's identity, which the chart's admission policy would have the admin write.
+            "neverwiped.io/requested-by": "admin",
+            "neverwiped.io/requested-by-groups": "system:masters",
+        }},
         "spec": {"backupPlanName": "nightly", "snapshot": "latest"},
     });
     for (key, value) in spec.as_object().expect("an object") {

@@ -533,7 +533,13 @@ async fn a_restore_applied_with_kubectl_runs_a_job_and_reports_what_it_restored(
         .unwrap()
         .remove("manualTrigger");
     apply(&plan);
-    apply(&example("restore.yaml", ns));
+    let mut restore = example("restore.yaml", ns);
+    // The admin's identity, which the chart's admission policy would have the admin write.
+    restore["metadata"]["annotations"] = json!({
+        "neverwiped.io/requested-by": "admin",
+        "neverwiped.io/requested-by-groups": "system:masters",
+    });
+    apply(&restore);
 
     let job = job_created(&client, ns, "uploads-before-incident-restore").await;
     assert_eq!(
@@ -971,15 +977,32 @@ async fn deleting_a_plan_first_deletes_the_jobs_the_operator_created() {
         "neverwiped_backup_last_success_timestamp_seconds{{namespace=\"{ns}\",plan=\"nightly\"}}"
     );
     assert!(operator.metric(&series).is_some());
+    let plans_series = || {
+        let labels = format!("namespace=\"{ns}\",plan=\"nightly\"");
+        let metrics = operator.metrics();
+        let lines = metrics.lines().filter(|line| line.contains(&labels));
+        let names = lines.filter_map(|line| line.split('{').next().map(str::to_owned));
+        names.collect::<std::collections::BTreeSet<String>>()
+    };
+    let before = plans_series();
+    for counter in [
+        "neverwiped_backup_runs_total",
+        "neverwiped_backup_duration_seconds_count",
+        "neverwiped_backup_bytes_sent_total",
+    ] {
+        assert!(before.contains(counter), "{counter} in {before:?}");
+    }
 
     // `kubectl delete` waits for the finalizer: when it returns, the plan's Jobs (the finished
-    // one and the running one) are gone, and so is its last-success series.
+    // one and the running one) are gone, and so is every series of it (counters and the
+    // duration histogram as well as the gauges).
     kubectl(&["delete", "backupplan", "nightly", "-n", ns, "--timeout=30s"]);
     assert!(job_names(&client, ns, "neverwiped.io/plan=nightly")
         .await
         .is_empty());
     assert!(kubectl(&["get", "backupplans", "-n", ns]).is_empty());
     assert_eq!(operator.metric(&series), None);
+    assert_eq!(plans_series(), Default::default());
 }
 
 #[tokio::test]

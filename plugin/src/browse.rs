@@ -22,6 +22,8 @@ use neverwiped::{selection, text};
 pub struct SnapshotChoice {
     pub spec: String,
     pub before: Option<chrono::DateTime<chrono::Utc>>,
+    /// The plan's last successful backup, which a plain `latest` should be (or be newer than).
+    pub last_success: Option<crate::freshness::LastSuccess>,
 }
 
 /// Blobs of a file read ahead while `cat` writes the previous ones.
@@ -37,7 +39,17 @@ pub async fn find(
         host: Some(host.to_owned()),
         before: choice.before,
     };
-    Ok(selection::find_snapshot(repo, &choice.spec, &filter).await?)
+    let (id, snapshot) = selection::find_snapshot(repo, &choice.spec, &filter).await?;
+    let plain_latest = choice.spec == "latest" && choice.before.is_none();
+    if let Some(last) = choice.last_success.as_ref().filter(|_| plain_latest) {
+        let found = id.to_string();
+        if let Some(warning) =
+            crate::freshness::older_than_last_success(&found, &snapshot.time, last)
+        {
+            tracing::warn!("{warning}");
+        }
+    }
+    Ok((id, snapshot))
 }
 
 /// Prints the plan's snapshots, newest first: a table, or with `json` an array.

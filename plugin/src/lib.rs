@@ -12,8 +12,10 @@
 pub mod args;
 pub mod browse;
 pub mod cluster;
+pub mod freshness;
 pub mod mount;
 pub mod repository;
+pub mod requester;
 pub mod runs;
 pub mod status;
 pub mod table;
@@ -35,9 +37,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         .clone()
         .unwrap_or_else(|| cluster.default_namespace.clone());
     let timeout = cli.gate_timeout;
-    let choice = |arg: &args::SnapshotArg| SnapshotChoice {
+    let choice = |arg: &args::SnapshotArg, opened: &repository::PlanRepository| SnapshotChoice {
         spec: arg.snapshot.clone(),
         before: arg.before,
+        last_success: freshness::last_success(&opened.plan),
     };
     match &cli.command {
         Command::Snapshots { plan, json } => {
@@ -49,23 +52,21 @@ pub async fn run(cli: Cli) -> Result<()> {
             snapshot,
             path,
         } => {
-            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
-                .await?
-                .indexed()
-                .await?;
-            browse::ls(&repo, &host, &choice(snapshot), path.as_deref()).await
+            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let choice = choice(snapshot, &opened);
+            let (host, repo) = opened.indexed().await?;
+            browse::ls(&repo, &host, &choice, path.as_deref()).await
         }
         Command::Cat {
             plan,
             snapshot,
             file,
         } => {
-            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
-                .await?
-                .indexed()
-                .await?;
+            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let choice = choice(snapshot, &opened);
+            let (host, repo) = opened.indexed().await?;
             let mut out = std::io::stdout().lock();
-            browse::cat(&repo, &host, &choice(snapshot), file, &mut out).await?;
+            browse::cat(&repo, &host, &choice, file, &mut out).await?;
             Ok(())
         }
         Command::Download {
@@ -75,12 +76,11 @@ pub async fn run(cli: Cli) -> Result<()> {
             to,
             keep_owners_and_special_files,
         } => {
-            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
-                .await?
-                .indexed()
-                .await?;
+            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let choice = choice(snapshot, &opened);
+            let (host, repo) = opened.indexed().await?;
             let keep = *keep_owners_and_special_files;
-            let report = browse::download(&repo, &host, &choice(snapshot), path, to, keep).await?;
+            let report = browse::download(&repo, &host, &choice, path, to, keep).await?;
             say_downloaded(&report, path, to);
             Ok(())
         }
@@ -105,7 +105,8 @@ pub async fn run(cli: Cli) -> Result<()> {
                 databases: args.databases.clone(),
                 overwrite_databases: args.overwrite_databases,
             };
-            let restore = runs::restore_object(&plan, &request, jiff::Timestamp::now())?;
+            let mut restore = runs::restore_object(&plan, &request, jiff::Timestamp::now())?;
+            requester::record_caller(&cluster, &mut restore.metadata).await;
             runs::restore(&cluster, restore, !args.no_wait).await
         }
         Command::Status { all_namespaces } => {

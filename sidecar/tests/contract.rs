@@ -31,6 +31,7 @@ use neverwiped_operator::controller::backup_plan::{self, ObservedPlan};
 use neverwiped_operator::controller::restore::{self as restore_controller, ObservedRestore};
 use neverwiped_operator::controller::Settings;
 use neverwiped_operator::expansion::expand;
+use neverwiped_operator::restore_access::AccessReview;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -423,6 +424,8 @@ fn restore_job_of(
                 )
             })
             .collect(),
+        // The SubjectAccessReviews found the creator allowed everything.
+        access: AccessReview::Reviewed { denied: vec![] },
         ..ObservedRestore::default()
     };
     let decision =

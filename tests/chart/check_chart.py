@@ -118,7 +118,8 @@ NAMESPACED = {**copy.deepcopy(EVERYTHING_ON), "watchNamespace": "shop"}
 
 # Kubernetes resources that are not namespaced, among those the operator uses.
 CLUSTER_SCOPED = {("storage.k8s.io", "storageclasses"),
-                  ("snapshot.storage.k8s.io", "volumesnapshotclasses")}
+                  ("snapshot.storage.k8s.io", "volumesnapshotclasses"),
+                  ("authorization.k8s.io", "subjectaccessreviews")}
 
 # The alerts and the metrics they read (operator/src/metrics.rs).
 ALERT_METRICS = {
@@ -269,6 +270,8 @@ def default_values_render_the_operator_and_nothing_optional() -> None:
         ("Service", "neverwiped-operator-metrics"),
         ("ValidatingAdmissionPolicy", "neverwiped-read-access"),
         ("ValidatingAdmissionPolicyBinding", "neverwiped-read-access"),
+        ("ValidatingAdmissionPolicy", "neverwiped-restore-requester"),
+        ("ValidatingAdmissionPolicyBinding", "neverwiped-restore-requester"),
     }, f"default objects: {sorted(rendered.kinds_and_names())}")
     expect(rendered.operator()["spec"]["replicas"] == 1, "one replica by default")
     everything = Rendered(EVERYTHING_ON)
@@ -583,6 +586,8 @@ def the_operator_environment_follows_the_values() -> None:
         "NEVERWIPED_MAX_RUNNING_PER_NODE": "3",
         "NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST": "10",
         "NEVERWIPED_RECONCILE_CONCURRENCY": "32",
+        # Multi-tenant by default: no repository is allowed until the admin lists the gate.
+        "NEVERWIPED_TENANT_POLICY": '{"allowedRepositoryPrefixes":[]}',
         "NEVERWIPED_LEADER_ELECTION": "true",
         "NEVERWIPED_LEASE_NAME": "neverwiped-operator",
         "NEVERWIPED_LEASE_DURATION": "15s",
@@ -853,17 +858,100 @@ def the_admission_policy_requires_read_access_to_what_a_plan_or_restore_names() 
     expect(restore["secretNames"] == ["pg2-admin"] and restore["claimNames"] == ["data-new"]
            and restore["selectsClaims"] is False, f"a Restore's names: {restore}")
 
-    expect(not Rendered({"policy": {"requireReadAccess": False}}).all("ValidatingAdmissionPolicy"),
-           "policy.requireReadAccess: false installs no policy")
-    scoped = Rendered(NAMESPACED).one("ValidatingAdmissionPolicyBinding")
+    policies = Rendered({"policy": {"requireReadAccess": False}}).all("ValidatingAdmissionPolicy")
+    expect([p["metadata"]["name"] for p in policies] == ["neverwiped-restore-requester"],
+           "policy.requireReadAccess: false installs no read-access policy (the requester one stays)")
+    scoped = Rendered(NAMESPACED).one("ValidatingAdmissionPolicyBinding", "neverwiped-read-access")
+    expect(scoped["spec"]["matchResources"] == {"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "shop"}}}, "with watchNamespace: that namespace only")
+
+
+def requester_policy_allows(policy: dict[str, Any], operation: str, user: str,
+                            annotations: dict[str, str] | None,
+                            old_annotations: dict[str, str] | None = None) -> bool:
+    """Whether the restore-requester policy's validations (evaluated with the cel crate) let
+    `user` CREATE or UPDATE a Restore with `annotations`. The groups rule uses the Kubernetes
+    strings library (split, trim), which the cel crate lacks: it is evaluated only where it stops
+    before them (no groups annotation)."""
+    def restore(notes: dict[str, str] | None) -> dict[str, Any]:
+        obj = copy.deepcopy(SAMPLE_RESTORE)
+        if notes is not None:
+            obj["metadata"]["annotations"] = notes
+        return obj
+    obj, old = restore(annotations), restore(old_annotations) if operation == "UPDATE" else None
+    request = {"operation": operation, "namespace": "shop", "kind": {"kind": "Restore"},
+               "userInfo": {"username": user, "groups": ["team-a", "system:authenticated"]}}
+    variables: dict[str, Any] = {}
+    for variable in policy["spec"]["variables"]:
+        context = {"object": obj, "oldObject": old, "request": request, "variables": variables}
+        variables[variable["name"]] = cel.evaluate(variable["expression"], context)
+    context = {"object": obj, "oldObject": old, "request": request, "variables": variables}
+    has_groups = "neverwiped.io/requested-by-groups" in (annotations or {})
+    results = [cel.evaluate(v["expression"], context) for v in policy["spec"]["validations"]
+               if not (has_groups and "split(" in v["expression"])]
+    return all(results)
+
+
+@check
+def the_restore_requester_policy_lets_only_the_creator_name_themself() -> None:
+    rendered = Rendered(None)
+    policy = rendered.one("ValidatingAdmissionPolicy", "neverwiped-restore-requester")
+    binding = rendered.one("ValidatingAdmissionPolicyBinding", "neverwiped-restore-requester")
+    expect(binding["spec"]["policyName"] == policy["metadata"]["name"]
+           and binding["spec"]["validationActions"] == ["Deny"], f"the binding: {binding['spec']}")
+    spec = policy["spec"]
+    expect(spec["failurePolicy"] == "Fail" and "matchConditions" not in spec,
+           "it refuses when it cannot decide, and sees metadata-only updates too")
+    expect(spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": ["neverwiped.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+         "resources": ["restores"]}], f"what it matches: {spec['matchConstraints']}")
+    for validation in spec["validations"]:
+        for key in ["expression", "messageExpression"]:
+            if key in validation:
+                cel.compile(validation[key])
+    user = "neverwiped.io/requested-by"
+    groups = "neverwiped.io/requested-by-groups"
+    for operation, who, notes, old, allowed in [
+        ("CREATE", "alice", {user: "alice"}, None, True),
+        ("CREATE", "alice", {user: "admin"}, None, False),
+        ("CREATE", "alice", None, None, False),
+        ("CREATE", "alice", {user: ""}, None, False),
+        ("UPDATE", "bob", {user: "alice"}, {user: "alice"}, True),
+        ("UPDATE", "alice", {user: "bob"}, {user: "alice"}, False),
+        ("UPDATE", "alice", {user: "alice", groups: "sre"}, {user: "alice"}, False),
+        ("UPDATE", "alice", {user: "alice", "other": "x"}, {user: "alice"}, True),
+    ]:
+        expect(requester_policy_allows(policy, operation, who, notes, old) == allowed,
+               f"{operation} by {who} with {notes} (before: {old}) is "
+               f"{'allowed' if allowed else 'refused'}")
+    groups_rule = [v["expression"] for v in spec["validations"] if "split(" in v["expression"]]
+    expect(len(groups_rule) == 1 and "request.userInfo.groups" in groups_rule[0],
+           f"one rule keeps requested-by-groups within the user's groups: {groups_rule}")
+    scoped = Rendered(NAMESPACED).one("ValidatingAdmissionPolicyBinding",
+                                      "neverwiped-restore-requester")
     expect(scoped["spec"]["matchResources"] == {"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "shop"}}}, "with watchNamespace: that namespace only")
 
 
 @check
 def the_tenant_policy_reaches_the_operator_as_json() -> None:
-    expect("NEVERWIPED_TENANT_POLICY" not in Rendered(None).operator_env(),
-           "no limits by default")
+    expect(json.loads(Rendered(None).operator_env()["NEVERWIPED_TENANT_POLICY"])
+           == {"allowedRepositoryPrefixes": []},
+           "multi-tenant by default: no repository until the admin lists one")
+    expect("NEVERWIPED_TENANT_POLICY" not in Rendered({"tenancy": "single"}).operator_env(),
+           "single-tenant: no limits")
+    preset = yaml.safe_load((CHART / "values-single-tenant.yaml").read_text())
+    expect("NEVERWIPED_TENANT_POLICY" not in Rendered(preset).operator_env(),
+           "the single-tenant preset sets no limits")
+    env = Rendered({"restServer": {"enabled": True}}).operator_env()
+    expect(json.loads(env["NEVERWIPED_TENANT_POLICY"]) == {"allowedRepositoryPrefixes": [
+        "http://neverwiped-rest-server.neverwiped-system.svc:8000/"]},
+           f"multi-tenant with the trial server: only it ({env['NEVERWIPED_TENANT_POLICY']})")
+    hosts = {"shop": ["postgres.shop.svc", "*.db.shop.svc"], "*": []}
+    env = Rendered({"tenancy": "single",
+                    "policy": {"allowedRestoreDatabaseHosts": hosts}}).operator_env()
+    expect(json.loads(env["NEVERWIPED_TENANT_POLICY"]) == {"allowedRestoreDatabaseHosts": hosts},
+           f"the restore hosts as JSON: {env['NEVERWIPED_TENANT_POLICY']}")
     limits = {"allowedRepositoryPrefixes": ["https://gate.example.com/"],
               "allowedTolerations": [{"key": "dedicated", "value": "backup"}],
               "allowedNodeSelectors": {"pool": ["backup"]},
@@ -877,9 +965,11 @@ def the_tenant_policy_reaches_the_operator_as_json() -> None:
 
 @check
 def privileged_movers_are_allowed_only_in_the_namespaces_the_values_list() -> None:
-    expect("NEVERWIPED_TENANT_POLICY" not in Rendered({"policy": {"privilegedMoverNamespaces": []}})
-           .operator_env(), "no namespace allows privileged movers by default")
-    env = Rendered({"policy": {"privilegedMoverNamespaces": ["backup-admin"]}}).operator_env()
+    single = {"tenancy": "single"}
+    expect("NEVERWIPED_TENANT_POLICY" not in Rendered({**single, "policy": {
+        "privilegedMoverNamespaces": []}}).operator_env(),
+           "no namespace allows privileged movers by default")
+    env = Rendered({**single, "policy": {"privilegedMoverNamespaces": ["backup-admin"]}}).operator_env()
     expect(json.loads(env["NEVERWIPED_TENANT_POLICY"]) == {"privilegedMoverNamespaces": ["backup-admin"]},
            f"the namespaces as JSON: {env.get('NEVERWIPED_TENANT_POLICY')}")
 
@@ -892,6 +982,15 @@ def notes_tell_the_user_what_to_apply_next() -> None:
                  "kubectl apply -f backupplan.yaml", "kubectl get backupplans -A"]:
         expect(part in notes, f"NOTES.txt lacks {part!r}:\n{notes}")
     expect("NOT FOR PRODUCTION" not in notes, "no REST server warning by default")
+    for part in ["NONE  repository URLs: none allowed", "OPEN  policy.allowedTolerations: any",
+                 "OPEN  policy.allowedRestoreDatabaseHosts: any"]:
+        expect(part in notes, f"NOTES.txt names the open limits, lacks {part!r}:\n{notes}")
+    expect("ValidatingAdmissionPolicy" not in notes, "the admission policies are installed")
+    notes = Rendered({"tenancy": "single", "policy": {"requireReadAccess": False,
+                                                     "allowedTolerations": []}}).notes
+    for part in ["OPEN  repository URLs: any", "set   policy.allowedTolerations",
+                 "OPEN  policy.requireReadAccess is false"]:
+        expect(part in notes, f"NOTES.txt (single tenant) lacks {part!r}:\n{notes}")
     notes = Rendered(NAMESPACED).notes
     for part in ["NOT FOR PRODUCTION",
                  "http://neverwiped-rest-server.neverwiped-system.svc:8000/",

@@ -176,6 +176,7 @@ if [ -f "$ROOT/charts/neverwiped/Chart.yaml" ]; then
     --set-string "image.repository=$operator_repository,image.tag=${OPERATOR_IMAGE##*:}" \
     --set-string "sidecar.image.repository=$sidecar_repository,sidecar.image.tag=${SIDECAR_IMAGE##*:}" \
     --set-json "policy.privilegedMoverNamespaces=[\"$NS\"]" \
+    --set-json "policy.allowedRepositoryPrefixes=[\"${REPOSITORY#rest:}\"]" \
     ${E2E_HELM_ARGS:-}
 else
   kubectl apply --server-side -f "$ROOT/crds/"
@@ -354,11 +355,17 @@ snapshot=$(kubectl get backupplan e2e -n "$NS" -o jsonpath='{.status.lastRun.sna
 printf 'snapshot %s\n' "$snapshot"
 
 step "restore: the latest snapshot into a new PVC"
+# A Restore acts for its creator: this kubeconfig's user, and the groups that grant its rights.
+requester=$(kubectl auth whoami -o jsonpath='{.status.userInfo.username}')
+requester_groups=$(kubectl auth whoami -o go-template='{{range $i, $g := .status.userInfo.groups}}{{if $i}},{{end}}{{$g}}{{end}}')
 kubectl apply -n "$NS" -f - <<EOF
 apiVersion: neverwiped.io/v1alpha1
 kind: Restore
 metadata:
   name: e2e
+  annotations:
+    neverwiped.io/requested-by: "$requester"
+    neverwiped.io/requested-by-groups: "$requester_groups"
 spec:
   backupPlanName: e2e
   snapshot: latest

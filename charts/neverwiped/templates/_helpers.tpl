@@ -88,4 +88,28 @@ the chart's appVersion. Call with (dict "image" .Values.image "context" $).
   - apiGroups: [snapshot.storage.k8s.io]
     resources: [volumesnapshotclasses]
     verbs: [list]
+  # Whether a Restore's creator may read the plan's Secrets and write its targets.
+  - apiGroups: [authorization.k8s.io]
+    resources: [subjectaccessreviews]
+    verbs: [create]
+{{- end }}
+
+{{- /*
+The repository URL prefixes the operator allows, as YAML {prefixes: [...]}, or {} for any URL:
+policy.allowedRepositoryPrefixes when set; otherwise, with tenancy multi, only the in-cluster REST
+server (when enabled), else none; with tenancy single, any.
+*/}}
+{{- define "neverwiped.repositoryPrefixes" }}
+{{- $prefixes := .Values.policy.allowedRepositoryPrefixes }}
+{{- if not (kindIs "invalid" $prefixes) }}
+{{- dict "prefixes" $prefixes | toYaml }}
+{{- else if eq .Values.tenancy "multi" }}
+{{- $server := list }}
+{{- if .Values.restServer.enabled }}
+{{- $server = list (printf "http://%s.%s.svc:%v/" (include "neverwiped.restServerName" .) .Release.Namespace .Values.restServer.port) }}
+{{- end }}
+{{- dict "prefixes" $server | toYaml }}
+{{- else }}
+{{- dict | toYaml }}
+{{- end }}
 {{- end }}

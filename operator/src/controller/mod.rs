@@ -5,6 +5,7 @@ pub mod backup_plan;
 pub mod effects;
 pub mod queue;
 pub mod restore;
+mod restore_review;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

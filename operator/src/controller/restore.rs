@@ -15,6 +15,7 @@ use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
 use super::effects::{execute, Create, Delete, Effects, PlannedEvent};
+use super::restore_review::review_restore;
 use super::{fetch_secret_keys, pod_of, Context, Error, Settings};
 use crate::admission::{check_restore, is_dns_subdomain, SecretTypes};
 use crate::api::{BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus};
@@ -26,6 +27,7 @@ use crate::mover::{restore_mover, MoverChoice};
 use crate::plan::{
     check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys,
 };
+use crate::restore_access::{hosts_not_allowed, AccessReview};
 use crate::schedule::parse_duration;
 use crate::status::{finish_restore, job_state, JobState};
 use crate::volumes::{created_by_restore, restore_target_claim};
@@ -47,6 +49,9 @@ pub struct ObservedRestore {
     pub job: Option<Job>,
     /// The Job's pods.
     pub pods: Vec<Pod>,
+    /// What the Restore's creator may not do of what running it needs (reviewed while no Job
+    /// exists).
+    pub access: AccessReview,
 }
 
 /// What to do for a Restore.
@@ -172,6 +177,12 @@ fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDe
             name: spec.backup_plan_name.clone(),
         }),
         Some(plan) => {
+            match &observed.access {
+                AccessReview::NoRequester => problems.push(Problem::RequesterUnknown),
+                AccessReview::Reviewed { denied } => {
+                    problems.extend(denied.iter().cloned().map(Problem::RequesterNotAllowed))
+                }
+            }
             let mut uses: Vec<_> = repository_secrets_used(&plan.spec.repository)
                 .into_iter()
                 .map(|mut u| {
@@ -272,6 +283,9 @@ fn start_or_wait(
         &settings.tenant_policy,
     );
     problems.splice(0..0, refusals.into_iter().map(Problem::Refused));
+    let namespace = restore.metadata.namespace.as_deref().unwrap_or_default();
+    let hosts = hosts_not_allowed(&restore.spec, namespace, &settings.tenant_policy);
+    problems.extend(hosts.into_iter().map(Problem::DatabaseHostNotAllowed));
     let mover = chosen_mover(restore, observed, settings, &mut problems);
     let mut status = std::mem::take(&mut decision.status);
     let ready_before = find_condition(&status.conditions, types::READY).map(condition_state);
@@ -386,6 +400,10 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         None => Vec::new(),
     };
     let (secrets, secret_types) = fetch_secret_keys(client, &namespace, &uses).await?;
+    let access = match (&plan, &job) {
+        (Some(plan), None) => review_restore(client, &namespace, &restore, plan, &claims).await?,
+        _ => AccessReview::NoRequester,
+    };
     let observed = ObservedRestore {
         plan,
         secrets,
@@ -393,6 +411,7 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         claims,
         job,
         pods,
+        access,
     };
     let decision = decide(&restore, &observed, Timestamp::now(), &ctx.settings);
 
@@ -436,197 +455,5 @@ async fn fetch_target_claims(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::{
-        BackupPlanSpec, CopyMethod, NewClaim, Repository, RestoreSpec, RestoreVolume,
-    };
-    use crate::fixtures::plan_spec;
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-
-    fn plan() -> BackupPlan {
-        let mut plan = BackupPlan::new(
-            "nightly",
-            BackupPlanSpec {
-                schedule: "@daily".into(),
-                time_zone: "UTC".into(),
-                repository: Repository {
-                    url: "http://127.0.0.1:8000/shop".into(),
-                    credentials_secret_ref: None,
-                    ..plan_spec().repository
-                },
-                copy_method: CopyMethod::Direct,
-                ..plan_spec()
-            },
-        );
-        plan.metadata.namespace = Some("shop".into());
-        plan.metadata.uid = Some("uid-plan".into());
-        plan
-    }
-
-    fn restore(create: bool) -> Restore {
-        let mut restore = Restore::new(
-            "back",
-            RestoreSpec {
-                backup_plan_name: "nightly".into(),
-                snapshot: "latest".into(),
-                taken_before: None,
-                volumes: vec![RestoreVolume {
-                    source_claim_name: "data".into(),
-                    target_claim_name: "data-restored".into(),
-                    create_claim: create.then(|| NewClaim {
-                        storage: Quantity("1Gi".into()),
-                        storage_class_name: None,
-                        access_modes: vec![],
-                    }),
-                    includes: vec![],
-                }],
-                databases: vec![],
-                pod: None,
-                mover: None,
-            },
-        );
-        restore.metadata.namespace = Some("shop".into());
-        restore.metadata.uid = Some("uid-restore".into());
-        restore.metadata.generation = Some(1);
-        restore
-    }
-
-    fn now() -> Timestamp {
-        "2026-12-01T10:00:00Z".parse().unwrap()
-    }
-
-    fn observed() -> ObservedRestore {
-        ObservedRestore {
-            plan: Some(plan()),
-            secrets: [("repo".to_string(), ["password".to_string()].into())].into(),
-            ..ObservedRestore::default()
-        }
-    }
-
-    #[test]
-    fn a_restore_of_a_missing_plan_waits_pending_with_its_reason() {
-        let observed = ObservedRestore::default();
-        let decision = decide(&restore(true), &observed, now(), &Settings::with_image("s"));
-        assert_eq!(decision.status.phase, Some(RestorePhase::Pending));
-        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
-        assert_eq!(ready.reason, "BackupPlanNotFound");
-        assert!(decision.create_job.is_none() && decision.create_claims.is_empty());
-        assert_eq!(decision.events[0].reason, Reason::BackupPlanNotFound);
-    }
-
-    #[test]
-    fn a_ready_restore_creates_its_claim_and_job() {
-        let decision = decide(
-            &restore(true),
-            &observed(),
-            now(),
-            &Settings::with_image("s"),
-        );
-        assert_eq!(decision.status.phase, Some(RestorePhase::Running));
-        assert_eq!(decision.create_claims.len(), 1);
-        assert_eq!(
-            decision.create_job.unwrap().metadata.name.as_deref(),
-            Some("back-restore")
-        );
-        assert_eq!(decision.status.job_name.as_deref(), Some("back-restore"));
-    }
-
-    #[test]
-    fn restoring_into_a_claim_that_is_missing_or_not_ours_to_create_is_refused() {
-        let decision = decide(
-            &restore(false),
-            &observed(),
-            now(),
-            &Settings::with_image("s"),
-        );
-        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
-        assert_eq!(ready.reason, "TargetVolumeNotFound");
-
-        let mut observed = observed();
-        observed.claims.insert(
-            "data-restored".into(),
-            PersistentVolumeClaim {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("data-restored".into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        );
-        let decision = decide(&restore(true), &observed, now(), &Settings::with_image("s"));
-        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
-        assert_eq!(ready.reason, "TargetVolumeExists");
-    }
-
-    #[test]
-    fn a_finished_restore_is_left_alone() {
-        let mut restore = restore(true);
-        restore.status = Some(RestoreStatus {
-            phase: Some(RestorePhase::Succeeded),
-            ..RestoreStatus::default()
-        });
-        let decision = decide(&restore, &observed(), now(), &Settings::with_image("s"));
-        assert!(decision.create_job.is_none());
-        assert_eq!(decision.requeue_after, None);
-    }
-
-    /// A restore Job whose pod cannot pull its image, started at `started`.
-    fn blocked_job(started: &str) -> (Job, Pod) {
-        use k8s_openapi::api::batch::v1::JobStatus;
-        use k8s_openapi::api::core::v1::{
-            ContainerState, ContainerStateWaiting, ContainerStatus, PodStatus,
-        };
-        let mut job = Job::default();
-        job.metadata.name = Some("back-restore".into());
-        job.metadata.uid = Some("uid-job".into());
-        job.status = Some(JobStatus {
-            start_time: Some(Time(started.parse().unwrap())),
-            ..JobStatus::default()
-        });
-        let mut pod = Pod::default();
-        pod.metadata.name = Some("back-restore-x".into());
-        pod.metadata.labels = Some([("job-name".to_string(), "back-restore".to_string())].into());
-        pod.status = Some(PodStatus {
-            phase: Some("Pending".into()),
-            container_statuses: Some(vec![ContainerStatus {
-                name: crate::job::SIDECAR_CONTAINER.into(),
-                image: "sidecar:missing".into(),
-                state: Some(ContainerState {
-                    waiting: Some(ContainerStateWaiting {
-                        reason: Some("ImagePullBackOff".into()),
-                        message: Some("Back-off pulling image".into()),
-                    }),
-                    ..ContainerState::default()
-                }),
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        });
-        (job, pod)
-    }
-
-    #[test]
-    fn a_restore_whose_pod_cannot_start_fails_now_with_its_jobs_start_time() {
-        let mut restore = restore(true);
-        // The status of the create was lost: the Job's own start time is what is known.
-        restore.status = Some(RestoreStatus {
-            phase: Some(RestorePhase::Running),
-            ..RestoreStatus::default()
-        });
-        let (job, pod) = blocked_job("2026-12-01T09:58:00Z");
-        let mut observed = observed();
-        observed.job = Some(job);
-        observed.pods = vec![pod];
-        let decision = decide(&restore, &observed, now(), &Settings::with_image("s"));
-        assert_eq!(decision.status.phase, Some(RestorePhase::Failed));
-        assert_eq!(decision.delete_job.as_deref(), Some("back-restore"));
-        assert_eq!(
-            decision.status.start_time,
-            Some(Time("2026-12-01T09:58:00Z".parse().unwrap()))
-        );
-        assert_eq!(decision.status.completion_time, Some(Time(now())));
-        let complete = find_condition(&decision.status.conditions, types::COMPLETE).unwrap();
-        assert_eq!(complete.reason, "ImagePullFailed");
-    }
-}
+#[path = "restore_tests.rs"]
+mod tests;

@@ -62,8 +62,14 @@ impl Privileges {
             },
             // A backup's identity has no fsGroup (MoverIdentity::reading); a restore's is the
             // group its files get.
+            // Root only ever by Privileges::Root: a user 0 (a hand-written status.mover, say)
+            // becomes the default user.
             Privileges::User(identity) => PodIdentity {
-                uid: identity.uid,
+                uid: if identity.uid > 0 {
+                    identity.uid
+                } else {
+                    UNPRIVILEGED_UID
+                },
                 gid: identity.gid,
                 supplemental_groups: identity.supplemental_groups.clone(),
                 fs_group: identity.fs_group,
@@ -319,7 +325,7 @@ fn container_security(privileges: &Privileges, identity: &PodIdentity) -> Securi
         allow_privilege_escalation: Some(false),
         privileged: Some(false),
         read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(identity.uid != 0),
+        run_as_non_root: Some(!matches!(privileges, Privileges::Root(_))),
         run_as_user: Some(identity.uid),
         run_as_group: Some(identity.gid),
         capabilities: Some(Capabilities {

@@ -605,3 +605,33 @@ fn an_unprivileged_restore_sets_its_fs_group_only_when_the_root_mismatches() {
         }
     }
 }
+
+#[test]
+fn an_unprivileged_pod_is_never_built_as_root_whatever_identity_it_is_given() {
+    let root = MoverIdentity {
+        uid: 0,
+        gid: 0,
+        supplemental_groups: vec![],
+        fs_group: Some(0),
+    };
+    let restore_run = RestoreRun {
+        deadline: SignedDuration::from_hours(1),
+        database_types: BTreeMap::new(),
+        mover: Mover::Unprivileged(root.clone()),
+    };
+    let backup_run = BackupRun {
+        mover: Mover::Unprivileged(root),
+        ..run()
+    };
+    for job in [
+        restore_job(&restore(), &plan(), &restore_run, &settings()),
+        backup_job(&plan(), &backup_run, &settings()),
+    ] {
+        let security = container(&job).security_context.as_ref().unwrap();
+        assert_eq!(security.run_as_user, Some(UNPRIVILEGED_UID));
+        assert_eq!(security.run_as_non_root, Some(true));
+        assert_eq!(security.capabilities.as_ref().unwrap().add, None);
+        let pod_security = pod_spec(&job).security_context.as_ref().unwrap();
+        assert_ne!(pod_security.run_as_user, Some(0));
+    }
+}
