@@ -6,7 +6,8 @@
 //! Lazy and bounded: the snapshot list is read at mount time, each folder's tree on its first
 //! lookup, each file's content blob by blob as it is read, through the engine's blob reading
 //! (authenticated and checked); trees and blobs stay in caches of fixed size
-//! ([`MountOptions::cache_bytes`]). What grows is only the table of the entries looked up so far.
+//! ([`MountOptions::cache_bytes`]). The table of entries holds those the kernel holds: it forgets
+//! what the kernel forgets.
 //!
 //! ```no_run
 //! # async fn example(repo: neverwiped::repository::IndexedRepository) -> neverwiped::Result<()> {
