@@ -7,6 +7,9 @@
 mod support;
 use support::fixtures;
 
+#[path = "mount/keeps_its_word.rs"]
+mod keeps_its_word;
+
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::mount::{self, MountOptions};
@@ -353,6 +356,11 @@ fn the_cli_mount_serves_the_gates_repository_and_unmounts_on_sigterm_sigint_sigh
             Some(exit_code),
             "mount stopped by {stop} exits {exit_code}:\n{stderr}"
         );
+        // A clean end says nothing is wrong: no error line, no failed unmount.
+        assert!(
+            !stderr.contains("ERROR") && !stderr.contains("Unmount failed"),
+            "{stop} logs no error:\n{stderr}"
+        );
         assert!(
             !is_mounted(&mountpoint),
             "{stop} leaves no mount behind:\n{stderr}"
@@ -410,6 +418,7 @@ fn mount_help_names_the_layout_and_its_own_options_before_the_global_ones() {
         "--tag",
         "--cache",
         "--allow-other",
+        "--allow-non-empty",
     ] {
         assert!(
             help.contains(wanted),

@@ -27,6 +27,9 @@ pub struct MountArgs {
     /// other than root needs user_allow_other in /etc/fuse.conf.
     #[arg(long)]
     pub allow_other: bool,
+    /// Mount even on a folder that is not empty, hiding what it holds until unmounted.
+    #[arg(long)]
+    pub allow_non_empty: bool,
 }
 
 /// Mounts, says where, and serves until stopped.
@@ -38,6 +41,7 @@ pub async fn mount(repo: IndexedRepository, args: &MountArgs, quiet: bool) -> Re
         },
         cache_bytes: args.cache.unwrap_or(mount::DEFAULT_CACHE_BYTES),
         allow_other: args.allow_other,
+        allow_non_empty: args.allow_non_empty,
     };
     let mut handle = mount::serve(repo, &args.mountpoint, options)
         .await

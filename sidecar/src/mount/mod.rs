@@ -6,7 +6,8 @@
 //! Lazy and bounded: the snapshot list is read at mount time, each folder's tree on its first
 //! lookup, each file's content blob by blob as it is read, through the engine's blob reading
 //! (authenticated and checked); trees and blobs stay in caches of fixed size
-//! ([`MountOptions::cache_bytes`]). What grows is only the table of the entries looked up so far.
+//! ([`MountOptions::cache_bytes`]). The table of entries holds those the kernel holds: it forgets
+//! what the kernel forgets.
 //!
 //! ```no_run
 //! # async fn example(repo: neverwiped::repository::IndexedRepository) -> neverwiped::Result<()> {
@@ -15,8 +16,10 @@
 //! # Ok(()) }
 //! ```
 
+mod attributes;
 mod cache;
 mod fs;
+mod fuse;
 mod inodes;
 pub mod layout;
 mod reader;
@@ -25,8 +28,9 @@ use crate::error::{Error, Result};
 use crate::locking::LockGuard;
 use crate::repository::IndexedRepository;
 use layout::{build_layout, SnapshotSelection};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The default of [`MountOptions::cache_bytes`].
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
@@ -41,6 +45,9 @@ pub struct MountOptions {
     /// Let other users than the one mounting use the mount (FUSE's `allow_other`); the files'
     /// own modes and owners still decide who reads what.
     pub allow_other: bool,
+    /// Mount on a folder that is not empty, hiding its entries until the mount ends (refused
+    /// otherwise, as a mistyped path would hide a folder in use).
+    pub allow_non_empty: bool,
 }
 
 impl Default for MountOptions {
@@ -49,6 +56,7 @@ impl Default for MountOptions {
             selection: SnapshotSelection::default(),
             cache_bytes: DEFAULT_CACHE_BYTES,
             allow_other: false,
+            allow_non_empty: false,
         }
     }
 }
@@ -58,10 +66,12 @@ impl Default for MountOptions {
 pub struct MountHandle {
     mountpoint: PathBuf,
     snapshots: usize,
-    unmounter: fuser::SessionUnmounter,
+    /// fuser's unmount, until the session ends (its thread takes it then).
+    unmounter: Arc<Mutex<Option<fuser::SessionUnmounter>>>,
     session: Option<std::thread::JoinHandle<std::io::Result<()>>>,
     ended: tokio::sync::watch::Receiver<bool>,
     lock: Option<LockGuard>,
+    file_system: fuse::SharedFs,
 }
 
 /// Mounts the snapshots of `repo` at `mountpoint` (an existing folder) and serves them on a
@@ -82,18 +92,16 @@ pub async fn serve(
     }
     let mountpoint = std::fs::canonicalize(mountpoint)
         .map_err(|e| Error::io(format!("the mount point {}", mountpoint.display()), e))?;
-    if !mountpoint.is_dir() {
-        return Err(Error::Usage(format!(
-            "the mount point {} is not a folder",
-            mountpoint.display()
-        )));
-    }
+    check_mount_point(&mountpoint, options.allow_non_empty)?;
     let lock = crate::locking::acquire_for_reading(&repo, "mount").await?;
     let snapshots = repo.snapshots().await?;
     let layout = build_layout(&snapshots, &options.selection);
     let reader = reader::SnapshotReader::new(repo, options.cache_bytes / 8, options.cache_bytes);
-    let file_system =
-        fs::SnapshotFs::new(runtime, Arc::new(reader), inodes::InodeTable::new(&layout));
+    let file_system: fuse::SharedFs = Arc::new(Mutex::new(Some(fs::SnapshotFs::new(
+        runtime,
+        Arc::new(reader),
+        inodes::InodeTable::new(&layout),
+    ))));
     let mut mount_options = vec![
         fuser::MountOption::RO,
         fuser::MountOption::FSName("neverwiped".into()),
@@ -105,19 +113,13 @@ pub async fn serve(
     if options.allow_other {
         mount_options.push(fuser::MountOption::AllowOther);
     }
-    let mut session = fuser::Session::new(file_system, &mountpoint, &mount_options)
+    let adapter = fuse::FuseAdapter::new(file_system.clone());
+    let file_system_of_handle = file_system.clone();
+    let mut session = fuser::Session::new(adapter, &mountpoint, &mount_options)
         .map_err(|e| Error::io(format!("mounting at {}", mountpoint.display()), e))?;
-    let unmounter = session.unmount_callable();
+    let unmounter = Arc::new(Mutex::new(Some(session.unmount_callable())));
     let (ended_sender, ended) = tokio::sync::watch::channel(false);
-    let thread = std::thread::Builder::new()
-        .name("neverwiped-mount".into())
-        .spawn(move || {
-            let served = session.run();
-            drop(session);
-            let _ = ended_sender.send(true);
-            served
-        })
-        .map_err(|e| Error::io("starting the mount's thread", e))?;
+    let thread = spawn_session(session, file_system, unmounter.clone(), ended_sender)?;
     tracing::info!(
         "mounted {} snapshot(s) at {}",
         layout.snapshots.len(),
@@ -130,6 +132,7 @@ pub async fn serve(
         session: Some(thread),
         ended,
         lock,
+        file_system: file_system_of_handle,
     })
 }
 
@@ -142,6 +145,14 @@ impl MountHandle {
     /// How many snapshots the mount shows.
     pub fn snapshot_count(&self) -> usize {
         self.snapshots
+    }
+
+    /// How many entries of snapshots the mount holds now: those the kernel has looked up and not
+    /// forgotten (the folders above the snapshots are not counted).
+    pub fn entries_held(&self) -> usize {
+        locked(&self.file_system)
+            .as_ref()
+            .map_or(0, |fs| fs.entries_held())
     }
 
     /// Waits until the file system is unmounted from outside (`umount`, `fusermount3 -u`).
@@ -186,7 +197,9 @@ impl MountHandle {
             return Ok(Some(thread));
         }
         // fuser's unmount only logs a failure (a mount in use): look whether it is still there.
-        let _ = self.unmounter.unmount();
+        if let Some(unmounter) = locked(&self.unmounter).as_mut() {
+            let _ = unmounter.unmount();
+        }
         if !is_mounted_here(&self.mountpoint) {
             return Ok(Some(thread));
         }
@@ -198,6 +211,76 @@ impl MountHandle {
             .map_err(|errno| Error::io("unmounting", std::io::Error::from(errno)))?;
         Ok(None)
     }
+}
+
+/// Serves `session` on a thread of its own; at its end, drops the file system, takes the
+/// unmounter away from the handle and lets go of the session, then says it `ended`.
+fn spawn_session(
+    mut session: fuser::Session<fuse::FuseAdapter>,
+    file_system: fuse::SharedFs,
+    unmounter: Arc<Mutex<Option<fuser::SessionUnmounter>>>,
+    ended: tokio::sync::watch::Sender<bool>,
+) -> Result<std::thread::JoinHandle<std::io::Result<()>>> {
+    std::thread::Builder::new()
+        .name("neverwiped-mount".into())
+        .spawn(move || {
+            let served = session.run();
+            // The caches and the index go now, whatever becomes of the session.
+            drop(locked(&file_system).take());
+            drop(locked(&unmounter).take());
+            match served {
+                // The kernel ended the connection: the file system is unmounted already.
+                Ok(()) => let_go(session),
+                Err(_) => drop(session),
+            }
+            let _ = ended.send(true);
+            served
+        })
+        .map_err(|e| Error::io("starting the mount's thread", e))
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Refuses a mount point that is not a folder, or (unless allowed) not an empty one.
+fn check_mount_point(mountpoint: &Path, allow_non_empty: bool) -> Result<()> {
+    if !mountpoint.is_dir() {
+        return Err(Error::Usage(format!(
+            "the mount point {} is not a folder",
+            mountpoint.display()
+        )));
+    }
+    let mut entries = std::fs::read_dir(mountpoint).map_err(|e| {
+        Error::io(
+            format!("listing the mount point {}", mountpoint.display()),
+            e,
+        )
+    })?;
+    if !allow_non_empty && entries.next().is_some() {
+        return Err(Error::Usage(format!(
+            "the mount point {} is not empty: the mount would hide what it holds; mount on an \
+             empty folder, or allow a non-empty one (--allow-non-empty)",
+            mountpoint.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Lets go of a session whose connection the kernel ended (the file system is unmounted) without
+/// fuser's unmount of the path: fuser 0.15 takes a dead connection for a live one and unmounts
+/// again, which fails with an error in the log or, were something else mounted there meanwhile,
+/// unmounts that. Its file system is already dropped; only its descriptor of `/dev/fuse` is left
+/// to close.
+fn let_go<F: fuser::Filesystem>(session: fuser::Session<F>) {
+    let descriptor = session.as_fd().as_raw_fd();
+    std::mem::forget(session);
+    // SAFETY: the session's channel and its mount share this one descriptor; the session is
+    // forgotten and the unmounter that also reaches the mount was taken from the handle (under
+    // its lock) before, so nothing else uses or closes it.
+    drop(unsafe { OwnedFd::from_raw_fd(descriptor) });
 }
 
 /// Whether a neverwiped FUSE file system is mounted at `mountpoint`, from the kernel's table
@@ -273,5 +356,22 @@ mod tests {
         assert_eq!(unescape_mountinfo(r"/mnt/a\040b\134c"), b"/mnt/a b\\c");
         assert_eq!(unescape_mountinfo(r"/plain\0"), b"/plain\\0");
         assert!(!is_mounted_here(Path::new("/surely/not/a/mount/point")));
+    }
+
+    #[test]
+    fn a_mount_point_must_be_an_empty_folder_unless_allowed() {
+        let work = tempfile::tempdir().unwrap();
+        let point = work.path().join("point");
+        std::fs::create_dir(&point).unwrap();
+        check_mount_point(&point, false).unwrap();
+        std::fs::write(point.join(".hidden"), b"kept").unwrap();
+        let refused = check_mount_point(&point, false).unwrap_err().to_string();
+        assert!(refused.contains("is not empty"), "{refused}");
+        assert!(refused.contains("--allow-non-empty"), "{refused}");
+        check_mount_point(&point, true).unwrap();
+        assert_eq!(std::fs::read(point.join(".hidden")).unwrap(), b"kept");
+        let file = point.join(".hidden");
+        let refused = check_mount_point(&file, true).unwrap_err().to_string();
+        assert!(refused.contains("is not a folder"), "{refused}");
     }
 }
