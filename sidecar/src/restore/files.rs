@@ -7,6 +7,7 @@
 //! (`O_CREAT | O_EXCL | O_NOFOLLOW`), so an entry swapped in after it was made is never written.
 
 use super::dirs::{self, DirFd, DirOpener};
+use super::existing::{self, ContentCheck, Decision, ExistingPolicy};
 use super::metadata;
 use super::plan::{PlannedEntry, RestorePlan};
 use crate::error::{Error, Result};
@@ -30,6 +31,10 @@ enum FileState {
     /// All content written and metadata set; closed.
     Finished,
     Failed,
+    /// An existing file that already holds the content: it gets the metadata when the batch ends.
+    Kept(Arc<File>),
+    /// What stands at its place stays (the overwrite policy): nothing is written.
+    Left,
 }
 
 /// A regular file of the batch: its state and how many of its blob targets are still to write.
@@ -59,14 +64,14 @@ impl BatchFiles {
     fn new(
         plan: Arc<RestorePlan>,
         dir_fds: Vec<Option<DirFd>>,
+        states: Vec<FileState>,
         target: &Path,
         privileged: bool,
     ) -> BatchFiles {
-        let slots: Vec<FileSlot> = plan
-            .entries
-            .iter()
-            .map(|_| FileSlot {
-                state: Mutex::new(FileState::NotCreated),
+        let slots: Vec<FileSlot> = states
+            .into_iter()
+            .map(|state| FileSlot {
+                state: Mutex::new(state),
                 remaining: AtomicU32::new(0),
             })
             .collect();
@@ -86,6 +91,57 @@ impl BatchFiles {
             warnings: Mutex::new(Vec::new()),
             damaged: AtomicBool::new(false),
         }
+    }
+
+    /// The batch's plan (without the content of the files it keeps or leaves).
+    pub fn plan(&self) -> &Arc<RestorePlan> {
+        &self.plan
+    }
+
+    /// Whether the entry `number` is left as it stands (the overwrite policy).
+    fn is_left(&self, number: usize) -> bool {
+        let state = self.slots[number]
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        matches!(*state, FileState::Left)
+    }
+
+    /// Removes every file of the batch that was created but not finished (the restore stopped
+    /// while writing it), so that no file in the target looks whole without being so. Returns
+    /// their paths.
+    pub fn remove_unfinished(&self) -> Vec<String> {
+        let mut removed = Vec::new();
+        for number in 0..self.slots.len() {
+            let mut state = self.slots[number]
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let FileState::Open(file) = &*state {
+                match self.discard(number, file) {
+                    Ok(()) => removed.push(self.display(number)),
+                    Err(errno) => tracing::warn!(
+                        "could not remove the unfinished file {}: {errno}",
+                        self.display(number)
+                    ),
+                }
+                *state = FileState::Failed;
+            }
+        }
+        removed
+    }
+
+    /// Removes file `number` from its directory, if what stands there is still `file`.
+    fn discard(&self, number: usize, file: &File) -> nix::Result<()> {
+        let entry = &self.plan.entries[number];
+        let dir = self.dir_fd(entry);
+        let name = entry.node.name.as_slice();
+        let ours = nix::sys::stat::fstat(file.as_raw_fd())?;
+        let there = nix::sys::stat::fstatat(Some(dir), name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        if (ours.st_dev, ours.st_ino) != (there.st_dev, there.st_ino) {
+            return Ok(());
+        }
+        nix::unistd::unlinkat(Some(dir), name, UnlinkatFlags::NoRemoveDir)
     }
 
     /// The restored path of entry `number`, for messages.
@@ -121,10 +177,9 @@ impl BatchFiles {
                     Err(error)
                 }
             },
-            FileState::Finished | FileState::Failed => Err(Error::Interrupted(format!(
-                "{} could not be created",
-                self.display(number)
-            ))),
+            FileState::Finished | FileState::Failed | FileState::Kept(_) | FileState::Left => Err(
+                Error::Interrupted(format!("{} could not be created", self.display(number))),
+            ),
         }
     }
 
@@ -189,18 +244,28 @@ impl BatchFiles {
                 .unwrap_or_else(|p| p.into_inner());
             match std::mem::replace(&mut *state, FileState::Finished) {
                 FileState::Open(file) if self.damaged.load(Ordering::Relaxed) => {
-                    self.set_full_length(number, &file)?;
+                    if let Err(error) = self.set_full_length(number, &file) {
+                        let _ = self.discard(number, &file);
+                        return Err(error);
+                    }
                     file
                 }
-                FileState::Open(file) => file,
+                FileState::Open(file) | FileState::Kept(file) => file,
                 FileState::NotCreated => {
                     let file = self.create(number)?;
                     if self.size(number) > 0 {
-                        self.set_full_length(number, &file)?;
+                        if let Err(error) = self.set_full_length(number, &file) {
+                            let _ = self.discard(number, &file);
+                            return Err(error);
+                        }
                     }
                     Arc::new(file)
                 }
                 FileState::Finished => return Ok(()),
+                FileState::Left => {
+                    *state = FileState::Left;
+                    return Ok(());
+                }
                 FileState::Failed => {
                     *state = FileState::Failed;
                     return Ok(());
@@ -262,18 +327,46 @@ fn make_replacing(dir: RawFd, name: &[u8], make: impl Fn() -> nix::Result<()>) -
     }
 }
 
+/// How a batch meets the target: as root or not, and what it does with what stands there.
+#[derive(Clone)]
+pub struct PrepareSettings {
+    pub privileged: bool,
+    pub policy: ExistingPolicy,
+    /// The repository's keys, to compare existing files with the snapshot's content
+    /// (`if-changed`).
+    pub keys: Option<crate::crypto::RepositoryKeys>,
+}
+
+/// A batch made ready for its content.
+pub struct PreparedBatch {
+    pub files: BatchFiles,
+    /// Entries not restored as stored, and other warnings.
+    pub warnings: Vec<String>,
+    /// Files that already held the snapshot's content (only their metadata was set).
+    pub kept: u64,
+    /// Entries left as they stood, as the overwrite policy asks.
+    pub left: u64,
+    /// Entries `--delete` removed.
+    pub deleted: u64,
+}
+
 /// Makes room for a batch: opens the directory of every entry (by descriptor, from the target
-/// down), creates directories, symlinks and special files, and sets the metadata of symlinks and
-/// special files. Regular files are created by their first write, or when the batch ends.
-/// Entries come in plan order, parents before children. Returns the batch's shared files.
+/// down), settles what already stands at each entry's place (see `existing`), creates
+/// directories, symlinks and special files and sets the metadata of symlinks and special files,
+/// then removes (`--delete`) what the batch's complete directories should not hold. Regular
+/// files are created by their first write, or when the batch ends. Entries come in plan order,
+/// parents before children.
 pub fn prepare_batch(
-    plan: Arc<RestorePlan>,
+    mut plan: RestorePlan,
     opener: &mut DirOpener,
-    privileged: bool,
-) -> Result<(BatchFiles, Vec<String>)> {
+    settings: &PrepareSettings,
+) -> Result<PreparedBatch> {
     let mut warnings = Vec::new();
+    let (mut kept, mut left) = (0, 0);
     let mut dir_fds: Vec<Option<DirFd>> = vec![None; plan.dirs.len()];
-    for entry in &plan.entries {
+    let content = ContentCheck::new(&plan, settings.keys.clone());
+    let mut states = Vec::with_capacity(plan.entries.len());
+    for (number, entry) in plan.entries.iter().enumerate() {
         let dir = match &dir_fds[entry.parent] {
             Some(dir) => dir.clone(),
             None => {
@@ -283,10 +376,92 @@ pub fn prepare_batch(
             }
         };
         let what = || opener.display(&entry.path);
-        warnings.extend(create_one(entry, dir.as_raw_fd(), privileged, &what)?);
+        let decision = existing::settle(
+            dir.as_raw_fd(),
+            number,
+            entry,
+            settings.policy,
+            &content,
+            &what,
+        )?;
+        states.push(match decision {
+            Decision::Create => {
+                warnings.extend(create_one(
+                    entry,
+                    dir.as_raw_fd(),
+                    settings.privileged,
+                    &what,
+                )?);
+                FileState::NotCreated
+            }
+            Decision::Keep(file) => {
+                kept += 1;
+                FileState::Kept(Arc::new(file))
+            }
+            Decision::Leave => {
+                left += 1;
+                FileState::Left
+            }
+            Decision::Blocked(message) => {
+                warnings.push(message);
+                FileState::Left
+            }
+        });
     }
-    let files = BatchFiles::new(plan, dir_fds, opener.target(), privileged);
-    Ok((files, warnings))
+    let mut deleted = 0;
+    for (path, names) in &plan.complete_dirs {
+        let dir = opener.open(path)?;
+        deleted += existing::delete_extras(&dir, names).map_err(|errno| {
+            let what = format!(
+                "removing what the snapshot lacks from {}",
+                opener.display(path)
+            );
+            Error::io(what, errno.into())
+        })?;
+    }
+    let unwritten: Vec<bool> = states
+        .iter()
+        .map(|state| matches!(state, FileState::Kept(_) | FileState::Left))
+        .collect();
+    drop_content_of(&mut plan, &unwritten);
+    let target = opener.target().to_path_buf();
+    let files = BatchFiles::new(
+        Arc::new(plan),
+        dir_fds,
+        states,
+        &target,
+        settings.privileged,
+    );
+    Ok(PreparedBatch {
+        files,
+        warnings,
+        kept,
+        left,
+        deleted,
+    })
+}
+
+/// Takes out of the plan the content of the entries that are not written.
+fn drop_content_of(plan: &mut RestorePlan, unwritten: &[bool]) {
+    let mut dropped = std::collections::HashSet::new();
+    for (_, blobs) in &mut plan.packs {
+        for blob in blobs.iter_mut() {
+            blob.targets.retain(|target| {
+                let drop = unwritten[target.entry];
+                if drop {
+                    dropped.insert(target.entry);
+                }
+                !drop
+            });
+        }
+        blobs.retain(|blob| !blob.targets.is_empty());
+    }
+    plan.packs.retain(|(_, blobs)| !blobs.is_empty());
+    for number in dropped {
+        if let NodeKind::File { size, .. } = plan.entries[number].node.kind {
+            plan.total_bytes -= size;
+        }
+    }
 }
 
 /// Creates one entry that is not a regular file in `dir`, with its metadata (a directory gets
@@ -360,11 +535,15 @@ pub fn finish_batch(files: &BatchFiles, opener: &mut DirOpener) -> Result<Vec<St
     }
     let mut links: Vec<(usize, usize)> = plan.hard_links.iter().map(|(&n, &f)| (n, f)).collect();
     links.sort_unstable();
+    links.retain(|(number, _)| !files.is_left(*number));
     for (number, first) in links {
         let from = &plan.entries[first];
         link(files, number, files.dir_fd(from), &from.node.name)?;
     }
     for (number, first_path) in &plan.earlier_links {
+        if files.is_left(*number) {
+            continue;
+        }
         let (parent, name) = match first_path.iter().rposition(|&b| b == b'/') {
             Some(at) => (&first_path[..at], &first_path[at + 1..]),
             None => (&first_path[..0], first_path.as_slice()),
@@ -429,33 +608,42 @@ pub fn write_at(files: &BatchFiles, entry: usize, offset: u64, data: &[u8]) -> R
 }
 
 /// Sets the metadata of every restored directory on its own descriptor, deepest first (`dirs`
-/// come parents first).
+/// come parents first). After a restore that stopped (`stopped`), a directory that cannot be
+/// opened or set is passed over with a warning and the others still get theirs.
 pub fn set_dirs_metadata(
     dirs: &[(Vec<u8>, Metadata)],
     opener: &mut DirOpener,
     privileged: bool,
+    stopped: bool,
 ) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
     for (path, meta) in dirs.iter().rev() {
-        let dir = opener.open(path)?;
-        let what = || opener.display(path);
-        // Unprivileged, a folder of another owner can only be one that was there before the
-        // restore: a volume's root as its provisioner made it, or a folder the container runtime
-        // made to mount it. What is in it is restored; it keeps its owner's mode and times.
-        if !privileged && !metadata::owned_by_us(dir.as_raw_fd(), &what)? {
-            tracing::info!(
-                "{} belongs to another user: its mode and times stay",
-                what()
-            );
-            continue;
+        match set_dir_metadata(path, meta, opener, privileged) {
+            Ok(warning) => warnings.extend(warning),
+            Err(error) if stopped => tracing::warn!("{error}"),
+            Err(error) => return Err(error),
         }
-        warnings.extend(metadata::set_on_descriptor(
-            dir.as_raw_fd(),
-            meta,
-            privileged,
-            false,
-            &what,
-        )?);
     }
     Ok(warnings)
+}
+
+fn set_dir_metadata(
+    path: &[u8],
+    meta: &Metadata,
+    opener: &mut DirOpener,
+    privileged: bool,
+) -> Result<Option<String>> {
+    let dir = opener.open(path)?;
+    let what = || opener.display(path);
+    // Unprivileged, a folder of another owner can only be one that was there before the
+    // restore: a volume's root as its provisioner made it, or a folder the container runtime
+    // made to mount it. What is in it is restored; it keeps its owner's mode and times.
+    if !privileged && !metadata::owned_by_us(dir.as_raw_fd(), &what)? {
+        tracing::info!(
+            "{} belongs to another user: its mode and times stay",
+            what()
+        );
+        return Ok(None);
+    }
+    metadata::set_on_descriptor(dir.as_raw_fd(), meta, privileged, false, &what)
 }
