@@ -469,11 +469,30 @@ fn find_binary(
         ),
         None => format!("{name} not found"),
     };
-    if std::env::var("CI").as_deref() == Ok("true") {
+    if must_run_everything() {
         panic!("{test}: {missing}, and CI must run every test: {install_hint}");
     }
     println!("SKIPPED: {test}: {missing} ({install_hint})");
     None
+}
+
+/// Whether a test that lacks what it needs must fail rather than skip: under CI (`CI` set to
+/// anything) or with `NEVERWIPED_REQUIRE_ALL=1`.
+pub fn must_run_everything() -> bool {
+    std::env::var_os("CI").is_some()
+        || std::env::var("NEVERWIPED_REQUIRE_ALL").as_deref() == Ok("1")
+}
+
+/// restic itself (from `NEVERWIPED_RESTIC`, else `PATH`), to hold the engine to what a restic
+/// user knows; `None` after a `SKIPPED` line when it is missing outside CI.
+pub fn restic_binary(test: &str) -> Option<PathBuf> {
+    find_binary(
+        test,
+        "restic",
+        "NEVERWIPED_RESTIC",
+        None,
+        "install restic 0.19 or set NEVERWIPED_RESTIC",
+    )
 }
 
 fn search_path(name: &str) -> Option<PathBuf> {
