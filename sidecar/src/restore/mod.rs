@@ -1,8 +1,11 @@
-//! Restore, a batch of entries at a time: plan the batch, make its directories, symlinks and
-//! special files, fetch each pack's needed blobs once (in parallel) and write them at their
-//! offsets (each file created by its first write, given its metadata by its last), create what no
-//! write did (empty files, hard links); at the end set the directories' metadata (deepest first).
-//! Every entry is created and changed relative to its directory's descriptor (see `dirs`).
+//! Restore, a batch of entries at a time: plan the batch, settle what the target already holds
+//! at each entry's place (the `--overwrite` policy, `--delete`: see `existing`), make its
+//! directories, symlinks and special files, fetch each pack's needed blobs once (in parallel) and
+//! write them at their offsets (each file created by its first write, given its metadata by its
+//! last), create what no write did (empty files, hard links); at the end set the directories'
+//! metadata (deepest first). Every entry is created and changed relative to its directory's
+//! descriptor (see `dirs`). A restore that stops part way removes the files it had not finished
+//! and still sets the metadata of every directory it made.
 //!
 //! Memory stays flat whatever the size of the snapshot: a batch holds a bounded number of
 //! entries, fetched pack ranges live in a fixed set of reused buffers (the memory budget), and a
@@ -16,6 +19,7 @@ mod fetch;
 mod files;
 mod metadata;
 pub mod plan;
+mod prepare;
 
 use crate::error::{Error, Result};
 use crate::format::tree::{Metadata, NodeKind};
@@ -243,13 +247,13 @@ async fn restore_batch(
     );
     let planned_files = plan.files;
     let mut opener = restored.opener.take().expect("kept between batches");
-    let settings = files::PrepareSettings {
+    let settings = prepare::PrepareSettings {
         privileged: options.restore_owner,
         policy: options.existing,
         keys: (options.existing.overwrite == Overwrite::IfChanged).then(|| repo.keys().clone()),
     };
     let (prepared, opener) = blocking(move || {
-        let prepared = files::prepare_batch(plan, &mut opener, &settings)?;
+        let prepared = prepare::prepare_batch(plan, &mut opener, &settings)?;
         Ok((prepared, opener))
     })
     .await?;
