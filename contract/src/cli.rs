@@ -254,7 +254,8 @@ fn push_repository_args(args: &mut Vec<String>, repository: &str, result_file: &
 
 /// `neverwiped-sidecar restore SNAPSHOT --repo REPO --result-file PATH [--target DIR]
 /// [--include PATH]... [--host NAME] [--before RFC3339] [--database NAME=URI]...
-/// [--database-password-file NAME=PATH]... [--overwrite-database NAME]...`
+/// [--database-password-file NAME=PATH]... [--overwrite-database NAME]...
+/// [--overwrite always|if-changed|if-newer|never] [--delete]` (the last two with `--target`)
 ///
 /// `SNAPSHOT` is `latest`, or a snapshot id or a unique prefix of one. With `latest`, `--host`
 /// restricts the choice to the snapshots of that host and `--before` to those taken before that
@@ -274,6 +275,33 @@ pub struct RestoreArgs {
     /// Names of database entries whose databases are dropped on a target server that already
     /// holds them, then restored (`--overwrite-database NAME`); the others refuse such a server.
     pub databases_to_overwrite: Vec<String>,
+    /// `--overwrite WHEN`: what happens to an entry that already stands where a file goes.
+    pub overwrite: Overwrite,
+    /// `--delete`: remove what the snapshot lacks from the folders restored whole.
+    pub delete: bool,
+}
+
+/// The sidecar's `restore --overwrite` policies (restic's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Overwrite {
+    Always,
+    /// The sidecar's default: replace unless the file already holds the snapshot's content.
+    #[default]
+    IfChanged,
+    IfNewer,
+    Never,
+}
+
+impl Overwrite {
+    /// The value of `--overwrite`.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Overwrite::Always => "always",
+            Overwrite::IfChanged => "if-changed",
+            Overwrite::IfNewer => "if-newer",
+            Overwrite::Never => "never",
+        }
+    }
 }
 
 impl RestoreArgs {
@@ -303,6 +331,13 @@ impl RestoreArgs {
         for name in &self.databases_to_overwrite {
             args.push("--overwrite-database".into());
             args.push(name.clone());
+        }
+        if self.target.is_some() {
+            args.push("--overwrite".into());
+            args.push(self.overwrite.arg().into());
+            if self.delete {
+                args.push("--delete".into());
+            }
         }
         args
     }
@@ -426,10 +461,14 @@ mod tests {
             includes: vec!["/data/app".into()],
             host: Some("shop/nightly".into()),
             before: Some("2026-11-29T00:00:00Z".into()),
+            overwrite: Overwrite::IfNewer,
+            delete: true,
             ..RestoreArgs::default()
         }
         .to_args();
         assert_eq!(&args[..2], ["restore", "latest"]);
+        assert!(args.windows(2).any(|w| w == ["--overwrite", "if-newer"]));
+        assert_eq!(args.last().map(String::as_str), Some("--delete"));
         assert!(args
             .windows(2)
             .any(|w| w == ["--before", "2026-11-29T00:00:00Z"]));

@@ -895,6 +895,7 @@ fn restore(mover: &Mover) -> Job {
     let mut restore = Restore::new(
         "bring-back",
         RestoreSpec {
+            on_non_empty_target: Default::default(),
             backup_plan_name: "nightly".into(),
             snapshot: "latest".into(),
             taken_before: None,

@@ -182,6 +182,7 @@ pub fn restore_object(
             ..ObjectMeta::default()
         },
         spec: RestoreSpec {
+            on_non_empty_target: Default::default(),
             backup_plan_name: plan_name,
             snapshot: request.snapshot.clone(),
             taken_before: request.taken_before.map(Time),

@@ -59,7 +59,7 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    #[error("no space left on the device while writing {what}")]
+    #[error("{what}: no space left on the device")]
     DiskFull { what: String },
 
     #[error("nothing was backed up: {reason}")]
@@ -125,6 +125,15 @@ pub enum Error {
     #[error("the backup was interrupted: {0}")]
     Interrupted(String),
 
+    /// A restore that stopped part way (a full disk, a lost connection): what it restored is in
+    /// the target, whole and with its metadata (directories too); files it had not finished were
+    /// removed (`removed`); the rest of the snapshot is not restored.
+    #[error("{}", stopped_restore(cause, removed))]
+    RestoreStopped {
+        cause: Box<Error>,
+        removed: Vec<String>,
+    },
+
     /// A restore that wrote everything it could: the files named lack the ranges given.
     #[error("{}", incomplete_restore(damaged))]
     RestoreIncomplete { damaged: Vec<DamagedFile> },
@@ -171,6 +180,23 @@ fn incomplete_restore(damaged: &[DamagedFile]) -> String {
     )
 }
 
+fn stopped_restore(cause: &Error, removed: &[String]) -> String {
+    const NAMED: usize = 10;
+    let removed = match removed {
+        [] => String::new(),
+        files if files.len() <= NAMED => format!(" (unfinished, removed: {})", files.join(", ")),
+        files => format!(
+            " (unfinished, removed: {} and {} more)",
+            files[..NAMED].join(", "),
+            files.len() - NAMED
+        ),
+    };
+    format!(
+        "the restore stopped: {cause}; every file it left in the target is whole and has its \
+         metadata{removed}, the rest of the snapshot is not restored"
+    )
+}
+
 impl Error {
     /// The exit status this error ends the process with.
     pub fn exit_status(&self) -> ExitStatus {
@@ -179,6 +205,7 @@ impl Error {
             Error::Locked { .. } => ExitStatus::LockFailed,
             Error::Backend(BackendError::NoRepository { .. }) => ExitStatus::NoRepository,
             Error::Format(FormatError::NotARepository { .. }) => ExitStatus::NoRepository,
+            Error::RestoreStopped { .. } => ExitStatus::Partial,
             _ => ExitStatus::Failed,
         }
     }

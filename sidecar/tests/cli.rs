@@ -11,6 +11,11 @@ mod hostile_names;
 mod stopping;
 mod support;
 
+#[path = "cli/restore_overwrite.rs"]
+mod restore_overwrite;
+#[path = "cli/restore_partial.rs"]
+mod restore_partial;
+
 use support::fixtures;
 
 use fixtures::{assert_same_tree, build_fidelity_tree, build_mixed_data, is_root, Noise};
@@ -1582,50 +1587,6 @@ impl Drop for Tmpfs {
                 .status();
         }
     }
-}
-
-#[test]
-fn restore_onto_a_full_disk_fails_with_one_clear_line_and_the_repository_stays_fine() {
-    let Some(small_disk) = Tmpfs::mount("restore_onto_a_full_disk", "16m") else {
-        return;
-    };
-    let (work, _repo, sidecar) = initialised();
-    let source = work.path().join("big");
-    fs::create_dir(&source).unwrap();
-    let mut noise = Noise::new(8);
-    for file in 0..5 {
-        fs::write(
-            source.join(format!("part-{file}.bin")),
-            noise.bytes(8 * 1024 * 1024),
-        )
-        .unwrap();
-    }
-    sidecar.run(&["backup", text(&source)]).expect_ok();
-
-    let result_file = work.path().join("result.json");
-    let run = sidecar
-        .run(&[
-            "restore",
-            "latest",
-            "--target",
-            text(small_disk.path()),
-            "--result-file",
-            text(&result_file),
-        ])
-        .expect_code(1);
-    let error = run.error_line();
-    assert!(error.to_lowercase().contains("no space left"), "{error}");
-    let result = read_result(&result_file);
-    assert_eq!(result.status, ExitStatus::Failed);
-    let message = result.error.expect("an error");
-    assert!(!message.contains('\n'), "one line: {message:?}");
-    assert!(
-        message.to_lowercase().contains("no space left"),
-        "{message}"
-    );
-
-    // Nothing in the repository was harmed.
-    sidecar.restore_and_compare("latest", &source);
 }
 
 #[test]

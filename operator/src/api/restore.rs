@@ -60,6 +60,18 @@ pub struct RestoreSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub volumes: Vec<RestoreVolume>,
+    /// What the restore does where a target volume already holds entries. `Overwrite` (the
+    /// default, `restore --overwrite if-changed`): an entry of the snapshot replaces what stands
+    /// at its path, except a file that already holds the snapshot's content (left, given the
+    /// snapshot's metadata); other files stay. `OverwriteAlways` (`--overwrite always`): every
+    /// file is rewritten. `OverwriteIfNewer` (`--overwrite if-newer`): only what is older than
+    /// the snapshot's entry is replaced. `KeepExisting` (`--overwrite never`): only what is
+    /// missing is restored. `Mirror` (`--overwrite if-changed --delete`): the restored paths end
+    /// up as in the snapshot; what it lacks is removed from them. A folder of the snapshot
+    /// replaces any non-folder in its way under every policy; a folder that is not empty is
+    /// replaced by a file only under `Mirror` (otherwise it stays and the Restore reports it).
+    #[serde(default)]
+    pub on_non_empty_target: VolumeTargetPolicy,
     /// Where each dumped database goes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
@@ -85,7 +97,7 @@ pub struct RestoreVolume {
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub source_claim_name: String,
     /// The PersistentVolumeClaim to restore into. It must exist, unless `createClaim` is set.
-    /// Files in the snapshot overwrite files of the same path; other files are left alone.
+    /// What it already holds is treated as `spec.onNonEmptyTarget` says.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub target_claim_name: String,
     /// Creates the target PersistentVolumeClaim; it must not exist yet.
@@ -171,6 +183,22 @@ pub enum NonEmptyTargetPolicy {
     Refuse,
     /// Drop the databases being restored on the target first, then restore.
     Overwrite,
+}
+
+/// What a volume restore does with what the target volume already holds.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum VolumeTargetPolicy {
+    /// Replace what differs from the snapshot; keep identical files and other files.
+    #[default]
+    Overwrite,
+    /// Replace every entry of the snapshot, files rewritten whole.
+    OverwriteAlways,
+    /// Replace only what is older than the snapshot's entry.
+    OverwriteIfNewer,
+    /// Restore only what is missing.
+    KeepExisting,
+    /// Make the restored paths as in the snapshot: replace what differs, remove what it lacks.
+    Mirror,
 }
 
 /// Where a Restore is.

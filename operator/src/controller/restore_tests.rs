@@ -27,6 +27,7 @@ fn restore(create: bool) -> Restore {
     let mut restore = Restore::new(
         "back",
         RestoreSpec {
+            on_non_empty_target: Default::default(),
             backup_plan_name: "nightly".into(),
             snapshot: "latest".into(),
             taken_before: None,

@@ -7,14 +7,16 @@ use std::collections::BTreeMap;
 use jiff::SignedDuration;
 use k8s_openapi::api::batch::v1::Job;
 use kube::{Resource, ResourceExt};
-use neverwiped_contract::cli::{self, DatabaseArg, RestoreArgs};
+use neverwiped_contract::cli::{self, DatabaseArg, Overwrite, RestoreArgs};
 
 use super::pod::{FinishedPod, PodBuilder, Privileges};
 use super::{
     common_labels, database_uri, job_name, JobSettings, DATA_ROOT, LABEL_PLAN, LABEL_RESTORE,
     RESTORE_ROOT, RESULT_FILE,
 };
-use crate::api::{BackupPlan, DatabaseType, NonEmptyTargetPolicy, Restore, RestoreDatabase};
+use crate::api::{
+    BackupPlan, DatabaseType, NonEmptyTargetPolicy, Restore, RestoreDatabase, VolumeTargetPolicy,
+};
 use crate::mover::Mover;
 
 /// The capabilities of a privileged restore pod (root): what restoring owners, modes, set-ID
@@ -93,6 +95,8 @@ pub fn restore_job(
         before: spec.taken_before.as_ref().map(|time| time.0.to_string()),
         databases,
         databases_to_overwrite,
+        overwrite: volume_overwrite(spec.on_non_empty_target),
+        delete: spec.on_non_empty_target == VolumeTargetPolicy::Mirror,
     }
     .to_args();
 
@@ -125,6 +129,16 @@ pub fn restore_job(
         pod_settings: spec.pod.as_ref().or(plan.spec.pod.as_ref()),
         settings,
     })
+}
+
+/// The sidecar's `--overwrite` for a Restore's `onNonEmptyTarget` (`Mirror` adds `--delete`).
+fn volume_overwrite(policy: VolumeTargetPolicy) -> Overwrite {
+    match policy {
+        VolumeTargetPolicy::Overwrite | VolumeTargetPolicy::Mirror => Overwrite::IfChanged,
+        VolumeTargetPolicy::OverwriteAlways => Overwrite::Always,
+        VolumeTargetPolicy::OverwriteIfNewer => Overwrite::IfNewer,
+        VolumeTargetPolicy::KeepExisting => Overwrite::Never,
+    }
 }
 
 /// The `--database` arguments of a Restore's databases (their credentials mounted into `pod`),

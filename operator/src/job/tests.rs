@@ -429,6 +429,7 @@ fn restore() -> Restore {
     let mut restore = Restore::new(
         "bring-back",
         RestoreSpec {
+            on_non_empty_target: Default::default(),
             backup_plan_name: "nightly".into(),
             snapshot: "latest".into(),
             taken_before: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(

@@ -231,10 +231,25 @@ pub struct RestoreArgs {
     /// With `latest`: the newest snapshot taken before this time (RFC 3339).
     #[arg(long, value_parser = parse_time)]
     pub before: Option<chrono::DateTime<chrono::Utc>>,
+    /// What to do where the target already holds an entry that is not a folder: always (replace
+    /// it), if-changed (replace it unless it is a file with the snapshot's content: same size and
+    /// time, or same bytes), if-newer (replace it when the snapshot's is newer) or never. A
+    /// folder of the snapshot replaces any non-folder in its way.
+    #[arg(long, value_name = "WHEN", default_value = "if-changed", value_parser = parse_overwrite)]
+    pub overwrite: neverwiped::restore::Overwrite,
+    /// Remove what the snapshot does not hold from the folders restored (only those the restore
+    /// gives back whole, so never outside the --include paths); a folder that is not empty may
+    /// then be replaced by a file.
+    #[arg(long)]
+    pub delete: bool,
     /// Memory for fetched pack data (suffixes K, M, G), read in ranges of up to a quarter of it
     /// (at most 8 MiB); more keeps more fetches in flight from a distant gate [default: 32M].
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
     pub fetch_memory: Option<u64>,
+}
+
+fn parse_overwrite(text: &str) -> Result<neverwiped::restore::Overwrite, String> {
+    text.parse()
 }
 
 #[derive(Debug, Args)]

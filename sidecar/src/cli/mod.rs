@@ -401,6 +401,20 @@ pub fn describe_chain(error: &anyhow::Error) -> String {
     neverwiped::text::describe_chain(error.chain())
 }
 
+/// What a restore did with what the target already held, for its summary line.
+fn existing_entries(report: &restore::RestoreReport) -> String {
+    let counts = [
+        (report.files_kept, "already up to date"),
+        (report.entries_left, "left as they were (--overwrite)"),
+        (report.entries_deleted, "deleted (--delete)"),
+    ];
+    counts
+        .iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, what)| format!(", {count} {what}"))
+        .collect()
+}
+
 async fn restore_snapshot(
     cli: &Cli,
     args: &RestoreArgs,
@@ -418,6 +432,10 @@ async fn restore_snapshot(
         .iter()
         .map(|i| i.as_bytes().to_vec())
         .collect();
+    options.existing = restore::ExistingPolicy {
+        overwrite: args.overwrite,
+        delete: args.delete,
+    };
     if let Some(bytes) = args.fetch_memory {
         options.memory_budget_bytes = bytes;
     }
@@ -458,6 +476,9 @@ async fn restore_snapshot(
             "files": report.files,
             "bytesWritten": report.bytes_written,
             "bytesFetched": report.bytes_fetched,
+            "filesKept": report.files_kept,
+            "entriesLeft": report.entries_left,
+            "entriesDeleted": report.entries_deleted,
             "warnings": report.warnings,
         });
         if let Some(raw) = neverwiped::views::raw(target.as_os_str().as_bytes()) {
@@ -466,12 +487,13 @@ async fn restore_snapshot(
         println!("{printed}");
     } else if !cli.quiet {
         println!(
-            "restored snapshot {} (taken at {}) to {}: {} files, {}",
+            "restored snapshot {} (taken at {}) to {}: {} files, {}{}",
             snapshot_id.short(),
             snapshot.time,
             target.display(),
             report.files,
-            bytes(report.bytes_written)
+            bytes(report.bytes_written),
+            existing_entries(&report)
         );
     }
     let restored = Outcome {

@@ -6,7 +6,7 @@
 //! never followed (see `dirs`), and a file is written only through the descriptor that created it
 //! (`O_CREAT | O_EXCL | O_NOFOLLOW`), so an entry swapped in after it was made is never written.
 
-use super::dirs::{self, DirFd, DirOpener};
+use super::dirs::{DirFd, DirOpener};
 use super::metadata;
 use super::plan::{PlannedEntry, RestorePlan};
 use crate::error::{Error, Result};
@@ -23,13 +23,17 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Where a regular file of the batch stands.
-enum FileState {
+pub(super) enum FileState {
     NotCreated,
     /// Created, some of its content still to come: writers share this descriptor.
     Open(Arc<File>),
     /// All content written and metadata set; closed.
     Finished,
     Failed,
+    /// An existing file that already holds the content: it gets the metadata when the batch ends.
+    Kept(Arc<File>),
+    /// What stands at its place stays (the overwrite policy): nothing is written.
+    Left,
 }
 
 /// A regular file of the batch: its state and how many of its blob targets are still to write.
@@ -56,17 +60,17 @@ pub struct BatchFiles {
 }
 
 impl BatchFiles {
-    fn new(
+    pub(super) fn new(
         plan: Arc<RestorePlan>,
         dir_fds: Vec<Option<DirFd>>,
+        states: Vec<FileState>,
         target: &Path,
         privileged: bool,
     ) -> BatchFiles {
-        let slots: Vec<FileSlot> = plan
-            .entries
-            .iter()
-            .map(|_| FileSlot {
-                state: Mutex::new(FileState::NotCreated),
+        let slots: Vec<FileSlot> = states
+            .into_iter()
+            .map(|state| FileSlot {
+                state: Mutex::new(state),
                 remaining: AtomicU32::new(0),
             })
             .collect();
@@ -86,6 +90,57 @@ impl BatchFiles {
             warnings: Mutex::new(Vec::new()),
             damaged: AtomicBool::new(false),
         }
+    }
+
+    /// The batch's plan (without the content of the files it keeps or leaves).
+    pub fn plan(&self) -> &Arc<RestorePlan> {
+        &self.plan
+    }
+
+    /// Whether the entry `number` is left as it stands (the overwrite policy).
+    fn is_left(&self, number: usize) -> bool {
+        let state = self.slots[number]
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        matches!(*state, FileState::Left)
+    }
+
+    /// Removes every file of the batch that was created but not finished (the restore stopped
+    /// while writing it), so that no file in the target looks whole without being so. Returns
+    /// their paths.
+    pub fn remove_unfinished(&self) -> Vec<String> {
+        let mut removed = Vec::new();
+        for number in 0..self.slots.len() {
+            let mut state = self.slots[number]
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let FileState::Open(file) = &*state {
+                match self.discard(number, file) {
+                    Ok(()) => removed.push(self.display(number)),
+                    Err(errno) => tracing::warn!(
+                        "could not remove the unfinished file {}: {errno}",
+                        self.display(number)
+                    ),
+                }
+                *state = FileState::Failed;
+            }
+        }
+        removed
+    }
+
+    /// Removes file `number` from its directory, if what stands there is still `file`.
+    fn discard(&self, number: usize, file: &File) -> nix::Result<()> {
+        let entry = &self.plan.entries[number];
+        let dir = self.dir_fd(entry);
+        let name = entry.node.name.as_slice();
+        let ours = nix::sys::stat::fstat(file.as_raw_fd())?;
+        let there = nix::sys::stat::fstatat(Some(dir), name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        if (ours.st_dev, ours.st_ino) != (there.st_dev, there.st_ino) {
+            return Ok(());
+        }
+        nix::unistd::unlinkat(Some(dir), name, UnlinkatFlags::NoRemoveDir)
     }
 
     /// The restored path of entry `number`, for messages.
@@ -121,10 +176,9 @@ impl BatchFiles {
                     Err(error)
                 }
             },
-            FileState::Finished | FileState::Failed => Err(Error::Interrupted(format!(
-                "{} could not be created",
-                self.display(number)
-            ))),
+            FileState::Finished | FileState::Failed | FileState::Kept(_) | FileState::Left => Err(
+                Error::Interrupted(format!("{} could not be created", self.display(number))),
+            ),
         }
     }
 
@@ -189,18 +243,28 @@ impl BatchFiles {
                 .unwrap_or_else(|p| p.into_inner());
             match std::mem::replace(&mut *state, FileState::Finished) {
                 FileState::Open(file) if self.damaged.load(Ordering::Relaxed) => {
-                    self.set_full_length(number, &file)?;
+                    if let Err(error) = self.set_full_length(number, &file) {
+                        let _ = self.discard(number, &file);
+                        return Err(error);
+                    }
                     file
                 }
-                FileState::Open(file) => file,
+                FileState::Open(file) | FileState::Kept(file) => file,
                 FileState::NotCreated => {
                     let file = self.create(number)?;
                     if self.size(number) > 0 {
-                        self.set_full_length(number, &file)?;
+                        if let Err(error) = self.set_full_length(number, &file) {
+                            let _ = self.discard(number, &file);
+                            return Err(error);
+                        }
                     }
                     Arc::new(file)
                 }
                 FileState::Finished => return Ok(()),
+                FileState::Left => {
+                    *state = FileState::Left;
+                    return Ok(());
+                }
                 FileState::Failed => {
                     *state = FileState::Failed;
                     return Ok(());
@@ -252,7 +316,11 @@ fn replace(dir: RawFd, name: &[u8]) -> nix::Result<()> {
 }
 
 /// Runs `make` for `name` in `dir`; when something stands there, removes it and tries again.
-fn make_replacing(dir: RawFd, name: &[u8], make: impl Fn() -> nix::Result<()>) -> nix::Result<()> {
+pub(super) fn make_replacing(
+    dir: RawFd,
+    name: &[u8],
+    make: impl Fn() -> nix::Result<()>,
+) -> nix::Result<()> {
     match make() {
         Err(Errno::EEXIST) => {
             replace(dir, name)?;
@@ -260,91 +328,6 @@ fn make_replacing(dir: RawFd, name: &[u8], make: impl Fn() -> nix::Result<()>) -
         }
         other => other,
     }
-}
-
-/// Makes room for a batch: opens the directory of every entry (by descriptor, from the target
-/// down), creates directories, symlinks and special files, and sets the metadata of symlinks and
-/// special files. Regular files are created by their first write, or when the batch ends.
-/// Entries come in plan order, parents before children. Returns the batch's shared files.
-pub fn prepare_batch(
-    plan: Arc<RestorePlan>,
-    opener: &mut DirOpener,
-    privileged: bool,
-) -> Result<(BatchFiles, Vec<String>)> {
-    let mut warnings = Vec::new();
-    let mut dir_fds: Vec<Option<DirFd>> = vec![None; plan.dirs.len()];
-    for entry in &plan.entries {
-        let dir = match &dir_fds[entry.parent] {
-            Some(dir) => dir.clone(),
-            None => {
-                let dir = opener.open(&plan.dirs[entry.parent])?;
-                dir_fds[entry.parent] = Some(dir.clone());
-                dir
-            }
-        };
-        let what = || opener.display(&entry.path);
-        warnings.extend(create_one(entry, dir.as_raw_fd(), privileged, &what)?);
-    }
-    let files = BatchFiles::new(plan, dir_fds, opener.target(), privileged);
-    Ok((files, warnings))
-}
-
-/// Creates one entry that is not a regular file in `dir`, with its metadata (a directory gets
-/// its own at the end of the restore).
-fn create_one(
-    entry: &PlannedEntry,
-    dir: RawFd,
-    privileged: bool,
-    what: &dyn Fn() -> String,
-) -> Result<Option<String>> {
-    let name = entry.node.name.as_slice();
-    let io = |e: Errno| dirs::changed(format!("creating {}", what()), e);
-    let special = |kind: SFlag, rdev: u64| {
-        nix::sys::stat::mknodat(Some(dir), name, kind, Mode::from_bits_truncate(0o600), rdev)
-    };
-    let made = match &entry.node.kind {
-        NodeKind::Dir { .. } => return dirs::make_child(dir, name).map(|()| None).map_err(io),
-        NodeKind::File { .. } => return Ok(None),
-        NodeKind::Symlink { target } => make_replacing(dir, name, || {
-            nix::unistd::symlinkat(target.as_slice(), Some(dir), name)
-        }),
-        NodeKind::Fifo => make_replacing(dir, name, || special(SFlag::S_IFIFO, 0)),
-        NodeKind::CharDevice { rdev } => {
-            make_replacing(dir, name, || special(SFlag::S_IFCHR, *rdev))
-        }
-        NodeKind::BlockDevice { rdev } => {
-            make_replacing(dir, name, || special(SFlag::S_IFBLK, *rdev))
-        }
-    };
-    let is_device = matches!(
-        entry.node.kind,
-        NodeKind::CharDevice { .. } | NodeKind::BlockDevice { .. }
-    );
-    match made {
-        Ok(()) => {}
-        // Creating device files takes CAP_MKNOD, which a restore pod may lack.
-        Err(Errno::EPERM) if is_device => {
-            return Ok(Some(format!(
-                "skipped the device file {}: creating it needs root with CAP_MKNOD",
-                what()
-            )))
-        }
-        Err(error) if is_device && !privileged => {
-            return Ok(Some(format!(
-                "skipped the device file {}: {error} (restore as root)",
-                what()
-            )))
-        }
-        Err(error) => return Err(io(error)),
-    }
-    metadata::set_by_name(
-        dir,
-        name,
-        &entry.node.kind,
-        &entry.node.meta,
-        privileged,
-        what,
-    )
 }
 
 /// Ends a batch: creates and finishes the files no write completed (empty ones, ones all of
@@ -360,11 +343,15 @@ pub fn finish_batch(files: &BatchFiles, opener: &mut DirOpener) -> Result<Vec<St
     }
     let mut links: Vec<(usize, usize)> = plan.hard_links.iter().map(|(&n, &f)| (n, f)).collect();
     links.sort_unstable();
+    links.retain(|(number, _)| !files.is_left(*number));
     for (number, first) in links {
         let from = &plan.entries[first];
         link(files, number, files.dir_fd(from), &from.node.name)?;
     }
     for (number, first_path) in &plan.earlier_links {
+        if files.is_left(*number) {
+            continue;
+        }
         let (parent, name) = match first_path.iter().rposition(|&b| b == b'/') {
             Some(at) => (&first_path[..at], &first_path[at + 1..]),
             None => (&first_path[..0], first_path.as_slice()),
@@ -429,33 +416,42 @@ pub fn write_at(files: &BatchFiles, entry: usize, offset: u64, data: &[u8]) -> R
 }
 
 /// Sets the metadata of every restored directory on its own descriptor, deepest first (`dirs`
-/// come parents first).
+/// come parents first). After a restore that stopped (`stopped`), a directory that cannot be
+/// opened or set is passed over with a warning and the others still get theirs.
 pub fn set_dirs_metadata(
     dirs: &[(Vec<u8>, Metadata)],
     opener: &mut DirOpener,
     privileged: bool,
+    stopped: bool,
 ) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
     for (path, meta) in dirs.iter().rev() {
-        let dir = opener.open(path)?;
-        let what = || opener.display(path);
-        // Unprivileged, a folder of another owner can only be one that was there before the
-        // restore: a volume's root as its provisioner made it, or a folder the container runtime
-        // made to mount it. What is in it is restored; it keeps its owner's mode and times.
-        if !privileged && !metadata::owned_by_us(dir.as_raw_fd(), &what)? {
-            tracing::info!(
-                "{} belongs to another user: its mode and times stay",
-                what()
-            );
-            continue;
+        match set_dir_metadata(path, meta, opener, privileged) {
+            Ok(warning) => warnings.extend(warning),
+            Err(error) if stopped => tracing::warn!("{error}"),
+            Err(error) => return Err(error),
         }
-        warnings.extend(metadata::set_on_descriptor(
-            dir.as_raw_fd(),
-            meta,
-            privileged,
-            false,
-            &what,
-        )?);
     }
     Ok(warnings)
+}
+
+fn set_dir_metadata(
+    path: &[u8],
+    meta: &Metadata,
+    opener: &mut DirOpener,
+    privileged: bool,
+) -> Result<Option<String>> {
+    let dir = opener.open(path)?;
+    let what = || opener.display(path);
+    // Unprivileged, a folder of another owner can only be one that was there before the
+    // restore: a volume's root as its provisioner made it, or a folder the container runtime
+    // made to mount it. What is in it is restored; it keeps its owner's mode and times.
+    if !privileged && !metadata::owned_by_us(dir.as_raw_fd(), &what)? {
+        tracing::info!(
+            "{} belongs to another user: its mode and times stay",
+            what()
+        );
+        return Ok(None);
+    }
+    metadata::set_on_descriptor(dir.as_raw_fd(), meta, privileged, false, &what)
 }

@@ -1,8 +1,11 @@
-//! Restore, a batch of entries at a time: plan the batch, make its directories, symlinks and
-//! special files, fetch each pack's needed blobs once (in parallel) and write them at their
-//! offsets (each file created by its first write, given its metadata by its last), create what no
-//! write did (empty files, hard links); at the end set the directories' metadata (deepest first).
-//! Every entry is created and changed relative to its directory's descriptor (see `dirs`).
+//! Restore, a batch of entries at a time: plan the batch, settle what the target already holds
+//! at each entry's place (the `--overwrite` policy, `--delete`: see `existing`), make its
+//! directories, symlinks and special files, fetch each pack's needed blobs once (in parallel) and
+//! write them at their offsets (each file created by its first write, given its metadata by its
+//! last), create what no write did (empty files, hard links); at the end set the directories'
+//! metadata (deepest first). Every entry is created and changed relative to its directory's
+//! descriptor (see `dirs`). A restore that stops part way removes the files it had not finished
+//! and still sets the metadata of every directory it made.
 //!
 //! Memory stays flat whatever the size of the snapshot: a batch holds a bounded number of
 //! entries, fetched pack ranges live in a fixed set of reused buffers (the memory budget), and a
@@ -11,11 +14,13 @@
 
 mod damage;
 mod dirs;
+mod existing;
 mod fetch;
 mod files;
 mod metadata;
 pub mod plan;
 mod privileges;
+mod prepare;
 
 use crate::error::{Error, Result};
 use crate::format::tree::{Metadata, NodeKind};
@@ -28,6 +33,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use damage::{ByteRange, DamagedFile};
+pub use existing::{ExistingPolicy, Overwrite};
 pub use plan::plan_restore;
 pub use privileges::Privileges;
 
@@ -54,6 +60,8 @@ pub struct RestoreOptions {
     /// Entries planned and restored at once (the restore's memory grows with it, not with the
     /// snapshot); 0 means the default, 8192 (fewer where the limit of open files is low).
     pub batch_entries: usize,
+    /// What to do with what already stands in the target (`--overwrite`, `--delete`).
+    pub existing: ExistingPolicy,
     pub progress: Arc<Progress>,
 }
 
@@ -68,6 +76,7 @@ impl RestoreOptions {
             memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
             decoders: 0,
             batch_entries: 0,
+            existing: ExistingPolicy::default(),
             progress: Arc::new(Progress::default()),
         }
     }
@@ -78,6 +87,12 @@ pub struct RestoreReport {
     pub files: u64,
     pub bytes_written: u64,
     pub bytes_fetched: u64,
+    /// Files that already held the snapshot's content: left in place, given its metadata.
+    pub files_kept: u64,
+    /// Entries left as they stood because the overwrite policy keeps them.
+    pub entries_left: u64,
+    /// Entries removed because the snapshot does not hold them (`--delete`).
+    pub entries_deleted: u64,
     pub warnings: Vec<String>,
 }
 
@@ -106,39 +121,86 @@ async fn restore_unlocked(
     let mut walker = PlanWalker::new(repo, root, &options.includes)
         .await?
         .with_privileges(options.privileges);
+    if options.existing.delete {
+        walker.record_complete_dirs();
+    }
     let opener = DirOpener::new(&options.target)?;
     let limits = batch_limits(options.batch_entries);
-    let settings = FetchSettings {
-        memory_budget_bytes: options.memory_budget_bytes,
-        concurrency: options.concurrency,
-        decoders: options.decoders,
-    };
     let mut restored = Restored {
         opener: Some(opener),
         ..Restored::default()
     };
     // The next batch is planned (its trees read) while this one is restored.
-    let mut next = walker.next_batch(repo, limits).await?;
-    while let Some(batch) = next.take() {
+    let mut stopped = None;
+    let mut next = walker.next_batch(repo, limits).await;
+    loop {
+        let batch = match next {
+            Ok(Some(batch)) => batch,
+            Ok(None) => break,
+            Err(error) => {
+                stopped = Some(error);
+                break;
+            }
+        };
         let (done, upcoming) = tokio::join!(
-            restore_batch(repo, Arc::new(batch), restored, options, settings),
+            restore_batch(repo, batch, &mut restored, options),
             walker.next_batch(repo, limits)
         );
-        restored = done?;
-        next = upcoming?;
+        if let Err(error) = done {
+            stopped = Some(error);
+            break;
+        }
+        next = upcoming;
     }
+    finish_restore(restored, stopped, options).await
+}
+
+/// Ends a restore, whether it went through or stopped: sets the metadata of every directory
+/// made (deepest first: writing into a directory changes its modification time, and a read-only
+/// one could not be written into), then says what is missing.
+async fn finish_restore(
+    restored: Restored,
+    stopped: Option<Error>,
+    options: &RestoreOptions,
+) -> Result<RestoreReport> {
     let Restored {
         opener,
         dirs,
         mut report,
         damaged,
+        removed,
     } = restored;
-    // Directories last, deepest first: writing into a directory changes its modification time,
-    // and a read-only one could not be written into.
     let privileged = options.restore_owner;
-    let mut opener = opener.expect("kept between batches");
-    let lost = blocking(move || files::set_dirs_metadata(&dirs, &mut opener, privileged)).await?;
-    report.warnings.extend(lost);
+    let mut opener = match opener {
+        Some(opener) => opener,
+        // Lost with the blocking work that failed.
+        None => DirOpener::new(&options.target)?,
+    };
+    let partial = stopped.is_some();
+    let lost =
+        blocking(move || files::set_dirs_metadata(&dirs, &mut opener, privileged, partial)).await;
+    let stopped = match (stopped, lost) {
+        (Some(cause), lost) => {
+            if let Err(error) = lost {
+                tracing::warn!("{error}");
+            }
+            Some(cause)
+        }
+        (None, Ok(lost)) => {
+            report.warnings.extend(lost);
+            None
+        }
+        (None, Err(error)) => Some(error),
+    };
+    if let Some(cause) = stopped {
+        for warning in &report.warnings {
+            tracing::warn!("{warning}");
+        }
+        return Err(Error::RestoreStopped {
+            cause: Box::new(cause),
+            removed,
+        });
+    }
     if !damaged.is_empty() {
         // Every entry is restored and has its metadata: the error names what is missing.
         for warning in &report.warnings {
@@ -152,71 +214,99 @@ async fn restore_unlocked(
 /// What the batches restored so far leave for the next ones and the end.
 #[derive(Default)]
 struct Restored {
-    /// The target's directories by descriptor (moved into each batch's blocking work).
+    /// The target's directories by descriptor (moved into each batch's blocking work; lost when
+    /// that fails).
     opener: Option<DirOpener>,
     /// Every directory restored, with its metadata, parents first.
     dirs: Vec<(Vec<u8>, Metadata)>,
     report: RestoreReport,
     damaged: Vec<DamagedFile>,
+    /// Files removed because the restore stopped before they were whole.
+    removed: Vec<String>,
 }
 
 /// Restores one batch of the plan: makes its entries, fetches and writes its content, finishes
-/// its files and hard links.
+/// its files and hard links. When that fails, the files it left unfinished are removed.
 async fn restore_batch(
     repo: &IndexedRepository,
-    plan: Arc<RestorePlan>,
-    mut restored: Restored,
+    plan: RestorePlan,
+    restored: &mut Restored,
     options: &RestoreOptions,
-    settings: FetchSettings,
-) -> Result<Restored> {
-    options
-        .progress
-        .bytes_total
-        .fetch_add(plan.total_bytes, std::sync::atomic::Ordering::Relaxed);
-    let mut opener = restored.opener.take().expect("kept between batches");
-    let privileged = options.restore_owner;
-    let (files, warnings, opener) = blocking({
-        let plan = plan.clone();
-        move || {
-            let (files, warnings) = files::prepare_batch(plan, &mut opener, privileged)?;
-            Ok((Arc::new(files), warnings, opener))
-        }
-    })
-    .await?;
-    restored
-        .report
-        .warnings
-        .extend(plan.privileges_dropped.iter().cloned());
-    restored.report.warnings.extend(warnings);
-    let fetched = fetch::fetch_content(
-        repo,
-        &plan,
-        files.clone(),
-        options.progress.clone(),
-        settings,
-    )
-    .await?;
-    let (warnings, opener) = blocking({
-        let files = files.clone();
-        let mut opener = opener;
-        move || Ok((files::finish_batch(&files, &mut opener)?, opener))
-    })
-    .await?;
-    restored.opener = Some(opener);
-    restored.report.warnings.extend(warnings);
-    restored.report.files += plan.files;
-    restored.report.bytes_written += fetched.bytes_written;
-    restored.report.bytes_fetched += fetched.bytes_fetched;
-    restored
-        .damaged
-        .extend(damage::damaged_files(&plan, &fetched.damaged));
+) -> Result<()> {
+    // Recorded first: whatever happens next, the directories made get their metadata.
     restored.dirs.extend(
         plan.entries
             .iter()
             .filter(|entry| matches!(entry.node.kind, NodeKind::Dir { .. }))
             .map(|entry| (entry.path.clone(), entry.node.meta.clone())),
     );
-    Ok(restored)
+    let planned_files = plan.files;
+    let mut opener = restored.opener.take().expect("kept between batches");
+    let settings = prepare::PrepareSettings {
+        privileged: options.restore_owner,
+        policy: options.existing,
+        keys: (options.existing.overwrite == Overwrite::IfChanged).then(|| repo.keys().clone()),
+    };
+    let (prepared, opener) = blocking(move || {
+        let prepared = prepare::prepare_batch(plan, &mut opener, &settings)?;
+        Ok((prepared, opener))
+    })
+    .await?;
+    let files = Arc::new(prepared.files);
+    let report = &mut restored.report;
+    report.warnings.extend(prepared.warnings);
+    report
+        .warnings
+        .extend(files.plan().privileges_dropped.iter().cloned());
+    report.files_kept += prepared.kept;
+    report.entries_left += prepared.left;
+    report.entries_deleted += prepared.deleted;
+    options.progress.bytes_total.fetch_add(
+        files.plan().total_bytes,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let settings = FetchSettings {
+        memory_budget_bytes: options.memory_budget_bytes,
+        concurrency: options.concurrency,
+        decoders: options.decoders,
+    };
+    let plan = files.plan().clone();
+    let progress = options.progress.clone();
+    let written = match fetch::fetch_content(repo, &plan, files.clone(), progress, settings).await {
+        Ok(fetched) => {
+            let mut opener = opener;
+            let finished = blocking({
+                let files = files.clone();
+                move || Ok((files::finish_batch(&files, &mut opener), opener))
+            })
+            .await?;
+            let (warnings, opener) = finished;
+            restored.opener = Some(opener);
+            warnings.map(|warnings| (fetched, warnings))
+        }
+        Err(error) => Err(error),
+    };
+    let (fetched, warnings) = match written {
+        Ok(written) => written,
+        Err(error) => {
+            let unfinished = files.clone();
+            restored.removed.extend(
+                blocking(move || Ok(unfinished.remove_unfinished()))
+                    .await
+                    .unwrap_or_default(),
+            );
+            return Err(error);
+        }
+    };
+    let report = &mut restored.report;
+    report.warnings.extend(warnings);
+    report.files += planned_files;
+    report.bytes_written += fetched.bytes_written;
+    report.bytes_fetched += fetched.bytes_fetched;
+    restored
+        .damaged
+        .extend(damage::damaged_files(&plan, &fetched.damaged));
+    Ok(())
 }
 
 /// How big a batch may be: its entries' directories and files may all be open at once, within

@@ -54,6 +54,10 @@ pub struct RestorePlan {
     pub files: u64,
     /// What [`Privileges::Drop`] skipped or cleared, one warning per entry.
     pub privileges_dropped: Vec<String>,
+    /// Directories restored whole whose trees were opened in this batch, each with the names its
+    /// tree holds (sorted): what `--delete` keeps in them. Filled only when asked for
+    /// ([`PlanWalker::record_complete_dirs`]).
+    pub complete_dirs: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
 }
 
 /// How many entries a batch holds at most, and how many of its entries' directories.
@@ -161,6 +165,8 @@ pub struct PlanWalker {
     /// The path of the first file of each hard-linked inode seen.
     first_link: HashMap<(u64, u64), Vec<u8>>,
     privileges: Privileges,
+    /// Whether batches list the names of the directories they restore whole.
+    record_complete_dirs: bool,
 }
 
 /// Include paths (`/data/db/table.sql`) as the planner compares them.
@@ -199,6 +205,7 @@ impl PlanWalker {
             current: None,
             first_link: HashMap::new(),
             privileges: Privileges::Keep,
+            record_complete_dirs: false,
         })
     }
 
@@ -206,6 +213,12 @@ impl PlanWalker {
     pub fn with_privileges(mut self, privileges: Privileges) -> PlanWalker {
         self.privileges = privileges;
         self
+    }
+
+    /// Makes each batch list the directories it restores whole with the names their trees hold
+    /// ([`RestorePlan::complete_dirs`]), for `--delete`.
+    pub fn record_complete_dirs(&mut self) {
+        self.record_complete_dirs = true;
     }
 
     /// The next batch of the restore, `None` when the walk is over.
@@ -223,7 +236,13 @@ impl PlanWalker {
                 let Some((path, id)) = self.pending.pop() else {
                     break;
                 };
-                self.current = Some(open_tree(repo, path, id).await?);
+                let tree = open_tree(repo, path, id).await?;
+                if self.record_complete_dirs && selection(&tree.path, &self.includes).0 {
+                    let names = tree.nodes.as_slice().iter().map(|n| n.name.clone());
+                    let names = names.collect();
+                    batch.plan.complete_dirs.push((tree.path.clone(), names));
+                }
+                self.current = Some(tree);
                 continue;
             };
             let Some(node) = tree.nodes.next() else {
@@ -235,7 +254,8 @@ impl PlanWalker {
             check_name(&node.name, &tree.id)?;
             batch.add(repo, tree, node, &self.includes, &mut self.first_link)?;
         }
-        if batch.plan.entries.is_empty() && self.current.is_none() && self.pending.is_empty() {
+        let nothing_planned = batch.plan.entries.is_empty() && batch.plan.complete_dirs.is_empty();
+        if nothing_planned && self.current.is_none() && self.pending.is_empty() {
             return Ok(None);
         }
         Ok(Some(batch.finish()))

@@ -474,6 +474,18 @@ fn find_binary(
     None
 }
 
+/// restic itself (from `NEVERWIPED_RESTIC`, else `PATH`), to hold the engine to what a restic
+/// user knows; `None` after a `SKIPPED` line when it is missing outside CI.
+pub fn restic_binary(test: &str) -> Option<PathBuf> {
+    find_binary(
+        test,
+        "restic",
+        "NEVERWIPED_RESTIC",
+        None,
+        "install restic 0.19 or set NEVERWIPED_RESTIC",
+    )
+}
+
 fn search_path(name: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
     std::env::split_paths(&paths)
