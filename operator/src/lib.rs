@@ -28,6 +28,7 @@ pub mod recorder;
 pub mod schedule;
 pub mod status;
 pub mod tenant_policy;
+pub mod volume_patterns;
 pub mod volumes;
 
 #[cfg(test)]

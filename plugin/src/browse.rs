@@ -190,7 +190,9 @@ pub async fn download(
     }
     let mut options = RestoreOptions::new(to);
     if wanted != "/" {
-        options.includes = vec![wanted.clone()];
+        options.filter = neverwiped::filter::PathFilter::including(vec![
+            neverwiped::filter::PatternList::paths(std::slice::from_ref(&wanted)),
+        ]);
     }
     let report = restore::restore(repo, snapshot.tree, &options)
         .await

@@ -3,6 +3,9 @@
 
 mod support;
 
+#[path = "cli/restic_patterns.rs"]
+mod restic_patterns;
+
 use support::fixtures;
 
 use fixtures::{assert_same_tree, build_fidelity_tree, build_mixed_data, is_root, Noise};

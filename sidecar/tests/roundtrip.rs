@@ -13,6 +13,7 @@ use neverwiped::archive::{backup, BackupOptions, BackupReport, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::RestBackend;
 use neverwiped::backend::SharedBackend;
+use neverwiped::filter::{PathFilter, PatternList};
 use neverwiped::repository::IndexedRepository;
 use neverwiped::restore::{restore, RestoreOptions};
 use std::path::Path;
@@ -252,7 +253,9 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
     let target = tempfile::tempdir().unwrap();
     let mut options = RestoreOptions::new(target.path());
     let include = b.join("keep");
-    options.includes = vec![include.to_string_lossy().into_owned()];
+    options.filter = PathFilter::including(vec![PatternList::paths(&[include
+        .to_string_lossy()
+        .into_owned()])]);
     restore(&repo, report.snapshot.tree, &options)
         .await
         .unwrap();
@@ -264,7 +267,8 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
     assert!(!restored_b.join("other").exists());
     assert!(!target.path().join(a.strip_prefix("/").unwrap()).exists());
 
-    options.includes = vec!["/not/in/the/snapshot".into()];
+    options.filter =
+        PathFilter::including(vec![PatternList::paths(&["/not/in/the/snapshot".into()])]);
     let error = restore(&repo, report.snapshot.tree, &options)
         .await
         .unwrap_err();

@@ -17,6 +17,7 @@ mod metadata;
 pub mod plan;
 
 use crate::error::{Error, Result};
+use crate::filter::{PathFilter, PatternList};
 use crate::format::tree::{Metadata, NodeKind};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
@@ -34,8 +35,8 @@ pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 32 * 1024 * 1024;
 
 pub struct RestoreOptions {
     pub target: PathBuf,
-    /// Snapshot paths to restore (all when empty).
-    pub includes: Vec<String>,
+    /// Which snapshot paths to restore, by restic's include or exclude rules (all by default).
+    pub filter: PathFilter,
     /// Restore numeric owners (needs root); default: when running as root.
     pub restore_owner: bool,
     /// Pack ranges fetched at once (at most as many as the memory budget holds).
@@ -56,7 +57,7 @@ impl RestoreOptions {
     pub fn new(target: impl Into<PathBuf>) -> RestoreOptions {
         RestoreOptions {
             target: target.into(),
-            includes: Vec::new(),
+            filter: PathFilter::Everything,
             restore_owner: nix::unistd::geteuid().is_root(),
             concurrency: 4,
             memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
@@ -110,7 +111,7 @@ async fn restore_unlocked(
     root: crate::ids::BlobId,
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
-    let mut walker = PlanWalker::new(repo, root, &options.includes).await?;
+    let mut walker = PlanWalker::new(repo, root, &options.filter).await?;
     let opener = DirOpener::new(&options.target)?;
     let limits = batch_limits(options.batch_entries);
     let settings = FetchSettings {
@@ -291,7 +292,8 @@ pub async fn list(
     root: crate::ids::BlobId,
     prefix: Option<&str>,
 ) -> Result<Vec<plan::PlannedEntry>> {
-    let includes: Vec<String> = prefix.map(|p| vec![p.to_owned()]).unwrap_or_default();
-    let plan = plan_restore(repo, root, &includes).await?;
+    let paths: Vec<String> = prefix.map(|p| vec![p.to_owned()]).unwrap_or_default();
+    let filter = PathFilter::including(vec![PatternList::paths(&paths)]);
+    let plan = plan_restore(repo, root, &filter).await?;
     Ok(plan.entries)
 }

@@ -7,11 +7,14 @@
 //! path of each hard-linked inode.)
 
 use crate::error::{Error, Result};
+use crate::filter::{Decision, PathFilter};
 use crate::format::tree::{Node, NodeKind};
 use crate::ids::{BlobId, PackId};
 use crate::index::BlobLocation;
 use crate::repository::IndexedRepository;
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 
 /// One entry to recreate, at `path` (relative to the target, components joined by `/`), in the
 /// directory `parent` (an index into [`RestorePlan::dirs`]) under its name `node.name`.
@@ -80,22 +83,53 @@ fn check_name(name: &[u8], tree: &BlobId) -> Result<()> {
     Ok(())
 }
 
-/// Whether `path` (snapshot path without the leading `/`) is selected by the includes, or lies on
-/// the way to one of them.
-fn selection(path: &[u8], includes: &[Vec<u8>]) -> (bool, bool) {
-    if includes.is_empty() {
-        return (true, true);
+/// The snapshot path (`/data/db`) of `path` (its components joined by `/`, no leading `/`).
+fn absolute(path: &[u8]) -> Vec<u8> {
+    let mut absolute = Vec::with_capacity(path.len() + 1);
+    absolute.push(b'/');
+    absolute.extend_from_slice(path);
+    absolute
+}
+
+/// `name` in the directory at `dir` (no leading `/`).
+fn child_path(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut path = dir.to_vec();
+    if !path.is_empty() {
+        path.push(b'/');
     }
-    let mut selected = false;
-    let mut on_the_way = false;
-    for include in includes {
-        let below = path == include.as_slice()
-            || (path.starts_with(include) && path.get(include.len()) == Some(&b'/'));
-        let above = include.starts_with(path) && include.get(path.len()) == Some(&b'/');
-        selected |= below;
-        on_the_way |= above;
-    }
-    (selected, selected || on_the_way)
+    path.extend_from_slice(name);
+    path
+}
+
+/// Whether the filter selects anything below the directory `path` whose tree is `tree`: a
+/// directory that is not selected itself is restored only on the way to something that is.
+fn selected_below<'a>(
+    repo: &'a IndexedRepository,
+    filter: &'a PathFilter,
+    path: Vec<u8>,
+    tree: BlobId,
+) -> Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>> {
+    Box::pin(async move {
+        let what = format!("directory /{}", String::from_utf8_lossy(&path));
+        let tree = repo.read_tree(&tree, &what).await?;
+        for node in &tree.nodes {
+            let child = child_path(&path, &node.name);
+            let subtree = match &node.kind {
+                NodeKind::Dir { subtree } => Some(*subtree),
+                _ => None,
+            };
+            let decision = filter.decide(&absolute(&child), subtree.is_some());
+            if decision.selected {
+                return Ok(true);
+            }
+            if let (true, Some(subtree)) = (decision.descend, subtree) {
+                if selected_below(repo, filter, child, subtree).await? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    })
 }
 
 /// Plans where each content blob of the file entry `number` goes; checks that they add up to
@@ -152,36 +186,26 @@ struct OpenTree {
 /// Walks the snapshot's trees depth first (parents before children, names in order) and plans
 /// what the includes select, a batch at a time.
 pub struct PlanWalker {
-    includes: Vec<Vec<u8>>,
+    filter: PathFilter,
     pending: Vec<(Vec<u8>, BlobId)>,
     current: Option<OpenTree>,
     /// The path of the first file of each hard-linked inode seen.
     first_link: HashMap<(u64, u64), Vec<u8>>,
 }
 
-/// Include paths (`/data/db/table.sql`) as the planner compares them.
-fn include_paths(includes: &[String]) -> Vec<Vec<u8>> {
-    includes
-        .iter()
-        .map(|i| i.trim_matches('/').as_bytes().to_vec())
-        .filter(|i| !i.is_empty())
-        .collect()
-}
-
 impl PlanWalker {
-    /// Starts the walk at the tree `root`; fails when an include is not in the snapshot (before
-    /// anything is restored: only the trees on the way to each include are read).
+    /// Starts the walk at the tree `root`; fails when an include that is a plain path is not in
+    /// the snapshot (before anything is restored: only the trees on the way to it are read).
     pub async fn new(
         repo: &IndexedRepository,
         root: BlobId,
-        includes: &[String],
+        filter: &PathFilter,
     ) -> Result<PlanWalker> {
-        let includes = include_paths(includes);
-        for include in &includes {
-            check_include(repo, root, include).await?;
+        for include in filter.plain_includes() {
+            check_include(repo, root, &include).await?;
         }
         Ok(PlanWalker {
-            includes,
+            filter: filter.clone(),
             pending: vec![(Vec::new(), root)],
             current: None,
             first_link: HashMap::new(),
@@ -210,7 +234,17 @@ impl PlanWalker {
                 continue;
             };
             check_name(&node.name, &tree.id)?;
-            batch.add(repo, tree, node, &self.includes, &mut self.first_link)?;
+            let path = child_path(&tree.path, &node.name);
+            let subtree = match &node.kind {
+                NodeKind::Dir { subtree } => Some(*subtree),
+                _ => None,
+            };
+            let mut decision = self.filter.decide(&absolute(&path), subtree.is_some());
+            if let (false, true, Some(subtree)) = (decision.selected, decision.descend, subtree) {
+                decision.descend =
+                    selected_below(repo, &self.filter, path.clone(), subtree).await?;
+            }
+            batch.add(repo, tree, node, path, decision, &mut self.first_link)?;
         }
         if batch.plan.entries.is_empty() && self.current.is_none() && self.pending.is_empty() {
             return Ok(None);
@@ -245,16 +279,17 @@ async fn open_tree(repo: &IndexedRepository, path: Vec<u8>, id: BlobId) -> Resul
     })
 }
 
-/// Fails unless the snapshot holds `include` (a path without its leading `/`).
-async fn check_include(repo: &IndexedRepository, root: BlobId, include: &[u8]) -> Result<()> {
+/// Fails unless the snapshot holds the path of `components` (the names after the root).
+async fn check_include(repo: &IndexedRepository, root: BlobId, components: &[&[u8]]) -> Result<()> {
     let missing = || {
-        Error::Usage(format!(
-            "/{} is not in the snapshot",
-            String::from_utf8_lossy(include)
-        ))
+        let names: Vec<String> = components
+            .iter()
+            .map(|name| String::from_utf8_lossy(name).into_owned())
+            .collect();
+        Error::Usage(format!("/{} is not in the snapshot", names.join("/")))
     };
     let mut tree_id = root;
-    let mut components = include.split(|&byte| byte == b'/').peekable();
+    let mut components = components.iter().copied().peekable();
     while let Some(name) = components.next() {
         let tree = open_tree(repo, Vec::new(), tree_id).await?;
         let node = tree
@@ -284,23 +319,18 @@ struct Batch {
 }
 
 impl Batch {
-    /// Plans `node` of `tree`, if the includes need it.
+    /// Plans `node` of `tree` at `path`, if the filter's `decision` needs it: a directory when it
+    /// is selected or on the way to something selected, anything else when selected.
     fn add(
         &mut self,
         repo: &IndexedRepository,
         tree: &mut OpenTree,
         node: Node,
-        includes: &[Vec<u8>],
+        path: Vec<u8>,
+        decision: Decision,
         first_link: &mut HashMap<(u64, u64), Vec<u8>>,
     ) -> Result<()> {
-        let mut path = tree.path.clone();
-        if !path.is_empty() {
-            path.push(b'/');
-        }
-        path.extend_from_slice(&node.name);
-        let (selected, needed) = selection(&path, includes);
-        let plain = !matches!(node.kind, NodeKind::Dir { .. });
-        if !needed || (plain && !selected) {
+        if !decision.selected && !decision.descend {
             return Ok(());
         }
         if self.dir.as_ref().map(|(_, dir)| dir) != Some(&tree.path) {
@@ -310,7 +340,9 @@ impl Batch {
         let parent = self.dir.as_ref().expect("set above").0;
         let number = self.plan.entries.len();
         match &node.kind {
-            NodeKind::Dir { subtree } => tree.subdirs.push((path.clone(), *subtree)),
+            NodeKind::Dir { subtree } if decision.descend => {
+                tree.subdirs.push((path.clone(), *subtree))
+            }
             NodeKind::File { size, content } => {
                 self.plan.files += 1;
                 let link_key = (node.meta.device, node.meta.inode);
@@ -367,32 +399,15 @@ impl Batch {
     }
 }
 
-/// Walks the snapshot's trees and plans the whole restore of what the includes select (all when
-/// empty), in one plan. Include paths are snapshot paths such as `/data/db/table.sql`.
+/// Walks the snapshot's trees and plans the whole restore of what `filter` selects, in one plan.
 pub async fn plan_restore(
     repo: &IndexedRepository,
     root: BlobId,
-    includes: &[String],
+    filter: &PathFilter,
 ) -> Result<RestorePlan> {
-    let mut walker = PlanWalker::new(repo, root, includes).await?;
+    let mut walker = PlanWalker::new(repo, root, filter).await?;
     Ok(walker
         .next_batch(repo, BatchLimits::WHOLE)
         .await?
         .unwrap_or_default())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::selection;
-
-    #[test]
-    fn includes_select_paths_below_and_keep_the_way_there() {
-        let includes = vec![b"data/db".to_vec()];
-        assert_eq!(selection(b"data", &includes), (false, true));
-        assert_eq!(selection(b"data/db", &includes), (true, true));
-        assert_eq!(selection(b"data/db/x", &includes), (true, true));
-        assert_eq!(selection(b"data/dbx", &includes), (false, false));
-        assert_eq!(selection(b"other", &includes), (false, false));
-        assert_eq!(selection(b"anything", &[]), (true, true));
-    }
 }
