@@ -301,9 +301,10 @@ async fn a_damaged_pack_costs_only_its_files_and_names_them_with_their_byte_rang
         .unwrap()
         .as_os_str()
         .as_encoded_bytes();
-    let plan = neverwiped::restore::plan_restore(&repo, report.snapshot.tree, &[])
-        .await
-        .unwrap();
+    let plan =
+        neverwiped::restore::plan_restore(&repo, report.snapshot.tree, &PathFilter::Everything)
+            .await
+            .unwrap();
     let large_entry = plan
         .entries
         .iter()

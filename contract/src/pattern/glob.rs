@@ -43,7 +43,7 @@ pub fn matches(glob: &[u8], name: &[u8]) -> Result<bool, BadPattern> {
         if star {
             for skip in 1..=name.len() {
                 match match_chunk(chunk, &name[skip..]) {
-                    Ok(Some(after)) if !(last && !after.is_empty()) => {
+                    Ok(Some(after)) if !last || after.is_empty() => {
                         name = after;
                         continue 'chunks;
                     }

@@ -201,13 +201,14 @@ impl PathFilter {
     }
 
     /// The include patterns that are plain absolute paths (a restore checks they exist).
-    pub fn plain_includes(&self) -> Vec<Vec<&[u8]>> {
+    pub fn plain_includes(&self) -> Vec<Vec<Vec<u8>>> {
         match self {
             PathFilter::Include(lists) => lists
                 .iter()
                 .filter(|list| !list.case_insensitive && !list.any_negated)
                 .flat_map(|list| list.patterns.iter())
                 .filter_map(Pattern::plain_components)
+                .map(|names| names.into_iter().map(<[u8]>::to_vec).collect())
                 .collect(),
             _ => Vec::new(),
         }

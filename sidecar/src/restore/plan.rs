@@ -13,8 +13,6 @@ use crate::ids::{BlobId, PackId};
 use crate::index::BlobLocation;
 use crate::repository::IndexedRepository;
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 
 /// One entry to recreate, at `path` (relative to the target, components joined by `/`), in the
 /// directory `parent` (an index into [`RestorePlan::dirs`]) under its name `node.name`.
@@ -103,13 +101,14 @@ fn child_path(dir: &[u8], name: &[u8]) -> Vec<u8> {
 
 /// Whether the filter selects anything below the directory `path` whose tree is `tree`: a
 /// directory that is not selected itself is restored only on the way to something that is.
-fn selected_below<'a>(
-    repo: &'a IndexedRepository,
-    filter: &'a PathFilter,
+async fn selected_below(
+    repo: &IndexedRepository,
+    filter: &PathFilter,
     path: Vec<u8>,
     tree: BlobId,
-) -> Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>> {
-    Box::pin(async move {
+) -> Result<bool> {
+    let mut pending = vec![(path, tree)];
+    while let Some((path, tree)) = pending.pop() {
         let what = format!("directory /{}", String::from_utf8_lossy(&path));
         let tree = repo.read_tree(&tree, &what).await?;
         for node in &tree.nodes {
@@ -123,13 +122,11 @@ fn selected_below<'a>(
                 return Ok(true);
             }
             if let (true, Some(subtree)) = (decision.descend, subtree) {
-                if selected_below(repo, filter, child, subtree).await? {
-                    return Ok(true);
-                }
+                pending.push((child, subtree));
             }
         }
-        Ok(false)
-    })
+    }
+    Ok(false)
 }
 
 /// Plans where each content blob of the file entry `number` goes; checks that they add up to
@@ -280,7 +277,11 @@ async fn open_tree(repo: &IndexedRepository, path: Vec<u8>, id: BlobId) -> Resul
 }
 
 /// Fails unless the snapshot holds the path of `components` (the names after the root).
-async fn check_include(repo: &IndexedRepository, root: BlobId, components: &[&[u8]]) -> Result<()> {
+async fn check_include(
+    repo: &IndexedRepository,
+    root: BlobId,
+    components: &[Vec<u8>],
+) -> Result<()> {
     let missing = || {
         let names: Vec<String> = components
             .iter()
@@ -289,14 +290,14 @@ async fn check_include(repo: &IndexedRepository, root: BlobId, components: &[&[u
         Error::Usage(format!("/{} is not in the snapshot", names.join("/")))
     };
     let mut tree_id = root;
-    let mut components = components.iter().copied().peekable();
+    let mut components = components.iter().peekable();
     while let Some(name) = components.next() {
         let tree = open_tree(repo, Vec::new(), tree_id).await?;
         let node = tree
             .nodes
             .as_slice()
             .iter()
-            .find(|node| node.name == name)
+            .find(|node| node.name == *name)
             .ok_or_else(missing)?;
         match (&node.kind, components.peek()) {
             (_, None) => return Ok(()),
