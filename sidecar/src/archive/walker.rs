@@ -273,8 +273,8 @@ impl Walker {
     }
 
     /// One entry `name` of the open directory `dir`, seen by the listing as `seen`: skipped when
-    /// excluded, unreadable, changed during the backup or a socket. `ahead` holds the parent trees
-    /// and listings of `dir`'s subdirectories; a small file is queued to `queue` when there is one.
+    /// excluded (never a source, `queue` then `None`, as restic), unreadable, changed or a socket.
+    /// `ahead` holds the parent trees and listings of `dir`'s subdirectories; small files queue.
     #[allow(clippy::too_many_arguments)]
     fn archive_entry(
         &mut self,
@@ -286,7 +286,7 @@ impl Walker {
         ahead: &mut Ahead,
         queue: Option<QueueAt>,
     ) -> Result<Walked> {
-        if self.skip_rules.skips(path, seen, &mut self.notices) {
+        if queue.is_some() && self.skip_rules.skips(path, seen, &mut self.notices) {
             return Ok(Walked::Skipped);
         }
         let mut meta = metadata_of(seen);
