@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod cli;
 pub mod text;
+pub mod pattern;
 
 /// The most bytes Kubernetes keeps of a container's termination message.
 pub const TERMINATION_MESSAGE_MAX_BYTES: usize = 4096;

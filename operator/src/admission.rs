@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use crate::api::{BackupPlanSpec, CredentialsSecretRef, PodSettings, Repository, RestoreSpec};
 use crate::conditions::Reason;
 use crate::tenant_policy::TenantPolicy;
+use crate::volume_patterns::{self, PatternFault, PatternField};
 
 /// The type of each Secret a spec names, by name, as fetched (`Opaque` when it has none).
 pub type SecretTypes = BTreeMap<String, String>;
@@ -77,6 +78,12 @@ pub enum Refusal {
         value: String,
         fault: PathFault,
     },
+    #[error("{field}: {value:?} is refused: {fault}")]
+    InvalidPattern {
+        field: String,
+        value: String,
+        fault: PatternFault,
+    },
     #[error("spec.repository.url: {url:?} is refused: {fault}")]
     InvalidRepositoryUrl { url: String, fault: PathFault },
     #[error("Secret {name:?} named by {field} is of type {SERVICE_ACCOUNT_TOKEN_TYPE}; the operator never passes a service account's token to a Job: name a Secret that holds only the credential")]
@@ -102,7 +109,7 @@ impl Refusal {
     pub fn reason(&self) -> Reason {
         match self {
             Refusal::InvalidName { .. } => Reason::InvalidName,
-            Refusal::InvalidPath { .. } => Reason::InvalidPath,
+            Refusal::InvalidPath { .. } | Refusal::InvalidPattern { .. } => Reason::InvalidPath,
             Refusal::InvalidRepositoryUrl { .. } => Reason::InvalidRepositoryUrl,
             Refusal::ServiceAccountToken { .. } => Reason::SecretTypeNotAllowed,
             Refusal::RepositoryNotAllowed { .. } => Reason::RepositoryNotAllowed,
@@ -132,6 +139,11 @@ pub fn check_backup_plan(
             );
         }
         found.paths(&format!("{field}.excludes"), &volume.excludes);
+        found.patterns(
+            &format!("{field}.excludes"),
+            PatternField::Exclude,
+            &volume.excludes,
+        );
     }
     if let Some(class) = &spec.volume_snapshot_class_name {
         found.name(
@@ -188,6 +200,11 @@ pub fn check_restore(
             NameShape::DnsSubdomain,
         );
         found.paths(&format!("{field}.includes"), &volume.includes);
+        found.patterns(
+            &format!("{field}.includes"),
+            PatternField::Include,
+            &volume.includes,
+        );
         let class = volume
             .create_claim
             .as_ref()
@@ -319,6 +336,16 @@ impl Findings {
                     fault,
                 });
             }
+        }
+    }
+
+    fn patterns(&mut self, field: &str, kind: PatternField, patterns: &[String]) {
+        for (index, fault) in volume_patterns::faults(kind, patterns) {
+            self.refusals.push(Refusal::InvalidPattern {
+                field: format!("{field}[{index}]"),
+                value: patterns[index].clone(),
+                fault,
+            });
         }
     }
 

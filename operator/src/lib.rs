@@ -29,6 +29,7 @@ pub mod restore_access;
 pub mod schedule;
 pub mod status;
 pub mod tenant_policy;
+pub mod volume_patterns;
 pub mod volumes;
 
 #[cfg(test)]

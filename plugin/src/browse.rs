@@ -227,7 +227,9 @@ pub async fn download(
         options.privileges = Privileges::Drop;
     }
     if !whole {
-        options.includes = vec![wanted_bytes];
+        options.filter = neverwiped::filter::PathFilter::including(vec![
+            neverwiped::filter::PatternList::paths(&[wanted_bytes]),
+        ]);
     }
     let report = restore::restore(repo, snapshot.tree, &options)
         .await

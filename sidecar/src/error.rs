@@ -65,8 +65,9 @@ pub enum Error {
     #[error("nothing was backed up: {reason}")]
     NothingRead { reason: String },
 
-    #[error("invalid exclude pattern {pattern:?}: {reason}")]
-    InvalidExclude { pattern: String, reason: String },
+    /// Include or exclude patterns restic refuses too (named with their option).
+    #[error(transparent)]
+    InvalidPatterns(#[from] crate::filter::InvalidPatterns),
 
     #[error("backing up the whole root file system `/` is not supported; name its folders")]
     WholeRootFileSystem,

@@ -15,6 +15,7 @@ pub mod compress;
 pub mod crypto;
 pub mod dump;
 pub mod error;
+pub mod filter;
 pub mod format;
 pub mod host;
 pub mod ids;

@@ -15,6 +15,8 @@ mod support;
 mod restore_overwrite;
 #[path = "cli/restore_partial.rs"]
 mod restore_partial;
+#[path = "cli/restic_patterns.rs"]
+mod restic_patterns;
 
 use support::fixtures;
 

@@ -13,6 +13,7 @@ use neverwiped::archive::{backup, BackupOptions, BackupReport, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::RestBackend;
 use neverwiped::backend::SharedBackend;
+use neverwiped::filter::{PathFilter, PatternList};
 use neverwiped::repository::IndexedRepository;
 use neverwiped::restore::{restore, RestoreOptions};
 use std::path::Path;
@@ -252,7 +253,9 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
     let target = tempfile::tempdir().unwrap();
     let mut options = RestoreOptions::new(target.path());
     let include = b.join("keep");
-    options.includes = vec![include.into_os_string().into_encoded_bytes()];
+    options.filter = PathFilter::including(vec![PatternList::paths(&[include
+        .into_os_string()
+        .into_encoded_bytes()])]);
     restore(&repo, report.snapshot.tree, &options)
         .await
         .unwrap();
@@ -264,7 +267,8 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
     assert!(!restored_b.join("other").exists());
     assert!(!target.path().join(a.strip_prefix("/").unwrap()).exists());
 
-    options.includes = vec![b"/not/in/the/snapshot".to_vec()];
+    options.filter =
+        PathFilter::including(vec![PatternList::paths(&[b"/not/in/the/snapshot"])]);
     let error = restore(&repo, report.snapshot.tree, &options)
         .await
         .unwrap_err();
@@ -297,9 +301,10 @@ async fn a_damaged_pack_costs_only_its_files_and_names_them_with_their_byte_rang
         .unwrap()
         .as_os_str()
         .as_encoded_bytes();
-    let plan = neverwiped::restore::plan_restore(&repo, report.snapshot.tree, &[])
-        .await
-        .unwrap();
+    let plan =
+        neverwiped::restore::plan_restore(&repo, report.snapshot.tree, &PathFilter::Everything)
+            .await
+            .unwrap();
     let large_entry = plan
         .entries
         .iter()

@@ -170,8 +170,14 @@ pub struct BackupVolume {
     /// Selects PersistentVolumeClaims of this namespace by label; at least one must match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
-    /// Glob patterns of paths to leave out, relative to the volume's root: `cache` leaves out
-    /// every file or directory named `cache`, `/tmp` only the one at the root, `*.log` all logs.
+    /// Paths to leave out, as restic's `--exclude` patterns scoped to the volume. `/tmp` is
+    /// anchored at the volume's root; a pattern without a leading `/` matches at any depth
+    /// (`cache` leaves out every file or directory named `cache`, `logs/*.log` the logs of every
+    /// `logs` directory). `*` and `?` stay within one name, `**` spans any number of directories,
+    /// `[a-z]` is a class, `\` escapes; a matched directory is left out whole; a trailing `/`
+    /// changes nothing. `!pattern` takes back what the patterns before it left out. Patterns
+    /// restic refuses, one that leaves out the whole volume, and a first pattern starting with
+    /// `!` are refused.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 256),

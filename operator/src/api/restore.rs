@@ -103,7 +103,12 @@ pub struct RestoreVolume {
     /// Creates the target PersistentVolumeClaim; it must not exist yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_claim: Option<NewClaim>,
-    /// Paths inside the volume to restore (a directory brings all below it); empty restores all.
+    /// What to restore of the volume, as restic's `--include` patterns anchored at the volume's
+    /// root (with or without a leading `/`): `uploads/2026` restores that directory and all below
+    /// it, `**/*.pdf` every PDF at any depth, `uploads/*/thumbs` the thumbnails of each upload.
+    /// `*` and `?` stay within one name, `**` spans directories; the directories above what is
+    /// restored are restored too. `!pattern` takes back what the patterns before it selected.
+    /// A plain path the snapshot lacks fails the restore. Empty restores all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 256),

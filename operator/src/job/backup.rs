@@ -2,6 +2,7 @@
 //! databases' credentials, and the sidecar's `backup` arguments with the plan's keep rules.
 
 use crate::expansion::literal;
+use crate::volume_patterns::{self, PatternField};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -168,13 +169,13 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     })
 }
 
-/// A volume's exclude pattern, scoped to that volume: `/x` is anchored at the volume's root,
-/// anything else matches at any depth below it.
+/// A volume's exclude pattern, scoped to that volume (see [`volume_patterns::scoped`]).
 fn scoped_exclude(volume_path: &str, pattern: &str) -> String {
-    match pattern.strip_prefix('/') {
-        Some(anchored) => format!("{volume_path}/{}", literal(anchored)),
-        None => format!("{volume_path}/**/{}", literal(pattern)),
-    }
+    literal(&volume_patterns::scoped(
+        PatternField::Exclude,
+        volume_path,
+        pattern,
+    ))
 }
 
 /// The `--database` arguments of a plan's databases, their credentials mounted into `pod`.

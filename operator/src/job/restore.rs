@@ -2,6 +2,7 @@
 //! databases' credentials, and the sidecar's `restore` arguments.
 
 use crate::expansion::literal;
+use crate::volume_patterns::{self, PatternField};
 use std::collections::BTreeMap;
 
 use jiff::SignedDuration;
@@ -74,11 +75,13 @@ pub fn restore_job(
         if volume.includes.is_empty() {
             includes.push(snapshot_path);
         } else {
-            includes.extend(
-                volume.includes.iter().map(|path| {
-                    format!("{snapshot_path}/{}", literal(path.trim_start_matches('/')))
-                }),
-            );
+            includes.extend(volume.includes.iter().map(|pattern| {
+                literal(&volume_patterns::scoped(
+                    PatternField::Include,
+                    &snapshot_path,
+                    pattern,
+                ))
+            }));
         }
     }
 

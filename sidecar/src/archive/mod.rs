@@ -6,23 +6,24 @@
 //! Channels between them are bounded, so memory stays flat whatever the size of the input.
 
 mod pipeline;
+pub mod skip;
 pub mod source;
 mod uploader;
 mod walker;
 
+pub use skip::{SkipRules, TagFile};
 pub use source::{CountedReader, Source, StreamSource};
 pub use uploader::Throttle;
 
 use crate::error::{Error, Result};
+use crate::filter::PathFilter;
 use crate::format::snapshot::{Snapshot, SnapshotPath, SnapshotSummary};
 use crate::ids::{BlobId, SnapshotId};
 use crate::locking;
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
-use globset::{Glob, GlobSet, GlobSetBuilder};
 use pipeline::{run_packer, run_worker, JobBatch, Recycler, SealedBlob};
 use source::SourceTree;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 use walker::{Walker, WalkerParts};
@@ -32,65 +33,6 @@ fn cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
-}
-
-/// Paths to leave out. A pattern with a `/` matches the whole absolute path; one without matches
-/// any file or directory name (`*.tmp`, `cache`).
-#[derive(Debug, Clone, Default)]
-pub struct Excludes {
-    by_path: Option<GlobSet>,
-    by_name: Option<GlobSet>,
-}
-
-impl Excludes {
-    pub fn new(patterns: &[String]) -> Result<Excludes> {
-        let mut by_path = GlobSetBuilder::new();
-        let mut by_name = GlobSetBuilder::new();
-        let (mut any_path, mut any_name) = (false, false);
-        for pattern in patterns {
-            let glob = Glob::new(pattern).map_err(|e| Error::InvalidExclude {
-                pattern: pattern.clone(),
-                reason: e.to_string(),
-            })?;
-            if pattern.contains('/') {
-                by_path.add(glob);
-                any_path = true;
-            } else {
-                by_name.add(glob);
-                any_name = true;
-            }
-        }
-        let build = |builder: GlobSetBuilder| {
-            builder.build().map_err(|e| Error::InvalidExclude {
-                pattern: patterns.join(" "),
-                reason: e.to_string(),
-            })
-        };
-        Ok(Excludes {
-            by_path: if any_path {
-                Some(build(by_path)?)
-            } else {
-                None
-            },
-            by_name: if any_name {
-                Some(build(by_name)?)
-            } else {
-                None
-            },
-        })
-    }
-
-    pub fn is_excluded(&self, path: &Path) -> bool {
-        if let Some(set) = &self.by_path {
-            if set.is_match(path) {
-                return true;
-            }
-        }
-        match (&self.by_name, path.file_name()) {
-            (Some(set), Some(name)) => set.is_match(name),
-            _ => false,
-        }
-    }
 }
 
 /// The default of [`BackupOptions::upload_memory_bytes`]: two packs of the default 8 MiB stored
@@ -135,7 +77,12 @@ pub struct BackupOptions {
     /// Recorded as the snapshot's host; the operator uses `namespace/plan`.
     pub hostname: String,
     pub tags: Vec<String>,
-    pub excludes: Excludes,
+    /// Paths left out, by restic's rules (`PathFilter::Exclude`).
+    pub excludes: PathFilter,
+    /// Leave out files (anything but folders) larger than this many bytes.
+    pub exclude_larger_than: Option<u64>,
+    /// Leave out the contents of folders holding one of these tag files (but the tag file).
+    pub exclude_if_present: Vec<TagFile>,
     pub parent: ParentChoice,
     pub upload_limit_bytes_per_sec: Option<u64>,
     /// Compress-and-seal threads; 0 means one per core.
@@ -180,7 +127,9 @@ impl BackupOptions {
             sources,
             hostname: crate::host::hostname(),
             tags: Vec::new(),
-            excludes: Excludes::default(),
+            excludes: PathFilter::Everything,
+            exclude_larger_than: None,
+            exclude_if_present: Vec::new(),
             parent: ParentChoice::Latest,
             upload_limit_bytes_per_sec: None,
             workers: 0,
@@ -495,7 +444,11 @@ async fn run_pipeline(
     let parts = WalkerParts {
         jobs: job_tx,
         buffers: blob_buffers,
-        excludes: options.excludes.clone(),
+        skip_rules: SkipRules::new(
+            options.excludes.clone(),
+            options.exclude_larger_than,
+            options.exclude_if_present.clone(),
+        ),
         progress: options.progress.clone(),
         read_threads: options.read_threads,
     };

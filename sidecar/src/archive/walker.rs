@@ -14,8 +14,8 @@ mod parents;
 mod small_files;
 
 use super::pipeline::{JobBatch, Recycler};
+use super::skip::SkipRules;
 use super::source::{SourceTree, StreamSource, VirtualEntry};
-use super::Excludes;
 use crate::error::{Error, Result};
 use crate::format::tree::{Node, NodeKind, Tree};
 use crate::ids::{BlobId, BlobKind};
@@ -62,7 +62,7 @@ pub struct Walker {
     chunk_buffer: Vec<u8>,
     /// New blobs of this thread, not yet sent.
     outbox: Outbox,
-    pub excludes: Excludes,
+    pub skip_rules: SkipRules,
     /// Inputs that could not be read: the snapshot lacks them.
     pub warnings: Vec<String>,
     /// Warnings that lose no readable input (a socket skipped, a parent tree unreadable).
@@ -87,7 +87,7 @@ pub struct WalkerParts {
     pub jobs: Sender<JobBatch>,
     /// Blob buffers coming back from the packer.
     pub buffers: Recycler,
-    pub excludes: Excludes,
+    pub skip_rules: SkipRules,
     pub progress: Arc<Progress>,
     /// Threads that read small files beside the walk; 0 reads every file on the walk's thread.
     pub read_threads: usize,
@@ -130,7 +130,7 @@ impl Walker {
             readers,
             chunk_buffer: Vec::new(),
             outbox: Outbox::default(),
-            excludes: parts.excludes,
+            skip_rules: parts.skip_rules,
             warnings: Vec::new(),
             notices: Vec::new(),
             stats: WalkStats::default(),
@@ -274,8 +274,8 @@ impl Walker {
     }
 
     /// One entry `name` of the open directory `dir`, seen by the listing as `seen`: skipped when
-    /// excluded, unreadable, changed during the backup or a socket. `ahead` holds the parent trees
-    /// and listings of `dir`'s subdirectories; a small file is queued to `queue` when there is one.
+    /// excluded (never a source, `queue` then `None`, as restic), unreadable, changed or a socket.
+    /// `ahead` holds the parent trees and listings of `dir`'s subdirectories; small files queue.
     #[allow(clippy::too_many_arguments)]
     fn archive_entry(
         &mut self,
@@ -287,7 +287,7 @@ impl Walker {
         ahead: &mut Ahead,
         queue: Option<QueueAt>,
     ) -> Result<Walked> {
-        if self.excludes.is_excluded(path) {
+        if queue.is_some() && self.skip_rules.skips(path, seen, &mut self.notices) {
             return Ok(Walked::Skipped);
         }
         let mut meta = metadata_of(seen);
@@ -379,7 +379,7 @@ impl Walker {
             })
             .filter(|(name, _)| {
                 !self
-                    .excludes
+                    .skip_rules
                     .is_excluded(&path.join(OsStr::from_bytes(name)))
             })
             .map(|(name, stat)| (name.clone(), *stat))

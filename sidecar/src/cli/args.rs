@@ -151,9 +151,10 @@ pub struct BackupArgs {
     /// Tags recorded in the snapshot (repeatable).
     #[arg(long = "tag")]
     pub tags: Vec<String>,
-    /// Leave out matching paths: a pattern with / matches the whole path, else the name (repeatable).
-    #[arg(long = "exclude", short = 'e')]
-    pub excludes: Vec<String>,
+    #[command(flatten)]
+    pub excludes: super::patterns::ExcludeArgs,
+    #[command(flatten)]
+    pub selection: super::patterns::SelectionArgs,
     /// Compare with this snapshot instead of the latest of the same host and paths.
     #[arg(long, conflicts_with = "force")]
     pub parent: Option<String>,
@@ -208,9 +209,8 @@ pub struct RestoreArgs {
     /// too, files and databases come from the same snapshot, files first.
     #[arg(long, short = 't', required_unless_present = "databases")]
     pub target: Option<PathBuf>,
-    /// Only these snapshot paths and what is below them (repeatable).
-    #[arg(long = "include", short = 'i')]
-    pub includes: Vec<OsString>,
+    #[command(flatten)]
+    pub patterns: super::patterns::RestorePatternArgs,
     /// Restore the dump of database NAME into the server of URI instead of writing files
     /// (repeatable); the password as for backup.
     #[arg(long = "database", value_name = "NAME=URI")]

@@ -8,6 +8,7 @@ mod locks;
 mod maintenance;
 pub mod mount;
 pub mod output;
+mod patterns;
 mod secrets;
 mod select;
 pub mod stop;
@@ -15,7 +16,7 @@ pub mod stop;
 use anyhow::{Context, Result};
 use args::{BackupArgs, Cli, Command, RestoreArgs};
 use neverwiped::archive::{
-    self, BackupOptions, Excludes, ParentChoice, Source, StoredSnapshot, StreamSource,
+    self, BackupOptions, ParentChoice, Source, StoredSnapshot, StreamSource,
 };
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
@@ -322,7 +323,9 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         options.hostname = host.clone();
     }
     options.tags = args.tags.clone();
-    options.excludes = Excludes::new(&args.excludes)?;
+    options.excludes = args.excludes.filter()?;
+    options.exclude_larger_than = args.selection.exclude_larger_than;
+    options.exclude_if_present = args.selection.tag_files();
     options.upload_limit_bytes_per_sec = args.limit_upload;
     if let Some(bytes) = args.upload_memory {
         options.upload_memory_bytes = bytes;
@@ -427,11 +430,7 @@ async fn restore_snapshot(
     let repo = open_indexed(cli).await?;
     let (snapshot_id, snapshot) = select::for_restore(&repo, args).await?;
     let mut options = RestoreOptions::new(target);
-    options.includes = args
-        .includes
-        .iter()
-        .map(|i| i.as_bytes().to_vec())
-        .collect();
+    options.filter = args.patterns.filter()?;
     options.existing = restore::ExistingPolicy {
         overwrite: args.overwrite,
         delete: args.delete,

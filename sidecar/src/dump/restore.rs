@@ -7,6 +7,7 @@ use super::script::PreparedRestore;
 use super::uri::Engine;
 use super::{mariadb, postgres, DatabaseTarget, SNAPSHOT_DIR};
 use crate::error::{Error, Result};
+use crate::filter::{PathFilter, PatternList};
 use crate::format::tree::NodeKind;
 use crate::ids::BlobId;
 use crate::repository::IndexedRepository;
@@ -88,7 +89,8 @@ pub async fn find_dumps(
     name: &str,
 ) -> Result<Vec<DumpEntry>> {
     let dir = format!("{SNAPSHOT_DIR}/{name}");
-    let plan = crate::restore::plan_restore(repo, root, &[dir.clone().into_bytes()])
+    let filter = PathFilter::including(vec![PatternList::paths(std::slice::from_ref(&dir))]);
+    let plan = crate::restore::plan_restore(repo, root, &filter)
         .await
         .map_err(|error| match error {
             // The planner's word for a path the snapshot lacks.

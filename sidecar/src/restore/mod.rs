@@ -23,6 +23,7 @@ mod privileges;
 mod prepare;
 
 use crate::error::{Error, Result};
+use crate::filter::{PathFilter, PatternList};
 use crate::format::tree::{Metadata, NodeKind};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
@@ -42,9 +43,8 @@ pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 32 * 1024 * 1024;
 
 pub struct RestoreOptions {
     pub target: PathBuf,
-    /// Snapshot paths to restore, such as `/data/db` (all when empty); bytes, as names need not
-    /// be UTF-8.
-    pub includes: Vec<Vec<u8>>,
+    /// Which snapshot paths to restore, by restic's include or exclude rules (all by default).
+    pub filter: PathFilter,
     /// Restore numeric owners (needs root); default: when running as root.
     pub restore_owner: bool,
     /// Device files, FIFOs and set-user-ID, set-group-ID and sticky bits; default: restored.
@@ -69,7 +69,7 @@ impl RestoreOptions {
     pub fn new(target: impl Into<PathBuf>) -> RestoreOptions {
         RestoreOptions {
             target: target.into(),
-            includes: Vec::new(),
+            filter: PathFilter::Everything,
             restore_owner: nix::unistd::geteuid().is_root(),
             privileges: Privileges::Keep,
             concurrency: 4,
@@ -118,7 +118,7 @@ async fn restore_unlocked(
     root: crate::ids::BlobId,
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
-    let mut walker = PlanWalker::new(repo, root, &options.includes)
+    let mut walker = PlanWalker::new(repo, root, &options.filter)
         .await?
         .with_privileges(options.privileges);
     if options.existing.delete {
@@ -380,7 +380,8 @@ pub async fn list(
     root: crate::ids::BlobId,
     prefix: Option<&[u8]>,
 ) -> Result<Vec<plan::PlannedEntry>> {
-    let includes: Vec<Vec<u8>> = prefix.into_iter().map(<[u8]>::to_vec).collect();
-    let plan = plan_restore(repo, root, &includes).await?;
+    let paths: Vec<&[u8]> = prefix.into_iter().collect();
+    let filter = PathFilter::including(vec![PatternList::paths(&paths)]);
+    let plan = plan_restore(repo, root, &filter).await?;
     Ok(plan.entries)
 }

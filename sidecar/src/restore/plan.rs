@@ -7,6 +7,7 @@
 //! path of each hard-linked inode.)
 
 use crate::error::{Error, Result};
+use crate::filter::{Decision, PathFilter};
 use crate::format::tree::{Node, NodeKind};
 use crate::ids::{BlobId, PackId};
 use crate::index::BlobLocation;
@@ -87,22 +88,52 @@ fn check_name(name: &[u8], tree: &BlobId) -> Result<()> {
     Ok(())
 }
 
-/// Whether `path` (snapshot path without the leading `/`) is selected by the includes, or lies on
-/// the way to one of them.
-fn selection(path: &[u8], includes: &[Vec<u8>]) -> (bool, bool) {
-    if includes.is_empty() {
-        return (true, true);
+/// The snapshot path (`/data/db`) of `path` (its components joined by `/`, no leading `/`).
+fn absolute(path: &[u8]) -> Vec<u8> {
+    let mut absolute = Vec::with_capacity(path.len() + 1);
+    absolute.push(b'/');
+    absolute.extend_from_slice(path);
+    absolute
+}
+
+/// `name` in the directory at `dir` (no leading `/`).
+fn child_path(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut path = dir.to_vec();
+    if !path.is_empty() {
+        path.push(b'/');
     }
-    let mut selected = false;
-    let mut on_the_way = false;
-    for include in includes {
-        let below = path == include.as_slice()
-            || (path.starts_with(include) && path.get(include.len()) == Some(&b'/'));
-        let above = include.starts_with(path) && include.get(path.len()) == Some(&b'/');
-        selected |= below;
-        on_the_way |= above;
+    path.extend_from_slice(name);
+    path
+}
+
+/// Whether the filter selects anything below the directory `path` whose tree is `tree`: a
+/// directory that is not selected itself is restored only on the way to something that is.
+async fn selected_below(
+    repo: &IndexedRepository,
+    filter: &PathFilter,
+    path: Vec<u8>,
+    tree: BlobId,
+) -> Result<bool> {
+    let mut pending = vec![(path, tree)];
+    while let Some((path, tree)) = pending.pop() {
+        let what = format!("directory /{}", String::from_utf8_lossy(&path));
+        let tree = repo.read_tree(&tree, &what).await?;
+        for node in &tree.nodes {
+            let child = child_path(&path, &node.name);
+            let subtree = match &node.kind {
+                NodeKind::Dir { subtree } => Some(*subtree),
+                _ => None,
+            };
+            let decision = filter.decide(&absolute(&child), subtree.is_some());
+            if decision.selected {
+                return Ok(true);
+            }
+            if let (true, Some(subtree)) = (decision.descend, subtree) {
+                pending.push((child, subtree));
+            }
+        }
     }
-    (selected, selected || on_the_way)
+    Ok(false)
 }
 
 /// Plans where each content blob of the file entry `number` goes; checks that they add up to
@@ -159,7 +190,7 @@ struct OpenTree {
 /// Walks the snapshot's trees depth first (parents before children, names in order) and plans
 /// what the includes select, a batch at a time.
 pub struct PlanWalker {
-    includes: Vec<Vec<u8>>,
+    filter: PathFilter,
     pending: Vec<(Vec<u8>, BlobId)>,
     current: Option<OpenTree>,
     /// The path of the first file of each hard-linked inode seen.
@@ -169,38 +200,19 @@ pub struct PlanWalker {
     record_complete_dirs: bool,
 }
 
-/// Include paths (`/data/db/table.sql`) as the planner compares them.
-fn include_paths(includes: &[impl AsRef<[u8]>]) -> Vec<Vec<u8>> {
-    includes
-        .iter()
-        .map(|include| {
-            let mut path = include.as_ref();
-            while let Some(rest) = path.strip_prefix(b"/") {
-                path = rest;
-            }
-            while let Some(rest) = path.strip_suffix(b"/") {
-                path = rest;
-            }
-            path.to_vec()
-        })
-        .filter(|i| !i.is_empty())
-        .collect()
-}
-
 impl PlanWalker {
-    /// Starts the walk at the tree `root`; fails when an include is not in the snapshot (before
-    /// anything is restored: only the trees on the way to each include are read).
+    /// Starts the walk at the tree `root`; fails when an include that is a plain path is not in
+    /// the snapshot (before anything is restored: only the trees on the way to it are read).
     pub async fn new(
         repo: &IndexedRepository,
         root: BlobId,
-        includes: &[impl AsRef<[u8]>],
+        filter: &PathFilter,
     ) -> Result<PlanWalker> {
-        let includes = include_paths(includes);
-        for include in &includes {
-            check_include(repo, root, include).await?;
+        for include in filter.plain_includes() {
+            check_include(repo, root, &include).await?;
         }
         Ok(PlanWalker {
-            includes,
+            filter: filter.clone(),
             pending: vec![(Vec::new(), root)],
             current: None,
             first_link: HashMap::new(),
@@ -237,7 +249,7 @@ impl PlanWalker {
                     break;
                 };
                 let tree = open_tree(repo, path, id).await?;
-                if self.record_complete_dirs && selection(&tree.path, &self.includes).0 {
+                if self.record_complete_dirs && self.filter.decide(&absolute(&tree.path), true).selected {
                     let names = tree.nodes.as_slice().iter().map(|n| n.name.clone());
                     let names = names.collect();
                     batch.plan.complete_dirs.push((tree.path.clone(), names));
@@ -252,7 +264,17 @@ impl PlanWalker {
                 continue;
             };
             check_name(&node.name, &tree.id)?;
-            batch.add(repo, tree, node, &self.includes, &mut self.first_link)?;
+            let path = child_path(&tree.path, &node.name);
+            let subtree = match &node.kind {
+                NodeKind::Dir { subtree } => Some(*subtree),
+                _ => None,
+            };
+            let mut decision = self.filter.decide(&absolute(&path), subtree.is_some());
+            if let (false, true, Some(subtree)) = (decision.selected, decision.descend, subtree) {
+                decision.descend =
+                    selected_below(repo, &self.filter, path.clone(), subtree).await?;
+            }
+            batch.add(repo, tree, node, path, decision, &mut self.first_link)?;
         }
         let nothing_planned = batch.plan.entries.is_empty() && batch.plan.complete_dirs.is_empty();
         if nothing_planned && self.current.is_none() && self.pending.is_empty() {
@@ -288,23 +310,28 @@ async fn open_tree(repo: &IndexedRepository, path: Vec<u8>, id: BlobId) -> Resul
     })
 }
 
-/// Fails unless the snapshot holds `include` (a path without its leading `/`).
-async fn check_include(repo: &IndexedRepository, root: BlobId, include: &[u8]) -> Result<()> {
+/// Fails unless the snapshot holds the path of `components` (the names after the root).
+async fn check_include(
+    repo: &IndexedRepository,
+    root: BlobId,
+    components: &[Vec<u8>],
+) -> Result<()> {
     let missing = || {
-        Error::Usage(format!(
-            "/{} is not in the snapshot",
-            String::from_utf8_lossy(include)
-        ))
+        let names: Vec<String> = components
+            .iter()
+            .map(|name| String::from_utf8_lossy(name).into_owned())
+            .collect();
+        Error::Usage(format!("/{} is not in the snapshot", names.join("/")))
     };
     let mut tree_id = root;
-    let mut components = include.split(|&byte| byte == b'/').peekable();
+    let mut components = components.iter().peekable();
     while let Some(name) = components.next() {
         let tree = open_tree(repo, Vec::new(), tree_id).await?;
         let node = tree
             .nodes
             .as_slice()
             .iter()
-            .find(|node| node.name == name)
+            .find(|node| node.name == *name)
             .ok_or_else(missing)?;
         match (&node.kind, components.peek()) {
             (_, None) => return Ok(()),
@@ -328,23 +355,18 @@ struct Batch {
 }
 
 impl Batch {
-    /// Plans `node` of `tree`, if the includes need it.
+    /// Plans `node` of `tree` at `path`, if the filter's `decision` needs it: a directory when it
+    /// is selected or on the way to something selected, anything else when selected.
     fn add(
         &mut self,
         repo: &IndexedRepository,
         tree: &mut OpenTree,
         mut node: Node,
-        includes: &[Vec<u8>],
+        path: Vec<u8>,
+        decision: Decision,
         first_link: &mut HashMap<(u64, u64), Vec<u8>>,
     ) -> Result<()> {
-        let mut path = tree.path.clone();
-        if !path.is_empty() {
-            path.push(b'/');
-        }
-        path.extend_from_slice(&node.name);
-        let (selected, needed) = selection(&path, includes);
-        let plain = !matches!(node.kind, NodeKind::Dir { .. });
-        if !needed || (plain && !selected) {
+        if !decision.selected && !decision.descend {
             return Ok(());
         }
         match privileges::admit(self.privileges, &mut node, &path) {
@@ -362,7 +384,9 @@ impl Batch {
         let parent = self.dir.as_ref().expect("set above").0;
         let number = self.plan.entries.len();
         match &node.kind {
-            NodeKind::Dir { subtree } => tree.subdirs.push((path.clone(), *subtree)),
+            NodeKind::Dir { subtree } if decision.descend => {
+                tree.subdirs.push((path.clone(), *subtree))
+            }
             NodeKind::File { size, content } => {
                 self.plan.files += 1;
                 let link_key = (node.meta.device, node.meta.inode);
@@ -419,32 +443,15 @@ impl Batch {
     }
 }
 
-/// Walks the snapshot's trees and plans the whole restore of what the includes select (all when
-/// empty), in one plan. Include paths are snapshot paths such as `/data/db/table.sql`.
+/// Walks the snapshot's trees and plans the whole restore of what `filter` selects, in one plan.
 pub async fn plan_restore(
     repo: &IndexedRepository,
     root: BlobId,
-    includes: &[Vec<u8>],
+    filter: &PathFilter,
 ) -> Result<RestorePlan> {
-    let mut walker = PlanWalker::new(repo, root, includes).await?;
+    let mut walker = PlanWalker::new(repo, root, filter).await?;
     Ok(walker
         .next_batch(repo, BatchLimits::WHOLE)
         .await?
         .unwrap_or_default())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::selection;
-
-    #[test]
-    fn includes_select_paths_below_and_keep_the_way_there() {
-        let includes = vec![b"data/db".to_vec()];
-        assert_eq!(selection(b"data", &includes), (false, true));
-        assert_eq!(selection(b"data/db", &includes), (true, true));
-        assert_eq!(selection(b"data/db/x", &includes), (true, true));
-        assert_eq!(selection(b"data/dbx", &includes), (false, false));
-        assert_eq!(selection(b"other", &includes), (false, false));
-        assert_eq!(selection(b"anything", &[]), (true, true));
-    }
 }

@@ -444,6 +444,17 @@ fn write_htpasswd(path: &Path, username: &str, password: &str) {
     fs::write(path, format!("{username}:{hash}\n")).expect("write the htpasswd file");
 }
 
+/// restic itself, for tests that compare with it: `NEVERWIPED_RESTIC_BIN`, else from `PATH`.
+pub fn restic_binary(test: &str) -> Option<PathBuf> {
+    find_binary(
+        test,
+        "restic",
+        "NEVERWIPED_RESTIC_BIN",
+        None,
+        "set NEVERWIPED_RESTIC_BIN or put restic 0.19 on PATH",
+    )
+}
+
 /// The binary: from `env_var` when it is set (and only from there, so that a wrong setting is not
 /// hidden by another copy), else from `PATH`, else `fallback`. When there is none: a failure where
 /// every test must run, elsewhere `None` after a recorded skip (`neverwiped_testkit::missing`).
@@ -472,18 +483,6 @@ fn find_binary(
     };
     neverwiped_testkit::missing(format_args!("{missing} (for {test})"), install_hint);
     None
-}
-
-/// restic itself (from `NEVERWIPED_RESTIC`, else `PATH`), to hold the engine to what a restic
-/// user knows; `None` after a `SKIPPED` line when it is missing outside CI.
-pub fn restic_binary(test: &str) -> Option<PathBuf> {
-    find_binary(
-        test,
-        "restic",
-        "NEVERWIPED_RESTIC",
-        None,
-        "install restic 0.19 or set NEVERWIPED_RESTIC",
-    )
 }
 
 fn search_path(name: &str) -> Option<PathBuf> {

@@ -1,0 +1,146 @@
+//! What a backup leaves out besides its exclude patterns, as restic's `backup` does: files over a
+//! size (`--exclude-larger-than`) and the contents of folders holding a tag file
+//! (`--exclude-if-present`, `--exclude-caches`).
+
+use crate::filter::PathFilter;
+use nix::sys::stat::{FileStat, SFlag};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The tag file of the Cache Directory Tagging Specification and the header it starts with.
+pub const CACHEDIR_TAG: &str = "CACHEDIR.TAG:Signature: 8a477f597d28d172789f06886806bc55";
+
+/// A file whose presence in a folder leaves out the rest of the folder (the folder itself and
+/// the tag file are kept), when it starts with `header` (any content when empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagFile {
+    pub name: String,
+    pub header: Vec<u8>,
+}
+
+impl TagFile {
+    /// `NAME[:HEADER]`, as restic's `--exclude-if-present` takes it.
+    pub fn parse(spec: &str) -> TagFile {
+        let (name, header) = spec.split_once(':').unwrap_or((spec, ""));
+        TagFile {
+            name: name.to_owned(),
+            header: header.as_bytes().to_vec(),
+        }
+    }
+
+    /// Whether `dir` holds this tag file, with its header; a tag file whose header cannot be read
+    /// or differs leaves the folder in, with a notice.
+    fn tags(&self, dir: &Path, notices: &mut Vec<String>) -> bool {
+        let path = dir.join(&self.name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return false,
+            Err(error) => {
+                notices.push(format!(
+                    "cannot check the tag file {}: {error}",
+                    path.display()
+                ));
+                return false;
+            }
+        }
+        if self.header.is_empty() {
+            return true;
+        }
+        let mut start = vec![0; self.header.len()];
+        let read = std::fs::File::open(&path).and_then(|mut file| file.read_exact(&mut start));
+        match read {
+            Ok(()) if start == self.header => true,
+            Ok(()) => {
+                notices.push(format!(
+                    "invalid signature in the tag file {}: its folder is backed up",
+                    path.display()
+                ));
+                false
+            }
+            Err(error) => {
+                notices.push(format!(
+                    "cannot read the signature of the tag file {}: {error}",
+                    path.display()
+                ));
+                false
+            }
+        }
+    }
+}
+
+/// Everything that leaves an entry out of a backup.
+#[derive(Debug, Clone, Default)]
+pub struct SkipRules {
+    pub excludes: PathFilter,
+    /// Leave out every entry but folders larger than this many bytes.
+    pub larger_than: Option<u64>,
+    pub tag_files: Vec<TagFile>,
+    /// Folders checked for tag files (which of `tag_files` each holds), the innermost last: the
+    /// folders above the walk's place.
+    tagged: Vec<(PathBuf, Vec<bool>)>,
+}
+
+impl SkipRules {
+    /// The rules of a backup.
+    pub fn new(excludes: PathFilter, larger_than: Option<u64>, tag_files: Vec<TagFile>) -> Self {
+        SkipRules {
+            excludes,
+            larger_than,
+            tag_files,
+            tagged: Vec::new(),
+        }
+    }
+
+    /// Whether the exclude patterns leave out the absolute `path`.
+    pub fn is_excluded(&self, path: &Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        self.excludes.is_excluded(path.as_os_str().as_bytes())
+    }
+
+    /// Whether the entry at the absolute `path`, seen as `stat`, is left out; notices of tag
+    /// files that do not count go to `notices`.
+    pub fn skips(&mut self, path: &Path, stat: &FileStat, notices: &mut Vec<String>) -> bool {
+        if self.is_excluded(path) {
+            return true;
+        }
+        let is_dir = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
+        if let Some(limit) = self.larger_than {
+            if !is_dir && stat.st_size as u64 > limit {
+                return true;
+            }
+        }
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) if !self.tag_files.is_empty() => {
+                // Each tag file leaves out all of its folder but itself.
+                let tagged = self.tags_of(dir, notices);
+                self.tag_files
+                    .iter()
+                    .zip(tagged)
+                    .any(|(tag, tagged)| tagged && name != tag.name.as_str())
+            }
+            _ => false,
+        }
+    }
+
+    /// Which tag files tag `dir`; remembered for the folders above the walk's place.
+    fn tags_of(&mut self, dir: &Path, notices: &mut Vec<String>) -> Vec<bool> {
+        while let Some((last, _)) = self.tagged.last() {
+            if dir.starts_with(last) {
+                break;
+            }
+            self.tagged.pop();
+        }
+        if let Some((last, tagged)) = self.tagged.last() {
+            if last == dir {
+                return tagged.clone();
+            }
+        }
+        let tagged: Vec<bool> = self
+            .tag_files
+            .iter()
+            .map(|tag| tag.tags(dir, notices))
+            .collect();
+        self.tagged.push((dir.to_path_buf(), tagged.clone()));
+        tagged
+    }
+}
