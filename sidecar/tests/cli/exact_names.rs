@@ -16,12 +16,6 @@ use super::{initialised, restored};
 const LATIN1: &[u8] = b"caf\xe9";
 const NEWLINE: &[u8] = b"two\nlines";
 
-/// Whether a missing tool may skip a test (never in CI, nor with NEVERWIPED_REQUIRE_ALL=1).
-fn may_skip() -> bool {
-    std::env::var_os("CI").is_none()
-        && std::env::var("NEVERWIPED_REQUIRE_ALL").as_deref() != Ok("1")
-}
-
 const VALIDATE: &str = r#"
 import json, pathlib, sys
 from jsonschema import Draft202012Validator
@@ -54,11 +48,13 @@ fn matches_schema(name: &str, output: &str, lines: bool) -> bool {
         .spawn();
     let mut child = match child {
         Ok(child) => child,
-        Err(error) if may_skip() => {
-            eprintln!("SKIPPED: no python3 ({error})");
+        Err(error) => {
+            neverwiped_testkit::missing(
+                format_args!("python3 cannot run ({error}) to check the JSON Schemas"),
+                "install python3 and the modules of tests/chart/requirements.txt",
+            );
             return false;
         }
-        Err(error) => panic!("python3 is needed to check the JSON Schemas: {error}"),
     };
     use std::io::Write;
     child
@@ -70,8 +66,10 @@ fn matches_schema(name: &str, output: &str, lines: bool) -> bool {
     let done = child.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&done.stderr);
     if said.contains("No module named") {
-        assert!(may_skip(), "python3 lacks jsonschema: {said}");
-        eprintln!("SKIPPED: python3 lacks jsonschema");
+        neverwiped_testkit::missing(
+            format_args!("python3 lacks jsonschema: {said}"),
+            "pip install -r tests/chart/requirements.txt (it brings jsonschema)",
+        );
         return false;
     }
     assert!(
