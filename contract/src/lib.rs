@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 pub mod cli;
-pub mod text;
 pub mod pattern;
+pub mod text;
 
 /// The most bytes Kubernetes keeps of a container's termination message.
 pub const TERMINATION_MESSAGE_MAX_BYTES: usize = 4096;

@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 use neverwiped_operator::api::{BackupPlan, RunKind, RunOutcome};
-use neverwiped_operator::conditions::types;
+use neverwiped_operator::conditions::{types, ConditionStatus};
 use neverwiped_operator::plan::pending_manual_trigger;
 
 use crate::table::{age, fit};
@@ -38,7 +38,7 @@ pub fn row(plan: &BackupPlan, now: Timestamp) -> Row {
     let not_ready = status
         .conditions
         .iter()
-        .any(|c| c.type_ == types::READY && c.status == "False");
+        .any(|c| c.type_ == types::READY && ConditionStatus::of(c) == ConditionStatus::False);
     let state = match status.active_run.as_ref().map(|run| run.kind) {
         Some(RunKind::Backup) => "Running",
         Some(RunKind::Prune) => "Pruning",

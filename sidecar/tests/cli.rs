@@ -11,12 +11,12 @@ mod hostile_names;
 mod stopping;
 mod support;
 
+#[path = "cli/restic_patterns.rs"]
+mod restic_patterns;
 #[path = "cli/restore_overwrite.rs"]
 mod restore_overwrite;
 #[path = "cli/restore_partial.rs"]
 mod restore_partial;
-#[path = "cli/restic_patterns.rs"]
-mod restic_patterns;
 
 use support::fixtures;
 

@@ -267,8 +267,7 @@ async fn two_sources_and_an_include_restore_only_what_was_asked() {
     assert!(!restored_b.join("other").exists());
     assert!(!target.path().join(a.strip_prefix("/").unwrap()).exists());
 
-    options.filter =
-        PathFilter::including(vec![PatternList::paths(&[b"/not/in/the/snapshot"])]);
+    options.filter = PathFilter::including(vec![PatternList::paths(&[b"/not/in/the/snapshot"])]);
     let error = restore(&repo, report.snapshot.tree, &options)
         .await
         .unwrap_err();

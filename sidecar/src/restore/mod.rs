@@ -19,8 +19,8 @@ mod fetch;
 mod files;
 mod metadata;
 pub mod plan;
-mod privileges;
 mod prepare;
+mod privileges;
 
 use crate::error::{Error, Result};
 use crate::filter::{PathFilter, PatternList};

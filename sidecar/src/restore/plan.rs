@@ -249,7 +249,9 @@ impl PlanWalker {
                     break;
                 };
                 let tree = open_tree(repo, path, id).await?;
-                if self.record_complete_dirs && self.filter.decide(&absolute(&tree.path), true).selected {
+                if self.record_complete_dirs
+                    && self.filter.decide(&absolute(&tree.path), true).selected
+                {
                     let names = tree.nodes.as_slice().iter().map(|n| n.name.clone());
                     let names = names.collect();
                     batch.plan.complete_dirs.push((tree.path.clone(), names));
