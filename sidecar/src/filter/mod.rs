@@ -258,8 +258,7 @@ mod tests {
 
     #[test]
     fn invalid_patterns_are_named_with_their_option() {
-        let error =
-            PatternList::new(&["ok".into(), "*[".into()], false, "--exclude").expect_err("refused");
+        let error = PatternList::new(&["ok", "*["], false, "--exclude").expect_err("refused");
         assert_eq!(
             error.to_string(),
             "--exclude: invalid pattern(s) provided:\n*["

@@ -140,9 +140,17 @@ impl Case {
         };
         let mut options = PatternOptions::default();
         if insensitive {
-            options.insensitive_patterns = self.patterns.clone();
+            options.insensitive_patterns = self
+                .patterns
+                .iter()
+                .map(|p| p.clone().into_bytes())
+                .collect();
         } else {
-            options.patterns = self.patterns.clone();
+            options.patterns = self
+                .patterns
+                .iter()
+                .map(|p| p.clone().into_bytes())
+                .collect();
         }
         let lists = options.lists(kind).expect("valid patterns");
         match kind {
