@@ -26,6 +26,6 @@ if [[ -z "${KUBECONFIG:-}" || ! -f "$KUBECONFIG" ]]; then
 fi
 export SCALE_PLANS="${SCALE_PLANS:-2000}" SCALE_NAMESPACES="${SCALE_NAMESPACES:-200}"
 export SCALE_LIMIT="${SCALE_LIMIT:-25}" SCALE_HOLD_MS="${SCALE_HOLD_MS:-2000}"
-export SCALE_REST_SECONDS="${SCALE_REST_SECONDS:-300}"
+export SCALE_REST_SECONDS="${SCALE_REST_SECONDS:-300}" SCALE_RESTART_AFTER="${SCALE_RESTART_AFTER:-1000}"
 # The operator binary is built with the test (SCALE_RELEASE=1: in release, as it ships).
-exec cargo test ${SCALE_RELEASE:+--release} -p neverwiped-operator --test scale -- --ignored --exact full_size --nocapture
+exec cargo test ${SCALE_RELEASE:+--release} -p neverwiped-operator --test scale -- --exact plans_due_at_once_run_within_the_limit_in_fair_order --nocapture

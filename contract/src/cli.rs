@@ -333,8 +333,12 @@ impl RestoreArgs {
             args.push(name.clone());
         }
         if self.target.is_some() {
-            args.push("--overwrite".into());
-            args.push(self.overwrite.arg().into());
+            // The sidecar's default is left out, so that a default Job's arguments stay as they
+            // were before the option existed.
+            if self.overwrite != Overwrite::default() {
+                args.push("--overwrite".into());
+                args.push(self.overwrite.arg().into());
+            }
             if self.delete {
                 args.push("--delete".into());
             }

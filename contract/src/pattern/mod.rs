@@ -27,16 +27,28 @@ enum Part {
 
 static ANY_NAME: Part = Part::AnyName;
 
+/// The name a component stands for when none of its glob characters is left unescaped (`\*` is
+/// a `*`, as in Go's `filepath.Match`), so that a literal path stays a plain path.
+fn unescaped(component: &[u8]) -> Option<Vec<u8>> {
+    let mut name = Vec::with_capacity(component.len());
+    let mut bytes = component.iter();
+    while let Some(&byte) = bytes.next() {
+        match byte {
+            b'\\' => name.push(*bytes.next()?),
+            b'[' | b']' | b'*' | b'?' => return None,
+            _ => name.push(byte),
+        }
+    }
+    Some(name)
+}
+
 impl Part {
     fn of(component: &[u8]) -> Result<Part, BadPattern> {
         if component == b"**" {
             return Ok(Part::AnyDepth);
         }
-        if !component
-            .iter()
-            .any(|&b| matches!(b, b'\\' | b'[' | b']' | b'*' | b'?'))
-        {
-            return Ok(Part::Literal(component.to_vec()));
+        if let Some(literal) = unescaped(component) {
+            return Ok(Part::Literal(literal));
         }
         // Checked against itself: a malformed glob fails whatever it is matched with.
         glob::matches(component, component)?;
@@ -165,8 +177,10 @@ impl Pattern {
 
 fn matches_parts(parts: &[&Part], path: &[&[u8]]) -> bool {
     if let Some(depth) = parts.iter().position(|p| **p == Part::AnyDepth) {
-        // `**` becomes 0, 1, 2, … single components, as many as the path leaves room for.
-        let most = path.len() as isize - parts.len() as isize + 1;
+        // `**` becomes 0, 1, 2, … single components, as many as the path leaves room for beside
+        // the parts that are not `**` (a later `**` may stand for none).
+        let fixed = parts.iter().filter(|p| ***p != Part::AnyDepth).count();
+        let most = path.len() as isize - fixed as isize;
         return (0..=most).any(|names| {
             let mut expanded: Vec<&Part> = Vec::with_capacity(parts.len() + names as usize);
             expanded.extend_from_slice(&parts[..depth]);
@@ -266,6 +280,26 @@ mod tests {
         assert!(matches("a/*/c", "/a/b/c"));
         assert!(!matches("a/*/c", "/a/b/b/c"));
         assert!(matches("/", "/anything"));
+    }
+
+    #[test]
+    fn an_escaped_component_is_a_plain_name() {
+        let pattern = Pattern::parse("/data/a\\*b/\\[x\\]").expect("valid");
+        assert!(pattern.is_plain_path());
+        assert!(pattern.matches(&split_path(b"/data/a*b/[x]")));
+        assert!(!pattern.matches(&split_path(b"/data/aXb/[x]")));
+        assert!(
+            Pattern::parse("/data/a\\").is_err(),
+            "a lone backslash is malformed"
+        );
+    }
+
+    #[test]
+    fn two_any_depths_may_both_stand_for_nothing() {
+        assert!(matches("/data/**/**", "/data"));
+        assert!(matches("/data/**/**", "/data/a/b"));
+        assert!(matches("a/**/b/**/c", "/a/b/c"));
+        assert!(!matches("/data/**/**", "/other"));
     }
 
     #[test]

@@ -132,7 +132,8 @@ async fn restore_unlocked(
     };
     // The next batch is planned (its trees read) while this one is restored.
     let mut stopped = None;
-    let mut next = walker.next_batch(repo, limits).await;
+    // A walk that fails before anything is written is a failed restore, not a partial one.
+    let mut next: Result<_> = Ok(walker.next_batch(repo, limits).await?);
     loop {
         let batch = match next {
             Ok(Some(batch)) => batch,
