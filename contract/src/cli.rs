@@ -281,18 +281,35 @@ pub struct RestoreArgs {
     pub delete: bool,
 }
 
-/// The sidecar's `restore --overwrite` policies (restic's).
+/// The sidecar's `restore --overwrite` policies (restic's): when a restore replaces an entry that
+/// stands where a file, symlink or special file of the snapshot goes. A folder of the snapshot
+/// replaces whatever non-folder is in its way under every policy, as restic's does: nothing below
+/// it could be restored otherwise.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Overwrite {
+    /// Replace every entry; files are rewritten whole.
     Always,
-    /// The sidecar's default: replace unless the file already holds the snapshot's content.
+    /// The default: replace every entry except a file that already holds the snapshot's content
+    /// (one with the snapshot's size and modification time is taken as such, one of the same size
+    /// and another time is read and compared blob by blob). A kept file still gets the snapshot's
+    /// metadata.
     #[default]
     IfChanged,
+    /// Replace an entry only when the snapshot's is newer (by modification time).
     IfNewer,
+    /// Never replace an entry.
     Never,
 }
 
 impl Overwrite {
+    /// Every policy, in the order `--help` names them.
+    pub const ALL: [Overwrite; 4] = [
+        Overwrite::Always,
+        Overwrite::IfChanged,
+        Overwrite::IfNewer,
+        Overwrite::Never,
+    ];
+
     /// The value of `--overwrite`.
     pub fn arg(self) -> &'static str {
         match self {
@@ -301,6 +318,17 @@ impl Overwrite {
             Overwrite::IfNewer => "if-newer",
             Overwrite::Never => "never",
         }
+    }
+}
+
+impl std::str::FromStr for Overwrite {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Overwrite, String> {
+        Overwrite::ALL
+            .into_iter()
+            .find(|policy| policy.arg() == text)
+            .ok_or_else(|| format!("{text:?} is not one of always, if-changed, if-newer, never"))
     }
 }
 

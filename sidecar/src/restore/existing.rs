@@ -19,52 +19,7 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 
-/// When a restore replaces an entry that stands where a file, symlink or special file of the
-/// snapshot goes (restic's `restore --overwrite`). A folder of the snapshot replaces whatever
-/// non-folder is in its way under every policy, as restic's does: nothing below it could be
-/// restored otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Overwrite {
-    /// Replace every entry; files are rewritten whole.
-    Always,
-    /// Replace every entry except a file that already holds the snapshot's content: one with the
-    /// snapshot's size and modification time is taken as such, one of the same size and another
-    /// time is read and compared blob by blob. A kept file still gets the snapshot's metadata.
-    #[default]
-    IfChanged,
-    /// Replace an entry only when the snapshot's is newer (by modification time).
-    IfNewer,
-    /// Never replace an entry.
-    Never,
-}
-
-impl Overwrite {
-    /// The policy's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Overwrite::Always => "always",
-            Overwrite::IfChanged => "if-changed",
-            Overwrite::IfNewer => "if-newer",
-            Overwrite::Never => "never",
-        }
-    }
-}
-
-impl std::str::FromStr for Overwrite {
-    type Err = String;
-
-    fn from_str(text: &str) -> std::result::Result<Overwrite, String> {
-        [
-            Overwrite::Always,
-            Overwrite::IfChanged,
-            Overwrite::IfNewer,
-            Overwrite::Never,
-        ]
-        .into_iter()
-        .find(|policy| policy.name() == text)
-        .ok_or_else(|| format!("{text:?} is not one of always, if-changed, if-newer, never"))
-    }
-}
+pub use neverwiped_contract::cli::Overwrite;
 
 /// What a restore does with what already stands in the target.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
