@@ -172,15 +172,7 @@ async fn with_only_a_kubeconfig_the_plugin_lists_prints_and_downloads_a_plans_sn
     let ns = namespace.name.as_str();
     let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG").unwrap());
     // The password as `kubectl create secret --from-file` stores a file `echo` wrote.
-    namespace.create_secret("repo", "Opaque", &[("password", &format!("{PASSWORD}\n"))]);
-    namespace.create_secret(
-        "gate",
-        "kubernetes.io/basic-auth",
-        &[
-            ("username", &server.username),
-            ("password", &server.password),
-        ],
-    );
+    server.create_plan_secrets(&namespace, &format!("{PASSWORD}\n"));
     let url = server.url("shop");
     namespace.create_object(&plan_object("nightly", &url));
 

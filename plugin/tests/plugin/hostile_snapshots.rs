@@ -59,15 +59,7 @@ async fn a_download_as_root_plants_no_device_set_user_id_file_or_foreign_owner()
     let namespace = TestNamespace::create("plugin-planted");
     let ns = namespace.name.as_str();
     let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG").unwrap());
-    namespace.create_secret("repo", "Opaque", &[("password", PASSWORD)]);
-    namespace.create_secret(
-        "gate",
-        "kubernetes.io/basic-auth",
-        &[
-            ("username", &server.username),
-            ("password", &server.password),
-        ],
-    );
+    server.create_plan_secrets(&namespace, PASSWORD);
     let url = server.url("planted");
     namespace.create_object(&plan_object("nightly", &url));
     let source = tempfile::tempdir().unwrap();

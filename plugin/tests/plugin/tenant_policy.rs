@@ -34,15 +34,7 @@ async fn a_plan_url_outside_the_tenant_policy_gets_no_login_and_the_host_is_name
     let namespace = TestNamespace::create("plugin-policy");
     let ns = namespace.name.as_str();
     let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG").unwrap());
-    namespace.create_secret("repo", "Opaque", &[("password", PASSWORD)]);
-    namespace.create_secret(
-        "gate",
-        "kubernetes.io/basic-auth",
-        &[
-            ("username", &server.username),
-            ("password", &server.password),
-        ],
-    );
+    server.create_plan_secrets(&namespace, PASSWORD);
     let url = server.url("policy");
     let host = format!("{ns}/nightly");
     let source = tempfile::tempdir().unwrap();

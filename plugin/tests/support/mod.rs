@@ -33,6 +33,17 @@ pub struct RestServer {
 }
 
 impl RestServer {
+    /// Creates a plan's Secrets in `namespace`: `repo` with the repository password `password`,
+    /// and `gate` with this server's login.
+    pub fn create_plan_secrets(&self, namespace: &TestNamespace, password: &str) {
+        namespace.create_secret("repo", "Opaque", &[("password", password)]);
+        namespace.create_secret(
+            "gate",
+            "kubernetes.io/basic-auth",
+            &[("username", &self.username), ("password", &self.password)],
+        );
+    }
+
     /// Starts rest-server, or `None` (after a recorded skip) when it is not installed and not every
     /// test must run.
     pub fn start() -> Option<RestServer> {
