@@ -16,6 +16,7 @@ pub mod client;
 pub mod conditions;
 pub mod controller;
 pub mod csi;
+pub mod environment;
 pub mod expansion;
 pub mod hashed_schedule;
 pub mod http;

@@ -61,6 +61,8 @@ pub struct Settings {
     pub plan_selector: Option<String>,
     /// How many BackupPlans are reconciled at once (`0`: no limit).
     pub reconcile_concurrency: u16,
+    /// This replica's name in the Events it publishes (its pod's name).
+    pub instance: String,
 }
 
 impl Settings {
@@ -81,6 +83,7 @@ impl Settings {
             limits: queue::Limits::UNLIMITED,
             plan_selector: None,
             reconcile_concurrency: DEFAULT_RECONCILE_CONCURRENCY,
+            instance: FIELD_MANAGER.into(),
         }
     }
 }
@@ -99,9 +102,12 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings) -> Context {
-        let instance = std::env::var("POD_NAME").unwrap_or_else(|_| FIELD_MANAGER.into());
         Context {
-            recorder: Recorder::new(client.clone(), FIELD_MANAGER.into(), instance),
+            recorder: Recorder::new(
+                client.clone(),
+                FIELD_MANAGER.into(),
+                settings.instance.clone(),
+            ),
             client,
             metrics,
             queue: Arc::new(queue::Queue::new(settings.limits)),

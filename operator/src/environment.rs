@@ -1,0 +1,248 @@
+//! The operator's configuration, read once from its environment (the chart's Deployment sets it).
+//!
+//! Every variable is read here and nowhere else, each into its type, and a value that does not
+//! parse stops the operator with an error naming the variable and what it expects: a typo in the
+//! chart's values must not quietly become a default.
+//!
+//! Environment:
+//! - `NEVERWIPED_SIDECAR_IMAGE`: the image of the Jobs' sidecar (required).
+//! - `NEVERWIPED_SIDECAR_IMAGE_PULL_POLICY`: `Always`, `IfNotPresent` or `Never`.
+//! - `NEVERWIPED_HTTP_ADDR`: where `/healthz`, `/readyz` and `/metrics` listen (`0.0.0.0:8080`).
+//! - `NEVERWIPED_CATCH_UP_WINDOW`: how late a missed run may still start (`24h`).
+//! - `NEVERWIPED_WATCH_NAMESPACE`: reconcile only this namespace's resources (default: all).
+//! - `NEVERWIPED_TENANT_POLICY`: the cluster admin's limits on plans and Restores, as JSON
+//!   (the chart's `policy` values; default: none).
+//! - `NEVERWIPED_MAX_RUNNING_BACKUPS` (`25`), `NEVERWIPED_MAX_RUNNING_MAINTENANCE` (`5`),
+//!   `NEVERWIPED_MAX_RUNNING_PER_NODE` (`3`), `NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST` (`10`):
+//!   how many backup Jobs, prune and check Jobs, Jobs pinned to one node and Jobs using one
+//!   repository host run at once; `0` is no limit. A run beyond them waits in a queue.
+//! - `NEVERWIPED_PLAN_SELECTOR`: reconcile only the BackupPlans and Restores this label selector
+//!   matches (default: all).
+//! - `NEVERWIPED_RECONCILE_CONCURRENCY` (`32`): how many BackupPlans are reconciled at once (`0`:
+//!   no limit).
+//! - `NEVERWIPED_LEADER_ELECTION`: `false` runs the controllers without a Lease (one replica only).
+//! - `NEVERWIPED_LEASE_NAME` (`neverwiped-operator`), `NEVERWIPED_LEASE_NAMESPACE` (default: the
+//!   pod's namespace, `POD_NAMESPACE` or the service account's), `NEVERWIPED_LEASE_DURATION`
+//!   (`15s`): the leader Lease.
+//! - `POD_NAME`: this replica's identity in the Lease and in Events (default: host name and pid).
+//! - `NEVERWIPED_LOG_FORMAT`: `json` for JSON logs; `RUST_LOG` filters them (`info`).
+//! - `KUBECONFIG` or the in-cluster service account: how to reach the API server.
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use jiff::SignedDuration;
+
+use crate::controller::queue::Limits;
+use crate::controller::Settings;
+use crate::leader::LeaderSettings;
+use crate::schedule::parse_duration;
+use crate::tenant_policy::{TenantPolicy, POLICY_ENV};
+
+/// Where the service account's namespace is mounted in a pod.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// Everything the operator binary needs before it starts its controllers.
+#[derive(Debug)]
+pub struct OperatorEnvironment {
+    /// What the controllers get.
+    pub settings: Settings,
+    /// The leader Lease; `None` when leader election is off (one replica only).
+    pub leader: Option<LeaderSettings>,
+    /// Where `/healthz`, `/readyz` and `/metrics` listen.
+    pub http_address: String,
+    /// Whether logs are JSON lines (`NEVERWIPED_LOG_FORMAT=json`) rather than text.
+    pub json_logs: bool,
+}
+
+/// A variable whose value the operator cannot use.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}={value:?}: {expected}")]
+pub struct EnvironmentError {
+    pub variable: &'static str,
+    pub value: String,
+    /// What the variable must hold instead.
+    pub expected: String,
+}
+
+impl OperatorEnvironment {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<OperatorEnvironment, EnvironmentError> {
+        let pod_namespace = std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE).ok();
+        OperatorEnvironment::read(
+            |name| std::env::var(name).ok(),
+            pod_namespace.as_deref(),
+            std::process::id(),
+        )
+    }
+
+    /// Reads the variables `lookup` gives; `service_account_namespace` is the mounted namespace
+    /// file's content, `pid` this process's id (for an identity when `POD_NAME` is unset).
+    pub fn read(
+        lookup: impl Fn(&str) -> Option<String>,
+        service_account_namespace: Option<&str>,
+        pid: u32,
+    ) -> Result<OperatorEnvironment, EnvironmentError> {
+        let vars = Variables { lookup: &lookup };
+        let identity = vars.get("POD_NAME").unwrap_or_else(|| {
+            let host = vars
+                .get("HOSTNAME")
+                .unwrap_or_else(|| "neverwiped-operator".into());
+            format!("{host}-{pid}")
+        });
+        let settings = settings(&vars, identity.clone())?;
+        let leader = leader(&vars, service_account_namespace, identity)?;
+        Ok(OperatorEnvironment {
+            settings,
+            leader,
+            http_address: vars
+                .get("NEVERWIPED_HTTP_ADDR")
+                .unwrap_or_else(|| "0.0.0.0:8080".into()),
+            json_logs: vars.choice("NEVERWIPED_LOG_FORMAT", &["text", "json"])? == Some("json"),
+        })
+    }
+}
+
+/// The variables, as `lookup` gives them; an empty value counts as unset.
+struct Variables<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Variables<'_> {
+    fn get(&self, name: &str) -> Option<String> {
+        (self.lookup)(name).filter(|value| !value.is_empty())
+    }
+
+    fn fault(&self, variable: &'static str, expected: impl Into<String>) -> EnvironmentError {
+        EnvironmentError {
+            variable,
+            value: self.get(variable).unwrap_or_default(),
+            expected: expected.into(),
+        }
+    }
+
+    /// One of `choices`, or `None` when unset.
+    fn choice(
+        &self,
+        name: &'static str,
+        choices: &[&'static str],
+    ) -> Result<Option<&'static str>, EnvironmentError> {
+        let Some(value) = self.get(name) else {
+            return Ok(None);
+        };
+        match choices.iter().find(|choice| **choice == value) {
+            Some(choice) => Ok(Some(choice)),
+            None => Err(self.fault(name, format!("one of {}", choices.join(", ")))),
+        }
+    }
+
+    fn duration(&self, name: &'static str) -> Result<Option<SignedDuration>, EnvironmentError> {
+        let Some(text) = self.get(name) else {
+            return Ok(None);
+        };
+        match parse_duration(&text) {
+            Ok(duration) if !duration.is_negative() => Ok(Some(duration)),
+            _ => Err(self.fault(name, "a duration such as 90s, 15m or 24h")),
+        }
+    }
+
+    /// A count where `0` means no limit; unset keeps `default`.
+    fn limit(
+        &self,
+        name: &'static str,
+        default: Option<NonZeroUsize>,
+    ) -> Result<Option<NonZeroUsize>, EnvironmentError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(text) => text
+                .parse::<usize>()
+                .map(NonZeroUsize::new)
+                .map_err(|_| self.fault(name, "a whole number of Jobs (0: no limit)")),
+        }
+    }
+}
+
+fn settings(vars: &Variables, identity: String) -> Result<Settings, EnvironmentError> {
+    let image = vars.get("NEVERWIPED_SIDECAR_IMAGE").ok_or_else(|| {
+        vars.fault(
+            "NEVERWIPED_SIDECAR_IMAGE",
+            "the image of the sidecar the Jobs run (required)",
+        )
+    })?;
+    let mut settings = Settings::with_image(image);
+    settings.instance = identity;
+    settings.job.image_pull_policy = vars
+        .choice(
+            "NEVERWIPED_SIDECAR_IMAGE_PULL_POLICY",
+            &["Always", "IfNotPresent", "Never"],
+        )?
+        .map(String::from);
+    if let Some(window) = vars.duration("NEVERWIPED_CATCH_UP_WINDOW")? {
+        settings.catch_up_window = window;
+    }
+    settings.watch_namespace = vars.get("NEVERWIPED_WATCH_NAMESPACE");
+    settings.tenant_policy = TenantPolicy::from_json(&vars.get(POLICY_ENV).unwrap_or_default())
+        .map_err(|error| {
+            vars.fault(
+                POLICY_ENV,
+                format!("the chart's policy values as JSON: {error:#}"),
+            )
+        })?;
+    settings.limits = limits(vars)?;
+    settings.plan_selector = vars.get("NEVERWIPED_PLAN_SELECTOR");
+    if let Some(text) = vars.get("NEVERWIPED_RECONCILE_CONCURRENCY") {
+        settings.reconcile_concurrency = text.parse().map_err(|_| {
+            vars.fault(
+                "NEVERWIPED_RECONCILE_CONCURRENCY",
+                "a number of reconciles at once, up to 65535 (0: no limit)",
+            )
+        })?;
+    }
+    Ok(settings)
+}
+
+fn limits(vars: &Variables) -> Result<Limits, EnvironmentError> {
+    let defaults = Limits::default();
+    Ok(Limits {
+        backups: vars.limit("NEVERWIPED_MAX_RUNNING_BACKUPS", defaults.backups)?,
+        maintenance: vars.limit("NEVERWIPED_MAX_RUNNING_MAINTENANCE", defaults.maintenance)?,
+        per_node: vars.limit("NEVERWIPED_MAX_RUNNING_PER_NODE", defaults.per_node)?,
+        per_repository_host: vars.limit(
+            "NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST",
+            defaults.per_repository_host,
+        )?,
+    })
+}
+
+fn leader(
+    vars: &Variables,
+    service_account_namespace: Option<&str>,
+    identity: String,
+) -> Result<Option<LeaderSettings>, EnvironmentError> {
+    if vars.choice("NEVERWIPED_LEADER_ELECTION", &["true", "false"])? == Some("false") {
+        return Ok(None);
+    }
+    let namespace = vars
+        .get("NEVERWIPED_LEASE_NAMESPACE")
+        .or_else(|| vars.get("POD_NAMESPACE"))
+        .or_else(|| {
+            service_account_namespace
+                .map(str::trim)
+                .filter(|namespace| !namespace.is_empty())
+                .map(String::from)
+        })
+        .unwrap_or_else(|| "default".into());
+    let name = vars
+        .get("NEVERWIPED_LEASE_NAME")
+        .unwrap_or_else(|| "neverwiped-operator".into());
+    let duration = vars
+        .duration("NEVERWIPED_LEASE_DURATION")?
+        .map_or(Duration::from_secs(15), SignedDuration::unsigned_abs);
+    Ok(Some(LeaderSettings::new(
+        namespace, name, identity, duration,
+    )))
+}
+
+#[cfg(test)]
+#[path = "environment_tests.rs"]
+mod tests;
