@@ -4,7 +4,8 @@
 # Installs and starts what the tests need (Debian packages, the peers through
 # ../shared/tools/install-peers.sh, the Python and npm pieces, the real API server, dockerd with
 # buildx, a registry on 127.0.0.1:5000, the images through scripts/build-images.sh), then runs
-# `cargo fmt --check`, clippy and `cargo test --workspace` with NEVERWIPED_REQUIRE_ALL=1 (a test
+# `cargo fmt --check`, clippy and `cargo test --workspace` (the binaries a few side by side:
+# scripts/test-lanes.py, NEVERWIPED_TEST_LANES) with NEVERWIPED_REQUIRE_ALL=1 (a test
 # whose dependency is missing fails instead of skipping), and ends with each test binary's counts
 # and one line `N passed, F failed, S skipped` (scripts/test-summary.py). Exits non-zero when
 # anything failed, skipped or did not run.
@@ -135,12 +136,14 @@ lints() {
 }
 
 suite() {
-  step "tests: cargo test --workspace, NEVERWIPED_REQUIRE_ALL=1 (a missing dependency fails its test)"
+  step "tests: cargo test --workspace, binaries in lanes (scripts/test-lanes.py), NEVERWIPED_REQUIRE_ALL=1 (a missing dependency fails its test)"
   mkdir -p "$LOGS"
   : >"$LOGS/skips.log"
   export NEVERWIPED_REQUIRE_ALL=1 NEVERWIPED_SKIP_LOG=$LOGS/skips.log
   local tests_status=0 summary_status=0
-  cargo test --workspace --no-fail-fast 2>&1 | tee "$LOGS/run.log" || tests_status=$?
+  cargo test --workspace --no-run --quiet
+  # The binaries side by side (most of their time is waiting on servers), output per binary.
+  python3 scripts/test-lanes.py "$LOGS/run.log" || tests_status=$?
   step "counts: what each test binary holds (cargo test -- --list) against what it ran"
   cargo test --workspace -- --list >"$LOGS/list.log" 2>&1 ||
     { cat "$LOGS/list.log"; die "cannot list the tests"; }
