@@ -13,6 +13,8 @@ mod pod;
 mod restore;
 
 #[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
