@@ -9,9 +9,9 @@ use neverwiped::backend::retry::RetryPolicy;
 use neverwiped::backend::BackendError;
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::text;
+use neverwiped_api::tenant_policy::{TenantPolicy, POLICY_ENV};
+use neverwiped_api::BackupPlan;
 use neverwiped_contract::cli::rest_repository;
-use neverwiped_operator::api::BackupPlan;
-use neverwiped_operator::tenant_policy::{TenantPolicy, POLICY_ENV};
 use zeroize::Zeroizing;
 
 use crate::cluster::Cluster;
