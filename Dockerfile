@@ -53,6 +53,7 @@ RUN set -eux; \
       echo "export CC_${lower}=$cc"; } > /etc/neverwiped-build.env
 
 COPY Cargo.toml Cargo.lock ./
+COPY api api
 COPY contract contract
 COPY sidecar sidecar
 COPY operator operator

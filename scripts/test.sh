@@ -4,10 +4,11 @@
 # Installs and starts what the tests need (Debian packages, the peers through
 # ../shared/tools/install-peers.sh, the Python and npm pieces, the real API server, dockerd with
 # buildx, a registry on 127.0.0.1:5000, the images through scripts/build-images.sh), then runs
-# `cargo fmt --check`, clippy and `cargo test --workspace` (the binaries a few side by side:
-# scripts/test-lanes.py, NEVERWIPED_TEST_LANES) with NEVERWIPED_REQUIRE_ALL=1 (a test
-# whose dependency is missing fails instead of skipping), and ends with each test binary's counts
-# and one line `N passed, F failed, S skipped` (scripts/test-summary.py). Exits non-zero when
+# `cargo fmt --check`, clippy, the shape of every crate (../shared/tools/rust-shape.py) and
+# `cargo test --workspace` (the binaries a few side by side: scripts/test-lanes.py,
+# NEVERWIPED_TEST_LANES) with NEVERWIPED_REQUIRE_ALL=1 (a test whose dependency is missing fails
+# instead of skipping), and ends with each test binary's counts and one line `N passed, F failed,
+# S skipped` (scripts/test-summary.py). Exits non-zero when
 # anything failed, skipped or did not run.
 #
 # A second run reuses what is installed and what runs: the services it starts stay up, their
@@ -133,6 +134,10 @@ lints() {
   step "formatting and lints"
   cargo fmt --all -- --check
   cargo clippy --workspace --all-targets --quiet -- -D warnings
+  # Every crate's shape: no function over 100 lines, no file over 600, no import cycle, no
+  # condition status compared with a string.
+  python3 ../shared/tools/rust-shape.py 100 600 api/src contract/src sidecar/src operator/src \
+    plugin/src testkit/src
 }
 
 suite() {

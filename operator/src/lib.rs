@@ -11,9 +11,7 @@
 //! snapshot API the operator uses. [`mover`] chooses who the pods that read or write volumes run as.
 
 pub mod admission;
-pub mod api;
 pub mod client;
-pub mod conditions;
 pub mod controller;
 pub mod csi;
 pub mod environment;
@@ -29,9 +27,12 @@ pub mod recorder;
 pub mod restore_access;
 pub mod schedule;
 pub mod status;
-pub mod tenant_policy;
 pub mod volume_patterns;
 pub mod volumes;
+
+/// The API types, condition types and reasons, and the tenant policy: the `neverwiped-api` crate,
+/// which the plugin reads too, under the paths the operator has always used.
+pub use neverwiped_api::{self as api, conditions, tenant_policy};
 
 #[cfg(test)]
 mod fixtures;

@@ -32,7 +32,7 @@ pub struct RunLabels {
     /// `Succeeded`, `SucceededWithWarnings` or `Failed` ([`outcome_label`]).
     pub result: &'static str,
     /// The run's reason, e.g. `WrongPassword`.
-    pub reason: Reason,
+    pub reason: ReasonLabel,
 }
 
 /// Labels of a finished prune or check.
@@ -91,10 +91,13 @@ pub fn outcome_label(outcome: RunOutcome) -> &'static str {
     }
 }
 
-/// A reason labels a series by the string conditions and Events carry (alerts match on it).
-impl EncodeLabelValue for Reason {
+/// A reason as a label value: the string conditions and Events carry (alerts match on it).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct ReasonLabel(pub Reason);
+
+impl EncodeLabelValue for ReasonLabel {
     fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
-        std::fmt::Write::write_str(encoder, self.as_str())
+        std::fmt::Write::write_str(encoder, self.0.as_str())
     }
 }
 
@@ -296,7 +299,7 @@ impl Metrics {
                     namespace: plan.namespace.clone(),
                     plan: plan.plan.clone(),
                     result,
-                    reason,
+                    reason: ReasonLabel(reason),
                 });
             }
             for kind in MaintenanceKind::ALL {
@@ -338,7 +341,7 @@ mod tests {
                     namespace: plan.namespace.clone(),
                     plan: plan.plan.clone(),
                     result: outcome_label(RunOutcome::Failed),
-                    reason: Reason::ALL[Reason::ALL.len() - 1],
+                    reason: ReasonLabel(Reason::ALL[Reason::ALL.len() - 1]),
                 })
                 .inc();
             metrics
@@ -397,7 +400,7 @@ mod tests {
                 namespace: "shop".into(),
                 plan: "nightly".into(),
                 result: outcome_label(RunOutcome::Succeeded),
-                reason: Reason::Succeeded,
+                reason: ReasonLabel(Reason::Succeeded),
             })
             .inc();
         let text = metrics.encode();
@@ -412,7 +415,7 @@ mod tests {
                 namespace: "shop".into(),
                 plan: "nightly".into(),
                 result: outcome_label(RunOutcome::Failed),
-                reason: Reason::OomKilled,
+                reason: ReasonLabel(Reason::OomKilled),
             })
             .inc();
         let text = metrics.encode();

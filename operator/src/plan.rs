@@ -9,9 +9,11 @@ use jiff::SignedDuration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::core::{Selector, SelectorExt};
 
-use crate::api::{BackupPlanSpec, BackupPlanStatus, CredentialsSecretRef, Repository};
+use crate::api::{BackupPlanSpec, CredentialsSecretRef, Repository};
 use crate::conditions::Reason;
 use crate::schedule::{parse_duration, DurationError, Schedule, ScheduleError};
+
+pub use crate::api::pending_manual_trigger;
 
 /// The keys of the Secrets a spec names, as fetched: Secret name → keys present in its `data`.
 pub type SecretKeys = BTreeMap<String, BTreeSet<String>>;
@@ -366,16 +368,6 @@ pub fn resolve_plan_seeded(
     }
 }
 
-/// The manual trigger to act on: `spec.manualTrigger` when set and not yet acted on.
-pub fn pending_manual_trigger<'a>(
-    spec: &'a BackupPlanSpec,
-    status: Option<&BackupPlanStatus>,
-) -> Option<&'a str> {
-    let trigger = spec.manual_trigger.as_deref().filter(|t| !t.is_empty())?;
-    let acted_on = status.and_then(|s| s.last_manual_trigger.as_deref());
-    (acted_on != Some(trigger)).then_some(trigger)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,9 +563,9 @@ mod tests {
         assert_eq!(pending_manual_trigger(&spec, None), None);
         spec.manual_trigger = Some("2026-01-01".into());
         assert_eq!(pending_manual_trigger(&spec, None), Some("2026-01-01"));
-        let status = BackupPlanStatus {
+        let status = crate::api::BackupPlanStatus {
             last_manual_trigger: Some("2026-01-01".into()),
-            ..BackupPlanStatus::default()
+            ..crate::api::BackupPlanStatus::default()
         };
         assert_eq!(pending_manual_trigger(&spec, Some(&status)), None);
         spec.manual_trigger = Some("again".into());

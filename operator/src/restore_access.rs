@@ -14,12 +14,7 @@ use crate::api::{BackupPlanSpec, RestoreSpec};
 use crate::conditions::Reason;
 use crate::tenant_policy::TenantPolicy;
 
-/// The user who created the Restore, as the API server authenticated them.
-pub const REQUESTER_ANNOTATION: &str = "neverwiped.io/requested-by";
-
-/// Groups of that user (comma-separated) whose rights count for the Restore; each must be one of
-/// the user's groups at creation. Left out: only the rights bound to the user themself count.
-pub const REQUESTER_GROUPS_ANNOTATION: &str = "neverwiped.io/requested-by-groups";
+pub use crate::api::{REQUESTER_ANNOTATION, REQUESTER_GROUPS_ANNOTATION};
 
 /// Who a Restore acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]

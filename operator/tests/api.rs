@@ -31,7 +31,7 @@ fn committed_crds_match_the_rust_types() {
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             committed == generated,
-            "crds/{name} does not match the types in operator/src/api; regenerate it with\n\n    cargo run -p neverwiped-operator --bin crdgen -- crds charts/neverwiped/crds\n"
+            "crds/{name} does not match the types in api/src; regenerate it with\n\n    cargo run -p neverwiped-operator --bin crdgen -- crds charts/neverwiped/crds\n"
         );
     }
 }

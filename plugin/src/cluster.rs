@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use neverwiped_operator::api::{BackupPlan, Restore};
+use neverwiped_api::{BackupPlan, Restore};
 use zeroize::Zeroizing;
 
 /// Why the cluster did not give what was asked.

@@ -3,7 +3,7 @@
 //! quietly means an older one.
 
 use jiff::Timestamp;
-use neverwiped_operator::api::BackupPlan;
+use neverwiped_api::BackupPlan;
 
 /// The plan's last successful backup, as its status records it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,9 +9,9 @@ use neverwiped::backend::retry::RetryPolicy;
 use neverwiped::backend::BackendError;
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::text;
-use neverwiped_contract::cli::rest_repository;
-use neverwiped_operator::api::BackupPlan;
-use neverwiped_operator::tenant_policy::{TenantPolicy, POLICY_ENV};
+use neverwiped_api::tenant_policy::{TenantPolicy, POLICY_ENV};
+use neverwiped_api::BackupPlan;
+use url::Url;
 use zeroize::Zeroizing;
 
 use crate::cluster::Cluster;
@@ -54,7 +54,7 @@ pub async fn open(
     let plan = cluster.plan(namespace, name).await?;
     let spec = &plan.spec.repository;
     // The same check as the sidecar's: the URL must be an http(s) repository address.
-    let url = parse_rest_address(&rest_repository(&spec.url))?;
+    let url = parse_rest_address(&spec.url)?;
     // Whoever may edit the plan may point it anywhere: the gate login goes only where the
     // cluster admin's policy allows, and the person running this is told where.
     let policy = tenant_policy()?;
@@ -67,7 +67,7 @@ pub async fn open(
     }
     eprintln!(
         "reading BackupPlan {namespace}/{name}'s repository on the gate at {}",
-        text::escaped(&gate_host(&spec.url))
+        text::escaped(&gate_host(&url))
     );
     let password = cluster
         .secret_value(
@@ -142,13 +142,8 @@ fn tenant_policy() -> Result<TenantPolicy> {
 }
 
 /// The scheme, host and port of a repository URL: what is contacted.
-fn gate_host(url: &str) -> String {
-    let rest = url.strip_prefix("rest:").unwrap_or(url);
-    let (scheme, rest) = rest.split_once("://").unwrap_or(("", rest));
-    let authority = rest.split('/').next().unwrap_or("");
-    // Credentials written into the URL are not shown.
-    let host = authority.rsplit('@').next().unwrap_or(authority);
-    format!("{scheme}://{host}")
+fn gate_host(url: &Url) -> String {
+    url.origin().ascii_serialization()
 }
 
 /// The repository could not be opened: say what that means for this plan.
@@ -207,15 +202,18 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_host_is_shown_without_path_or_login() {
+    fn the_gate_host_is_shown_without_path() {
+        let host = |address: &str| gate_host(&parse_rest_address(address).unwrap());
         assert_eq!(
-            gate_host("rest:https://u:p@gate.example.com:8443/shop/repo"),
+            host("https://gate.example.com:8443/shop/repo"),
             "https://gate.example.com:8443"
         );
-        assert_eq!(
-            gate_host("http://127.0.0.1:8000/x"),
-            "http://127.0.0.1:8000"
-        );
+        assert_eq!(host("http://127.0.0.1:8000/x"), "http://127.0.0.1:8000");
+    }
+
+    #[test]
+    fn a_login_in_the_url_is_refused_before_anything_is_shown() {
+        assert!(parse_rest_address("https://u:p@gate.example.com:8443/shop/repo").is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, ObjectMeta, PostParams};
-use neverwiped_operator::restore_access::{REQUESTER_ANNOTATION, REQUESTER_GROUPS_ANNOTATION};
+use neverwiped_api::{REQUESTER_ANNOTATION, REQUESTER_GROUPS_ANNOTATION};
 
 use crate::cluster::Cluster;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use neverwiped_operator::api::{
+use neverwiped_api::{
     BackupPlan, NonEmptyTargetPolicy, Restore, RestoreDatabase, RestorePhase, RestoreSpec,
     RestoreVolume, RunRecord,
 };

@@ -2,9 +2,9 @@
 //! repositories), in a table that fits 100 columns.
 
 use jiff::Timestamp;
-use neverwiped_operator::api::{BackupPlan, RunKind, RunOutcome};
-use neverwiped_operator::conditions::{types, ConditionStatus};
-use neverwiped_operator::plan::pending_manual_trigger;
+use neverwiped_api::conditions::{types, ConditionStatus};
+use neverwiped_api::pending_manual_trigger;
+use neverwiped_api::{BackupPlan, RunKind, RunOutcome};
 
 use crate::table::{age, fit};
 
@@ -141,7 +141,7 @@ pub fn render(rows: &[Row], with_namespace: bool) -> Vec<String> {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use neverwiped_operator::api::{
+    use neverwiped_api::{
         ActiveRun, BackupPlanSpec, BackupPlanStatus, PlanSnapshots, RepositoryStatus, RunRecord,
         RunTrigger, SnapshotRecord,
     };

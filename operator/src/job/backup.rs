@@ -163,6 +163,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         privileges,
         deadline: run.deadline,
         node_name: run.node_name.clone(),
+        repository_url: &plan.spec.repository.url,
         hostname: Some(hostname),
         pod_settings: spec.pod.as_ref(),
         settings,

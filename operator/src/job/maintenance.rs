@@ -121,6 +121,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
         privileges: Privileges::Unprivileged,
         deadline: run.deadline,
         node_name: None,
+        repository_url: &plan.spec.repository.url,
         hostname: Some(hostname),
         pod_settings: spec.pod.as_ref(),
         settings,

@@ -15,7 +15,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use neverwiped_contract::cli::{self, env};
 
-use super::{JobSettings, RESULT_FILE, SECRETS_ROOT, SIDECAR_CONTAINER};
+use super::{
+    repository_host, JobSettings, ANNOTATION_NODE, ANNOTATION_REPOSITORY_HOST, RESULT_FILE,
+    SECRETS_ROOT, SIDECAR_CONTAINER,
+};
 use crate::api::{CredentialsSecretRef, PodSettings, SecretKeyRef};
 use crate::mover::MoverIdentity;
 
@@ -96,6 +99,8 @@ pub(super) struct FinishedPod<'a> {
     pub(super) privileges: Privileges,
     pub(super) deadline: SignedDuration,
     pub(super) node_name: Option<String>,
+    /// The URL of the repository the Job reads or writes.
+    pub(super) repository_url: &'a str,
     pub(super) hostname: Option<String>,
     pub(super) pod_settings: Option<&'a PodSettings>,
     pub(super) settings: &'a JobSettings,
@@ -356,14 +361,22 @@ fn on_node(node: String) -> Affinity {
     }
 }
 
-/// The Job around `pod_spec`.
+/// The Job around `pod_spec`. It says what it takes from the concurrency limits (the node and the
+/// repository host) in annotations, so that the queue never reads its pod spec back.
 fn job_of(pod: FinishedPod<'_>, pod_spec: PodSpec) -> Job {
+    let mut annotations = pod.annotations;
+    if let Some(node) = &pod.node_name {
+        annotations.insert(ANNOTATION_NODE.into(), node.clone());
+    }
+    if let Some(host) = repository_host(pod.repository_url) {
+        annotations.insert(ANNOTATION_REPOSITORY_HOST.into(), host);
+    }
     Job {
         metadata: ObjectMeta {
             name: Some(pod.name),
             namespace: Some(pod.namespace),
             labels: Some(pod.labels.clone()),
-            annotations: (!pod.annotations.is_empty()).then_some(pod.annotations),
+            annotations: (!annotations.is_empty()).then_some(annotations),
             owner_references: pod.owner.map(|owner| vec![owner]),
             ..ObjectMeta::default()
         },

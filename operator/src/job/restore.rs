@@ -128,6 +128,7 @@ pub fn restore_job(
         privileges,
         deadline: run.deadline,
         node_name: None,
+        repository_url: &plan.spec.repository.url,
         hostname: None,
         pod_settings: spec.pod.as_ref().or(plan.spec.pod.as_ref()),
         settings,

@@ -13,7 +13,7 @@ use crate::mover::{Mover, MoverIdentity};
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
 
-fn settings() -> JobSettings {
+pub(super) fn settings() -> JobSettings {
     JobSettings {
         image: "ghcr.io/neverwiped/sidecar:0.1.0".into(),
         image_pull_policy: Some("IfNotPresent".into()),
@@ -21,7 +21,7 @@ fn settings() -> JobSettings {
     }
 }
 
-fn plan() -> BackupPlan {
+pub(super) fn plan() -> BackupPlan {
     let mut plan = BackupPlan::new(
         "nightly",
         BackupPlanSpec {
@@ -54,7 +54,7 @@ fn plan() -> BackupPlan {
     plan
 }
 
-fn run() -> BackupRun {
+pub(super) fn run() -> BackupRun {
     BackupRun {
         trigger: RunTrigger::Schedule,
         scheduled_time: Some("2026-11-30T01:30:00Z".parse().unwrap()),
@@ -425,7 +425,7 @@ fn database_only_backup_runs_unprivileged_and_passes_credentials_by_reference() 
     );
 }
 
-fn restore() -> Restore {
+pub(super) fn restore() -> Restore {
     let mut restore = Restore::new(
         "bring-back",
         RestoreSpec {

@@ -5,7 +5,9 @@ use kube::ResourceExt;
 
 use super::decision::PlanDecision;
 use crate::api::BackupPlan;
-use crate::metrics::{outcome_label, MaintenanceLabels, Metrics, PlanLabels, RunLabels};
+use crate::metrics::{
+    outcome_label, MaintenanceLabels, Metrics, PlanLabels, ReasonLabel, RunLabels,
+};
 
 /// Counts what finished in this reconcile and sets the plan's gauges.
 pub fn record(metrics: &Metrics, plan: &BackupPlan, decision: &PlanDecision) {
@@ -22,7 +24,7 @@ pub fn record(metrics: &Metrics, plan: &BackupPlan, decision: &PlanDecision) {
                 namespace: namespace.clone(),
                 plan: name.clone(),
                 result: outcome_label(record.result),
-                reason: *reason,
+                reason: ReasonLabel(*reason),
             })
             .inc();
         if let Some(duration) = record.duration_seconds {

@@ -22,6 +22,7 @@ use std::num::NonZeroUsize;
 
 use jiff::Timestamp;
 
+pub use crate::job::repository_host;
 pub use census::CENSUS_TIMEOUT;
 pub use ledger::{Ledger, QUEUED_RECHECK, RESERVATION_TTL, WAITER_TTL};
 pub use watch::Queue;
@@ -186,16 +187,4 @@ impl Gate for Open {
     }
     fn hold(&mut self, _: &RunKey, _: &Footprint, _: Timestamp) {}
     fn withdraw(&mut self, _: &RunKey) {}
-}
-
-/// The host (and port) of a repository URL, lower-cased, without user information: what the
-/// per-host limit counts.
-pub fn repository_host(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("rest:").unwrap_or(url);
-    let (_, after_scheme) = rest.split_once("://")?;
-    let authority = after_scheme.split(['/', '?', '#']).next()?;
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }

@@ -17,10 +17,13 @@ use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
 
 use super::ledger::JobId;
-use super::{repository_host, Footprint, Gate, Ledger, Limits, Owner, RunClass, RunKey};
+use super::{Footprint, Gate, Ledger, Limits, Owner, RunClass, RunKey};
 use crate::api::BackupPlan;
 use crate::conditions::ConditionStatus;
-use crate::job::{LABEL_OPERATION, LABEL_PLAN, LABEL_RESTORE};
+use crate::job::{
+    job_annotation, ANNOTATION_NODE, ANNOTATION_REPOSITORY_HOST, LABEL_OPERATION, LABEL_PLAN,
+    LABEL_RESTORE,
+};
 use crate::metrics::{Metrics, QueueLabels};
 
 /// How often expired reservations and forgotten waiters are cleaned up.
@@ -172,26 +175,9 @@ pub fn job_footprint(job: &Job) -> Option<(JobId, RunKey, Footprint)> {
         _ => return None,
     };
     let namespace = job.namespace()?;
-    let pod = job.spec.as_ref()?.template.spec.as_ref()?;
-    // The pod is pinned by a required node affinity on `metadata.name` (see `job/pod.rs`).
-    let node = pod.node_name.clone().or_else(|| {
-        let terms = &pod.affinity.as_ref()?.node_affinity.as_ref()?;
-        let selector = terms
-            .required_during_scheduling_ignored_during_execution
-            .as_ref()?;
-        selector.node_selector_terms.iter().find_map(|term| {
-            term.match_fields.as_ref()?.iter().find_map(|field| {
-                (field.key == "metadata.name" && field.operator == "In")
-                    .then(|| field.values.as_ref()?.first().cloned())
-                    .flatten()
-            })
-        })
-    });
-    let host = pod.containers.iter().find_map(|container| {
-        let args = container.args.as_ref()?;
-        args.iter()
-            .find_map(|arg| arg.strip_prefix("rest:").and_then(repository_host))
-    });
+    // What the Job was made with (`job/pod.rs`), never read back from its pod spec.
+    let node = job_annotation(job, ANNOTATION_NODE).map(str::to_owned);
+    let host = job_annotation(job, ANNOTATION_REPOSITORY_HOST).map(str::to_owned);
     let id = (namespace.clone(), job.name_any());
     let key = RunKey { namespace, owner };
     Some((id, key, Footprint { class, node, host }))

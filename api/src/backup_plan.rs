@@ -669,3 +669,13 @@ pub struct DatabaseRunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// The manual trigger to act on: `spec.manualTrigger` when set and not yet acted on.
+pub fn pending_manual_trigger<'a>(
+    spec: &'a BackupPlanSpec,
+    status: Option<&BackupPlanStatus>,
+) -> Option<&'a str> {
+    let trigger = spec.manual_trigger.as_deref().filter(|t| !t.is_empty())?;
+    let acted_on = status.and_then(|s| s.last_manual_trigger.as_deref());
+    (acted_on != Some(trigger)).then_some(trigger)
+}

@@ -264,3 +264,10 @@ pub struct RestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mover: Option<MoverStatus>,
 }
+
+/// The user who created the Restore, as the API server authenticated them.
+pub const REQUESTER_ANNOTATION: &str = "neverwiped.io/requested-by";
+
+/// Groups of that user (comma-separated) whose rights count for the Restore; each must be one of
+/// the user's groups at creation. Left out: only the rights bound to the user themself count.
+pub const REQUESTER_GROUPS_ANNOTATION: &str = "neverwiped.io/requested-by-groups";

@@ -1,6 +1,6 @@
 //! The shapes of the spec strings that become object names, mount paths, file paths and
 //! arguments of the Jobs. The CRD schema enforces them when an object is written; the operator
-//! checks them again ([`crate::admission`]) for objects stored before a rule existed.
+//! checks them again (its `admission` module) for objects stored before a rule existed.
 
 /// A DNS-1123 subdomain (at most 253 characters): the names of PersistentVolumeClaims, Secrets,
 /// StorageClasses, VolumeSnapshotClasses, PriorityClasses and BackupPlans. It has no `/`, and no

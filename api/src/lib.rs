@@ -1,13 +1,18 @@
-//! The `neverwiped.io/v1alpha1` API: the Rust types the CRDs under `crds/` are generated from.
+//! The `neverwiped.io/v1alpha1` API: the Rust types the CRDs under `crds/` are generated from,
+//! the [`conditions`] and reasons their status carries, and the cluster admin's
+//! [`tenant_policy`]. The operator acts on them; the kubectl plugin reads them, without the
+//! operator.
 //!
 //! Every field name here is part of a public API; renaming one breaks users' manifests.
 
 mod backup_plan;
 mod common;
+pub mod conditions;
 mod mover;
 pub mod names;
 mod restore;
 mod snapshots;
+pub mod tenant_policy;
 
 use kube::CustomResourceExt;
 

@@ -90,7 +90,7 @@ reasons! {
     /// A Restore asks to create a PersistentVolumeClaim that already exists.
     TargetVolumeExists => "TargetVolumeExists",
 
-    // Ready=False: what a tenant may not ask for (`crate::admission`).
+    // Ready=False: what a tenant may not ask for (the operator's `admission` module).
     /// A name that becomes a path or an object name has the wrong shape.
     InvalidName => "InvalidName",
     /// A path or pattern has a control character or a `..` component.
@@ -201,7 +201,7 @@ reasons! {
     /// (`policy.privilegedMoverNamespaces`); no Job is created.
     PrivilegedMoverNotAllowed => "PrivilegedMoverNotAllowed",
 
-    // Ready=False: what a Restore's creator may not do (`crate::restore_access`); no Job is
+    // Ready=False: what a Restore's creator may not do (the operator's `restore_access` module); no Job is
     // created.
     /// The Restore does not record who created it (annotation `neverwiped.io/requested-by`).
     RequesterUnknown => "RequesterUnknown",
