@@ -13,6 +13,8 @@ mod support;
 
 #[path = "cli/restic_patterns.rs"]
 mod restic_patterns;
+#[path = "cli/restic_selection.rs"]
+mod restic_selection;
 #[path = "cli/restore_overwrite.rs"]
 mod restore_overwrite;
 #[path = "cli/restore_partial.rs"]

@@ -11,7 +11,7 @@ pub mod source;
 mod uploader;
 mod walker;
 
-pub use skip::{SkipRules, TagFile};
+pub use skip::{SkipRules, SourceDevices, TagFile};
 pub use source::{CountedReader, Source, StreamSource};
 pub use uploader::Throttle;
 
@@ -83,6 +83,8 @@ pub struct BackupOptions {
     pub exclude_larger_than: Option<u64>,
     /// Leave out the contents of folders holding one of these tag files (but the tag file).
     pub exclude_if_present: Vec<TagFile>,
+    /// Do not cross file-system boundaries below each source (a mount point is kept, empty).
+    pub one_file_system: bool,
     pub parent: ParentChoice,
     pub upload_limit_bytes_per_sec: Option<u64>,
     /// Compress-and-seal threads; 0 means one per core.
@@ -130,6 +132,7 @@ impl BackupOptions {
             excludes: PathFilter::Everything,
             exclude_larger_than: None,
             exclude_if_present: Vec::new(),
+            one_file_system: false,
             parent: ParentChoice::Latest,
             upload_limit_bytes_per_sec: None,
             workers: 0,
@@ -441,14 +444,18 @@ async fn run_pipeline(
         options.progress.clone(),
     ));
 
+    let mut skip_rules = SkipRules::new(
+        options.excludes.clone(),
+        options.exclude_larger_than,
+        options.exclude_if_present.clone(),
+    );
+    if options.one_file_system {
+        skip_rules.one_file_system = Some(SourceDevices::of(&tree.disk_paths));
+    }
     let parts = WalkerParts {
         jobs: job_tx,
         buffers: blob_buffers,
-        skip_rules: SkipRules::new(
-            options.excludes.clone(),
-            options.exclude_larger_than,
-            options.exclude_if_present.clone(),
-        ),
+        skip_rules,
         progress: options.progress.clone(),
         read_threads: options.read_threads,
     };

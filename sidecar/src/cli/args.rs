@@ -155,6 +155,8 @@ pub struct BackupArgs {
     pub excludes: super::patterns::ExcludeArgs,
     #[command(flatten)]
     pub selection: super::patterns::SelectionArgs,
+    #[command(flatten)]
+    pub files_from: super::files_from::FilesFromArgs,
     /// Compare with this snapshot instead of the latest of the same host and paths.
     #[arg(long, conflicts_with = "force")]
     pub parent: Option<String>,
