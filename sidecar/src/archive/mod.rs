@@ -13,7 +13,8 @@ mod walker;
 
 pub use skip::{SkipRules, SourceDevices, TagFile};
 pub use source::{CountedReader, Source, StreamSource};
-pub use uploader::Throttle;
+pub use uploader::{Throttle, UploadStats};
+pub use walker::WalkStats;
 
 use crate::error::{Error, Result};
 use crate::filter::PathFilter;
@@ -251,8 +252,8 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
             .held_while(async {
                 repo.refresh_index().await?;
                 let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
-                let outcome =
-                    run_pipeline(repo, tree, parent.map(|(_, tree)| tree), &options).await?;
+                let parent_tree = parent.map(|(_, tree)| tree);
+                let outcome = run_pipeline(repo, tree, parent_tree, &options, false).await?;
                 refuse_empty(
                     &outcome.walk,
                     &streams,
@@ -308,6 +309,47 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
         tracing::warn!(%error, "could not remove the backup's lock");
     }
     result
+}
+
+/// What a backup would read and add: [`dry_run`]'s answer.
+#[derive(Debug)]
+pub struct DryRunReport {
+    /// What the walk found and read (files whose content was not reused from the parent
+    /// snapshot were read and chunked).
+    pub walk: WalkStats,
+    /// The packs, blobs and bytes the backup would store: the new blobs after deduplication
+    /// against the index, compressed and sealed, and the new trees.
+    pub would_add: UploadStats,
+    /// Inputs that could not be read.
+    pub warnings: Vec<String>,
+    /// Warnings that lost no readable input.
+    pub notices: Vec<String>,
+}
+
+/// Reads and chunks the sources as [`backup`] would, against the repository's index and parent
+/// snapshot, and stores nothing: no pack, index, snapshot or lock is written (a lock would be
+/// the only write; a prune running meanwhile makes the estimate too low, never harms the data).
+pub async fn dry_run(repo: &IndexedRepository, mut options: BackupOptions) -> Result<DryRunReport> {
+    return_large_buffers_to_the_system();
+    let streams = StreamCounters::wrap(&mut options.sources);
+    let tree = SourceTree::build(std::mem::take(&mut options.sources))?;
+    let paths: Vec<SnapshotPath> = tree.paths.iter().cloned().map(SnapshotPath).collect();
+    repo.refresh_index().await?;
+    let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
+    let parent_tree = parent.map(|(_, tree)| tree);
+    let outcome = run_pipeline(repo, tree, parent_tree, &options, true).await?;
+    refuse_empty(
+        &outcome.walk,
+        &streams,
+        &outcome.warnings,
+        options.allow_empty,
+    )?;
+    Ok(DryRunReport {
+        walk: outcome.walk,
+        would_add: outcome.upload,
+        warnings: outcome.warnings,
+        notices: outcome.notices,
+    })
 }
 
 async fn find_parent(
@@ -416,6 +458,7 @@ async fn run_pipeline(
     tree: SourceTree,
     parent_root: Option<BlobId>,
     options: &BackupOptions,
+    count_only: bool,
 ) -> Result<PipelineOutcome> {
     let workers = match options.workers {
         0 => cores(),
@@ -442,6 +485,7 @@ async fn run_pipeline(
         options.upload_concurrency,
         options.upload_limit_bytes_per_sec.map(Throttle::new),
         options.progress.clone(),
+        count_only,
     ));
 
     let mut skip_rules = SkipRules::new(

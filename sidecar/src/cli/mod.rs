@@ -2,6 +2,7 @@
 
 pub mod args;
 mod databases;
+mod dry_run;
 mod files_from;
 pub mod hardening;
 mod listing;
@@ -345,6 +346,10 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         (Some(spec), false) => ParentChoice::Snapshot(select::find(&repo, spec).await?.0),
         (None, false) => ParentChoice::Latest,
     };
+    if args.dry_run {
+        let listed_warnings = listed.warnings;
+        return dry_run::backup_dry_run(&repo, options, cli.json, cli.quiet, listed_warnings).await;
+    }
     let progress = options.progress.clone();
     let display = ProgressDisplay::start(progress.clone(), cli.quiet, false);
     let report = archive::backup(&repo, options).await;
