@@ -1,6 +1,8 @@
 //! The CLI as a user meets it: `neverwiped-sidecar` run as a separate process, with secrets from
 //! files and the environment only, its exit codes, its JSON result file, its messages.
 
+#[path = "cli/dry_run.rs"]
+mod dry_run;
 #[path = "cli/exact_names.rs"]
 mod exact_names;
 #[path = "cli/hostile_keys.rs"]
@@ -13,6 +15,8 @@ mod support;
 
 #[path = "cli/restic_patterns.rs"]
 mod restic_patterns;
+#[path = "cli/restic_selection.rs"]
+mod restic_selection;
 #[path = "cli/restore_overwrite.rs"]
 mod restore_overwrite;
 #[path = "cli/restore_partial.rs"]

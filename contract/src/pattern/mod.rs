@@ -8,7 +8,7 @@
 
 mod glob;
 
-pub use glob::BadPattern;
+pub use glob::{matches as name_matches, BadPattern};
 
 /// One component of a pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]

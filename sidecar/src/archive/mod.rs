@@ -11,9 +11,10 @@ pub mod source;
 mod uploader;
 mod walker;
 
-pub use skip::{SkipRules, TagFile};
+pub use skip::{SkipRules, SourceDevices, TagFile};
 pub use source::{CountedReader, Source, StreamSource};
-pub use uploader::Throttle;
+pub use uploader::{Throttle, UploadStats};
+pub use walker::WalkStats;
 
 use crate::error::{Error, Result};
 use crate::filter::PathFilter;
@@ -83,6 +84,8 @@ pub struct BackupOptions {
     pub exclude_larger_than: Option<u64>,
     /// Leave out the contents of folders holding one of these tag files (but the tag file).
     pub exclude_if_present: Vec<TagFile>,
+    /// Do not cross file-system boundaries below each source (a mount point is kept, empty).
+    pub one_file_system: bool,
     pub parent: ParentChoice,
     pub upload_limit_bytes_per_sec: Option<u64>,
     /// Compress-and-seal threads; 0 means one per core.
@@ -130,6 +133,7 @@ impl BackupOptions {
             excludes: PathFilter::Everything,
             exclude_larger_than: None,
             exclude_if_present: Vec::new(),
+            one_file_system: false,
             parent: ParentChoice::Latest,
             upload_limit_bytes_per_sec: None,
             workers: 0,
@@ -248,8 +252,8 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
             .held_while(async {
                 repo.refresh_index().await?;
                 let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
-                let outcome =
-                    run_pipeline(repo, tree, parent.map(|(_, tree)| tree), &options).await?;
+                let parent_tree = parent.map(|(_, tree)| tree);
+                let outcome = run_pipeline(repo, tree, parent_tree, &options, false).await?;
                 refuse_empty(
                     &outcome.walk,
                     &streams,
@@ -305,6 +309,47 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
         tracing::warn!(%error, "could not remove the backup's lock");
     }
     result
+}
+
+/// What a backup would read and add: [`dry_run`]'s answer.
+#[derive(Debug)]
+pub struct DryRunReport {
+    /// What the walk found and read (files whose content was not reused from the parent
+    /// snapshot were read and chunked).
+    pub walk: WalkStats,
+    /// The packs, blobs and bytes the backup would store: the new blobs after deduplication
+    /// against the index, compressed and sealed, and the new trees.
+    pub would_add: UploadStats,
+    /// Inputs that could not be read.
+    pub warnings: Vec<String>,
+    /// Warnings that lost no readable input.
+    pub notices: Vec<String>,
+}
+
+/// Reads and chunks the sources as [`backup`] would, against the repository's index and parent
+/// snapshot, and stores nothing: no pack, index, snapshot or lock is written (a lock would be
+/// the only write; a prune running meanwhile makes the estimate too low, never harms the data).
+pub async fn dry_run(repo: &IndexedRepository, mut options: BackupOptions) -> Result<DryRunReport> {
+    return_large_buffers_to_the_system();
+    let streams = StreamCounters::wrap(&mut options.sources);
+    let tree = SourceTree::build(std::mem::take(&mut options.sources))?;
+    let paths: Vec<SnapshotPath> = tree.paths.iter().cloned().map(SnapshotPath).collect();
+    repo.refresh_index().await?;
+    let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
+    let parent_tree = parent.map(|(_, tree)| tree);
+    let outcome = run_pipeline(repo, tree, parent_tree, &options, true).await?;
+    refuse_empty(
+        &outcome.walk,
+        &streams,
+        &outcome.warnings,
+        options.allow_empty,
+    )?;
+    Ok(DryRunReport {
+        walk: outcome.walk,
+        would_add: outcome.upload,
+        warnings: outcome.warnings,
+        notices: outcome.notices,
+    })
 }
 
 async fn find_parent(
@@ -413,6 +458,7 @@ async fn run_pipeline(
     tree: SourceTree,
     parent_root: Option<BlobId>,
     options: &BackupOptions,
+    count_only: bool,
 ) -> Result<PipelineOutcome> {
     let workers = match options.workers {
         0 => cores(),
@@ -439,16 +485,21 @@ async fn run_pipeline(
         options.upload_concurrency,
         options.upload_limit_bytes_per_sec.map(Throttle::new),
         options.progress.clone(),
+        count_only,
     ));
 
+    let mut skip_rules = SkipRules::new(
+        options.excludes.clone(),
+        options.exclude_larger_than,
+        options.exclude_if_present.clone(),
+    );
+    if options.one_file_system {
+        skip_rules.one_file_system = Some(SourceDevices::of(&tree.disk_paths));
+    }
     let parts = WalkerParts {
         jobs: job_tx,
         buffers: blob_buffers,
-        skip_rules: SkipRules::new(
-            options.excludes.clone(),
-            options.exclude_larger_than,
-            options.exclude_if_present.clone(),
-        ),
+        skip_rules,
         progress: options.progress.clone(),
         read_threads: options.read_threads,
     };

@@ -1,6 +1,7 @@
 //! What a backup leaves out besides its exclude patterns, as restic's `backup` does: files over a
 //! size (`--exclude-larger-than`) and the contents of folders holding a tag file
-//! (`--exclude-if-present`, `--exclude-caches`).
+//! (`--exclude-if-present`, `--exclude-caches`), and what lies on another file system than its
+//! source (`--one-file-system`).
 
 use crate::filter::PathFilter;
 use nix::sys::stat::{FileStat, SFlag};
@@ -68,6 +69,49 @@ impl TagFile {
     }
 }
 
+/// The file system (device) of each source, for `--one-file-system`.
+#[derive(Debug, Clone, Default)]
+pub struct SourceDevices(Vec<(PathBuf, u64)>);
+
+impl SourceDevices {
+    /// The devices of the sources that exist (one that does not is reported by the walk).
+    pub fn of(sources: &[PathBuf]) -> SourceDevices {
+        SourceDevices(
+            sources
+                .iter()
+                .filter_map(|source| {
+                    Some((source.clone(), nix::sys::stat::lstat(source).ok()?.st_dev))
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether `device` is the device of the nearest source at or above `path` (restic's rule:
+    /// a source below another is a boundary of its own). A path below no source is allowed.
+    fn allows(&self, path: &Path, device: u64) -> bool {
+        self.0
+            .iter()
+            .filter(|(source, _)| path.starts_with(source))
+            .max_by_key(|(source, _)| source.components().count())
+            .is_none_or(|(_, source_device)| *source_device == device)
+    }
+
+    /// Whether the entry at `path` on `device` is left out: everything on another file system
+    /// but a folder whose parent is on an allowed one (a mount point, kept empty, as restic does).
+    fn leaves_out(&self, path: &Path, device: u64, is_dir: bool) -> bool {
+        if self.allows(path, device) {
+            return false;
+        }
+        if !is_dir {
+            return true;
+        }
+        let parent_allowed = path.parent().is_some_and(|parent| {
+            nix::sys::stat::lstat(parent).is_ok_and(|stat| self.allows(parent, stat.st_dev))
+        });
+        !parent_allowed
+    }
+}
+
 /// Everything that leaves an entry out of a backup.
 #[derive(Debug, Clone, Default)]
 pub struct SkipRules {
@@ -75,6 +119,8 @@ pub struct SkipRules {
     /// Leave out every entry but folders larger than this many bytes.
     pub larger_than: Option<u64>,
     pub tag_files: Vec<TagFile>,
+    /// With `--one-file-system`: the sources' devices, beyond which the walk does not go.
+    pub one_file_system: Option<SourceDevices>,
     /// Folders checked for tag files (which of `tag_files` each holds), the innermost last: the
     /// folders above the walk's place.
     tagged: Vec<(PathBuf, Vec<bool>)>,
@@ -87,6 +133,7 @@ impl SkipRules {
             excludes,
             larger_than,
             tag_files,
+            one_file_system: None,
             tagged: Vec::new(),
         }
     }
@@ -106,6 +153,11 @@ impl SkipRules {
         let is_dir = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
         if let Some(limit) = self.larger_than {
             if !is_dir && stat.st_size as u64 > limit {
+                return true;
+            }
+        }
+        if let Some(devices) = &self.one_file_system {
+            if devices.leaves_out(path, stat.st_dev, is_dir) {
                 return true;
             }
         }

@@ -68,6 +68,8 @@ pub struct SourceTree {
     pub children: BTreeMap<Vec<u8>, VirtualEntry>,
     /// The snapshot's paths, as recorded.
     pub paths: Vec<Vec<u8>>,
+    /// The paths on disk given as sources, absolute, as the walk names them.
+    pub disk_paths: Vec<PathBuf>,
 }
 
 /// The normal components of an absolute path (`.` dropped, `..` resolved lexically).
@@ -93,6 +95,7 @@ impl SourceTree {
                 Source::Path(path) => {
                     let absolute = std::path::absolute(&path)
                         .map_err(|e| Error::io(format!("cannot resolve {}", path.display()), e))?;
+                    tree.disk_paths.push(absolute.clone());
                     (absolute.clone(), VirtualEntry::Path(absolute))
                 }
                 Source::Stream(stream) => {

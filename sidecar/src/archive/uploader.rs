@@ -64,6 +64,8 @@ struct Shared {
     stats: std::sync::Mutex<UploadStats>,
     throttle: Option<Throttle>,
     progress: Arc<Progress>,
+    /// Count the packs and store nothing (`backup --dry-run`).
+    count_only: bool,
 }
 
 impl Shared {
@@ -75,6 +77,10 @@ impl Shared {
             budget,
         } = pack;
         let length = bytes.len() as u64;
+        if self.count_only {
+            self.count(1, entries.len() as u64, length);
+            return Ok(());
+        }
         if let Some(throttle) = &self.throttle {
             throttle.reserve(length).await;
         }
@@ -85,12 +91,7 @@ impl Shared {
         // The bytes are gone: the packer may close the next pack.
         drop(budget);
         self.progress.add_transferred(length);
-        {
-            let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-            stats.packs += 1;
-            stats.blobs += entries.len() as u64;
-            stats.bytes += length;
-        }
+        self.count(1, entries.len() as u64, length);
         let full = {
             let mut pending = self.pending.lock().await;
             pending.push(IndexedPack {
@@ -105,6 +106,13 @@ impl Shared {
             }
         };
         self.write_index(full).await
+    }
+
+    fn count(&self, packs: u64, blobs: u64, bytes: u64) {
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        stats.packs += packs;
+        stats.blobs += blobs;
+        stats.bytes += bytes;
     }
 
     async fn write_index(&self, packs: Vec<IndexedPack>) -> Result<()> {
@@ -122,13 +130,15 @@ impl Shared {
 }
 
 /// Uploads packs as they arrive, `concurrency` at a time, until the channel closes or an upload
-/// fails. Whatever was uploaded is indexed before this returns, even on failure.
+/// fails. Whatever was uploaded is indexed before this returns, even on failure. With
+/// `count_only`, packs are counted and dropped: nothing is written.
 pub async fn run_uploader(
     repo: IndexedRepository,
     mut packs: mpsc::Receiver<FinishedPack>,
     concurrency: usize,
     throttle: Option<Throttle>,
     progress: Arc<Progress>,
+    count_only: bool,
 ) -> Result<UploadStats> {
     let shared = Arc::new(Shared {
         repo,
@@ -136,6 +146,7 @@ pub async fn run_uploader(
         stats: std::sync::Mutex::new(UploadStats::default()),
         throttle,
         progress,
+        count_only,
     });
     let slots = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut uploads: JoinSet<Result<()>> = JoinSet::new();

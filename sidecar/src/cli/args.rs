@@ -155,6 +155,8 @@ pub struct BackupArgs {
     pub excludes: super::patterns::ExcludeArgs,
     #[command(flatten)]
     pub selection: super::patterns::SelectionArgs,
+    #[command(flatten)]
+    pub files_from: super::files_from::FilesFromArgs,
     /// Compare with this snapshot instead of the latest of the same host and paths.
     #[arg(long, conflicts_with = "force")]
     pub parent: Option<String>,
@@ -183,6 +185,10 @@ pub struct BackupArgs {
     /// Create the repository first when there is none at --repo (with the password given).
     #[arg(long)]
     pub init: bool,
+    /// Read and chunk what would be backed up and print what it would add to the repository;
+    /// store nothing (no pack, index, snapshot or lock) and apply no --keep-* rule.
+    #[arg(long, short = 'n', conflicts_with_all = ["init", "remove_locks_of_host"])]
+    pub dry_run: bool,
     /// Store the snapshot even when it holds no file or a stream gave no byte (without this, such
     /// a backup fails: an empty input is most often a producer that failed).
     #[arg(long)]

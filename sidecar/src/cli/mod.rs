@@ -2,6 +2,8 @@
 
 pub mod args;
 mod databases;
+mod dry_run;
+mod files_from;
 pub mod hardening;
 mod listing;
 mod locks;
@@ -289,8 +291,14 @@ async fn init(cli: &Cli) -> Result<Outcome> {
 
 async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outcome> {
     let databases = &record.databases;
-    if args.paths.is_empty() && !args.stdin && args.databases.is_empty() {
-        anyhow::bail!("nothing to back up: give paths, --stdin or --database");
+    let listed = args.files_from.read()?;
+    let mut paths = listed.paths;
+    paths.extend(args.paths.iter().cloned());
+    if paths.is_empty() && !args.stdin && args.databases.is_empty() {
+        match args.files_from.any() {
+            true => anyhow::bail!("nothing to back up: the --files-from lists name no file"),
+            false => anyhow::bail!("nothing to back up: give paths, --stdin or --database"),
+        }
     }
     let database_sources =
         databases::backup_sources(&args.databases, &args.database_password_files, databases)?;
@@ -309,7 +317,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         opened => opened?,
     };
     maintenance::remove_locks_of(&repo, args.remove_locks_of_host.as_deref()).await?;
-    let mut sources: Vec<Source> = args.paths.iter().cloned().map(Source::Path).collect();
+    let mut sources: Vec<Source> = paths.into_iter().map(Source::Path).collect();
     sources.extend(database_sources);
     if args.stdin {
         sources.push(Source::Stream(StreamSource {
@@ -326,6 +334,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     options.excludes = args.excludes.filter()?;
     options.exclude_larger_than = args.selection.exclude_larger_than;
     options.exclude_if_present = args.selection.tag_files();
+    options.one_file_system = args.selection.one_file_system;
     options.upload_limit_bytes_per_sec = args.limit_upload;
     if let Some(bytes) = args.upload_memory {
         options.upload_memory_bytes = bytes;
@@ -337,6 +346,10 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         (Some(spec), false) => ParentChoice::Snapshot(select::find(&repo, spec).await?.0),
         (None, false) => ParentChoice::Latest,
     };
+    if args.dry_run {
+        let listed_warnings = listed.warnings;
+        return dry_run::backup_dry_run(&repo, options, cli.json, cli.quiet, listed_warnings).await;
+    }
     let progress = options.progress.clone();
     let display = ProgressDisplay::start(progress.clone(), cli.quiet, false);
     let report = archive::backup(&repo, options).await;
@@ -345,7 +358,8 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     let summary = &report.snapshot.summary;
     // Printing cannot fail the run any more: the snapshot is stored.
     output::print_backup(&report, cli.json, cli.quiet);
-    let mut warnings = report.notices;
+    let mut warnings = listed.warnings;
+    warnings.extend(report.notices);
     let snapshots_forgotten = apply_retention(
         &repo,
         args,

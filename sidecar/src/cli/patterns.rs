@@ -111,6 +111,10 @@ pub struct SelectionArgs {
     /// Leave out files larger than SIZE bytes (suffixes b, k, m, g, t: powers of 1024).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub exclude_larger_than: Option<u64>,
+    /// Do not cross file-system boundaries below each path: a folder another file system is
+    /// mounted on is kept, empty.
+    #[arg(long, short = 'x')]
+    pub one_file_system: bool,
 }
 
 impl SelectionArgs {

@@ -161,13 +161,13 @@ impl Case {
 }
 
 /// restic, with a repository of its own in `work`.
-struct Restic {
-    binary: PathBuf,
-    repo: PathBuf,
+pub(super) struct Restic {
+    pub(super) binary: PathBuf,
+    pub(super) repo: PathBuf,
 }
 
 impl Restic {
-    fn command(&self) -> Command {
+    pub(super) fn command(&self) -> Command {
         let mut command = Command::new(&self.binary);
         command
             .arg("--repo")
@@ -181,7 +181,7 @@ impl Restic {
         self.command().args(args).output().expect("start restic")
     }
 
-    fn ok(&self, args: &[String]) -> String {
+    pub(super) fn ok(&self, args: &[String]) -> String {
         let output = self.run(args);
         assert!(
             output.status.success(),
