@@ -7,6 +7,10 @@ mod exact_names;
 mod hostile_keys;
 #[path = "cli/hostile_names.rs"]
 mod hostile_names;
+#[path = "cli/inspect_common.rs"]
+mod inspect_common;
+#[path = "cli/inspect_ls.rs"]
+mod inspect_ls;
 #[path = "cli/stopping.rs"]
 mod stopping;
 mod support;
@@ -214,7 +218,7 @@ fn init_backup_snapshots_ls_and_restore_give_back_every_kind_of_entry() {
         "small.txt",
         "dir/large.bin",
         "dir/nested/deeper/leaf.txt",
-        "link-relative",
+        "link-relative -> small.txt",
         "fifo",
         "empty-dir",
     ] {
@@ -233,12 +237,17 @@ fn init_backup_snapshots_ls_and_restore_give_back_every_kind_of_entry() {
     assert!(
         listing
             .lines()
-            .any(|l| l.starts_with('l') && l.ends_with("/link-relative")),
+            .any(|l| l.starts_with('l') && l.ends_with("/link-relative -> small.txt")),
         "{listing}"
     );
     assert_eq!(sidecar.run(&["ls", "latest"]).expect_ok().stdout, listing);
     let below = sidecar
-        .run(&["ls", "latest", &format!("{}/dir/nested", text(&source))])
+        .run(&[
+            "ls",
+            "latest",
+            &format!("{}/dir/nested", text(&source)),
+            "--recursive",
+        ])
         .expect_ok()
         .stdout;
     assert!(

@@ -2,8 +2,9 @@
 
 use clap::{Args, Parser, Subcommand};
 use neverwiped::maintenance::forget::KeepPolicy;
-use std::ffi::OsString;
 use std::path::PathBuf;
+
+pub use super::ls::LsArgs;
 
 /// The heading of the options every command takes, listed after the command's own.
 const GLOBAL: &str = "Global options";
@@ -116,7 +117,7 @@ pub enum Command {
     Backup(BackupArgs),
     /// List snapshots.
     Snapshots,
-    /// List the entries of a snapshot.
+    /// List the entries of a snapshot: all, or folders and their direct entries (restic's rules).
     Ls(LsArgs),
     /// Restore a snapshot (or part of it) into a folder.
     Restore(RestoreArgs),
@@ -191,14 +192,6 @@ pub struct BackupArgs {
     /// keep (as `forget --host`); none given: keep every snapshot.
     #[command(flatten)]
     pub keep: KeepArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct LsArgs {
-    /// Snapshot id prefix, or "latest".
-    pub snapshot: String,
-    /// Only entries at or below this snapshot path (any bytes: names need not be UTF-8).
-    pub path: Option<OsString>,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ mod databases;
 pub mod hardening;
 mod listing;
 mod locks;
+mod ls;
 mod maintenance;
 pub mod mount;
 pub mod output;
@@ -251,7 +252,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         }
         Command::Ls(args) => {
             let repo = open_indexed(cli).await?;
-            locks::read_locked(&repo, "ls", listing::ls(&repo, args, cli.json)).await
+            locks::read_locked(&repo, "ls", ls::ls(&repo, args, cli.json)).await
         }
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
         Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,

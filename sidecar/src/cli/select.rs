@@ -8,7 +8,7 @@ use neverwiped::ids::SnapshotId;
 use neverwiped::repository::{Repository, SnapshotFilter};
 use neverwiped::selection::{self, SelectionError};
 
-pub use neverwiped::selection::{is_at_or_below, snapshot_spec};
+pub use neverwiped::selection::snapshot_spec;
 
 /// Finds a snapshot by `latest` or id prefix (any case).
 pub async fn find(repo: &Repository, spec: &str) -> Result<(SnapshotId, Snapshot)> {
