@@ -1,13 +1,13 @@
 //! `ls`: the entries of a snapshot, as restic lists them — everything, or each folder given and
 //! its direct entries (all below it with `--recursive`); `-l` in restic's long layout.
 
-use super::{select, Outcome};
+use super::Outcome;
 use anyhow::{bail, Result};
 use clap::Args;
 use neverwiped::format::tree::{Node, NodeKind};
 use neverwiped::inspect::walk::{self, Descend};
 use neverwiped::repository::IndexedRepository;
-use neverwiped::selection::is_at_or_below;
+use neverwiped::selection::{is_at_or_below, snapshot_spec};
 use neverwiped::text;
 use neverwiped::views::EntryView;
 use std::ffi::OsString;
@@ -64,7 +64,7 @@ impl Wanted {
 
 /// Lists the entries of a snapshot (see the module's doc): text, or one JSON object per line.
 pub async fn ls(repo: &IndexedRepository, args: &LsArgs, json: bool) -> Result<Outcome> {
-    let (_, snapshot) = select::find(repo, &args.snapshot).await?;
+    let (_, snapshot) = repo.find_snapshot(&snapshot_spec(&args.snapshot)).await?;
     let mut folders = Vec::new();
     for path in &args.paths {
         folders.push(walk::absolute_path(path.as_bytes())?);
