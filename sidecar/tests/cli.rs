@@ -11,6 +11,8 @@ mod hostile_names;
 mod inspect_common;
 #[path = "cli/inspect_ls.rs"]
 mod inspect_ls;
+#[path = "cli/inspect_snapshots.rs"]
+mod inspect_snapshots;
 #[path = "cli/stopping.rs"]
 mod stopping;
 mod support;

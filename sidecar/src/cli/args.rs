@@ -115,8 +115,8 @@ pub enum Command {
     Init,
     /// Back up files and folders (or standard input) into a new snapshot.
     Backup(BackupArgs),
-    /// List snapshots.
-    Snapshots,
+    /// List snapshots: all, or those the filters and ids choose, optionally grouped.
+    Snapshots(super::listing::SnapshotsArgs),
     /// List the entries of a snapshot: all, or folders and their direct entries (restic's rules).
     Ls(LsArgs),
     /// Restore a snapshot (or part of it) into a folder.
@@ -471,7 +471,7 @@ impl Command {
         match self {
             Command::Init => Operation::Init,
             Command::Backup(_) => Operation::Backup,
-            Command::Snapshots => Operation::Snapshots,
+            Command::Snapshots(_) => Operation::Snapshots,
             Command::Ls(_) => Operation::Ls,
             Command::Restore(_) => Operation::Restore,
             Command::Unlock(_) => Operation::Unlock,

@@ -2,6 +2,7 @@
 
 pub mod args;
 mod databases;
+mod filters;
 pub mod hardening;
 mod listing;
 mod locks;
@@ -246,9 +247,14 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
     match &cli.command {
         Command::Init => init(cli).await,
         Command::Backup(args) => backup(cli, args, record).await,
-        Command::Snapshots => {
+        Command::Snapshots(args) => {
             let repo = open_repository(cli).await?;
-            locks::read_locked(&repo, "snapshots", listing::snapshots(&repo, cli.json)).await
+            locks::read_locked(
+                &repo,
+                "snapshots",
+                listing::snapshots(&repo, args, cli.json),
+            )
+            .await
         }
         Command::Ls(args) => {
             let repo = open_indexed(cli).await?;
