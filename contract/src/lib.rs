@@ -103,6 +103,8 @@ pub enum Operation {
     Key,
     /// `mount`: serves the snapshots as a FUSE file system.
     Mount,
+    /// `find`: the entries of snapshots that match patterns.
+    Find,
 }
 
 /// One database dump that was part of a backup.

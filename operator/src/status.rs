@@ -345,7 +345,8 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     | Operation::Ls
                     | Operation::Unlock
                     | Operation::Key
-                    | Operation::Mount => Reason::BackupFailed,
+                    | Operation::Mount
+                    | Operation::Find => Reason::BackupFailed,
                 },
             };
             let message = result

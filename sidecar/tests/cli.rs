@@ -9,6 +9,8 @@ mod hostile_keys;
 mod hostile_names;
 #[path = "cli/inspect_common.rs"]
 mod inspect_common;
+#[path = "cli/inspect_find.rs"]
+mod inspect_find;
 #[path = "cli/inspect_ls.rs"]
 mod inspect_ls;
 #[path = "cli/inspect_snapshots.rs"]
@@ -996,6 +998,7 @@ fn help_describes_every_command_and_argument_with_its_own_options_first() {
         "backup",
         "snapshots",
         "ls",
+        "find",
         "restore",
         "unlock",
         "check",

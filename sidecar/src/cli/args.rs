@@ -63,7 +63,7 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
 
-    /// Read without a lock (restore, ls, snapshots, mount, check): for a repository that cannot
+    /// Read without a lock (restore, ls, find, snapshots, mount, check): for a repository that cannot
     /// be written. Without it they take a shared lock, or go on without one when refused.
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_lock: bool,
@@ -117,6 +117,8 @@ pub enum Command {
     Backup(BackupArgs),
     /// List snapshots: all, or those the filters and ids choose, optionally grouped.
     Snapshots(super::listing::SnapshotsArgs),
+    /// Find the entries whose paths match restic patterns, across snapshots.
+    Find(super::find::FindArgs),
     /// List the entries of a snapshot: all, or folders and their direct entries (restic's rules).
     Ls(LsArgs),
     /// Restore a snapshot (or part of it) into a folder.
@@ -453,6 +455,7 @@ pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
         "backup" => Operation::Backup,
         "snapshots" => Operation::Snapshots,
         "ls" => Operation::Ls,
+        "find" => Operation::Find,
         "restore" => Operation::Restore,
         "unlock" => Operation::Unlock,
         "check" => Operation::Check,
@@ -473,6 +476,7 @@ impl Command {
             Command::Backup(_) => Operation::Backup,
             Command::Snapshots(_) => Operation::Snapshots,
             Command::Ls(_) => Operation::Ls,
+            Command::Find(_) => Operation::Find,
             Command::Restore(_) => Operation::Restore,
             Command::Unlock(_) => Operation::Unlock,
             Command::Check(_) => Operation::Check,
@@ -586,7 +590,8 @@ mod tests {
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
         use neverwiped_contract::Operation;
-        let examples: [(&[&str], Operation); 10] = [
+        let examples: [(&[&str], Operation); 11] = [
+            (&["find", "*.txt"], Operation::Find),
             (&["init"], Operation::Init),
             (&["backup", "/x"], Operation::Backup),
             (&["snapshots"], Operation::Snapshots),

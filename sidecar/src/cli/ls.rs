@@ -116,8 +116,20 @@ fn flush(printed: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
-/// One printed line (without its newline).
-fn line(path: &[u8], node: &Node, long: bool, json: bool) -> Result<Vec<u8>> {
+/// An RFC 3339 time as `YYYY-MM-DD HH:MM:SS` in UTC; as given when it cannot be read.
+pub(super) fn utc_time(time: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(time)
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|_| time.to_owned())
+}
+
+/// One printed line of an entry (without its newline): `-l`'s layout when `long`, JSON when
+/// `json`.
+pub(super) fn line(path: &[u8], node: &Node, long: bool, json: bool) -> Result<Vec<u8>> {
     if json {
         return Ok(serde_json::to_vec(&EntryView::new(&path[1..], node))?);
     }

@@ -3,6 +3,7 @@
 pub mod args;
 mod databases;
 mod filters;
+mod find;
 pub mod hardening;
 mod listing;
 mod locks;
@@ -259,6 +260,10 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         Command::Ls(args) => {
             let repo = open_indexed(cli).await?;
             locks::read_locked(&repo, "ls", ls::ls(&repo, args, cli.json)).await
+        }
+        Command::Find(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "find", find::find(&repo, args, cli.json)).await
         }
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
         Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,
