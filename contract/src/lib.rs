@@ -105,6 +105,8 @@ pub enum Operation {
     Mount,
     /// `find`: the entries of snapshots that match patterns.
     Find,
+    /// `diff`: what changed between two snapshots.
+    Diff,
 }
 
 /// One database dump that was part of a backup.

@@ -346,7 +346,8 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     | Operation::Unlock
                     | Operation::Key
                     | Operation::Mount
-                    | Operation::Find => Reason::BackupFailed,
+                    | Operation::Find
+                    | Operation::Diff => Reason::BackupFailed,
                 },
             };
             let message = result

@@ -9,6 +9,8 @@ mod hostile_keys;
 mod hostile_names;
 #[path = "cli/inspect_common.rs"]
 mod inspect_common;
+#[path = "cli/inspect_diff.rs"]
+mod inspect_diff;
 #[path = "cli/inspect_find.rs"]
 mod inspect_find;
 #[path = "cli/inspect_ls.rs"]
@@ -999,6 +1001,7 @@ fn help_describes_every_command_and_argument_with_its_own_options_first() {
         "snapshots",
         "ls",
         "find",
+        "diff",
         "restore",
         "unlock",
         "check",

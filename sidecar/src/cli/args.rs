@@ -63,7 +63,7 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
 
-    /// Read without a lock (restore, ls, find, snapshots, mount, check): for a repository that cannot
+    /// Read without a lock (restore, ls, find, diff, snapshots, mount, check): for a repository that cannot
     /// be written. Without it they take a shared lock, or go on without one when refused.
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_lock: bool,
@@ -117,6 +117,8 @@ pub enum Command {
     Backup(BackupArgs),
     /// List snapshots: all, or those the filters and ids choose, optionally grouped.
     Snapshots(super::listing::SnapshotsArgs),
+    /// Show what changed between two snapshots: added, removed, changed, metadata, type.
+    Diff(super::diff::DiffArgs),
     /// Find the entries whose paths match restic patterns, across snapshots.
     Find(super::find::FindArgs),
     /// List the entries of a snapshot: all, or folders and their direct entries (restic's rules).
@@ -456,6 +458,7 @@ pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
         "snapshots" => Operation::Snapshots,
         "ls" => Operation::Ls,
         "find" => Operation::Find,
+        "diff" => Operation::Diff,
         "restore" => Operation::Restore,
         "unlock" => Operation::Unlock,
         "check" => Operation::Check,
@@ -477,6 +480,7 @@ impl Command {
             Command::Snapshots(_) => Operation::Snapshots,
             Command::Ls(_) => Operation::Ls,
             Command::Find(_) => Operation::Find,
+            Command::Diff(_) => Operation::Diff,
             Command::Restore(_) => Operation::Restore,
             Command::Unlock(_) => Operation::Unlock,
             Command::Check(_) => Operation::Check,
@@ -590,7 +594,8 @@ mod tests {
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
         use neverwiped_contract::Operation;
-        let examples: [(&[&str], Operation); 11] = [
+        let examples: [(&[&str], Operation); 12] = [
+            (&["diff", "a1", "b2"], Operation::Diff),
             (&["find", "*.txt"], Operation::Find),
             (&["init"], Operation::Init),
             (&["backup", "/x"], Operation::Backup),

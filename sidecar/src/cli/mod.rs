@@ -2,6 +2,7 @@
 
 pub mod args;
 mod databases;
+mod diff;
 mod filters;
 mod find;
 pub mod hardening;
@@ -260,6 +261,10 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         Command::Ls(args) => {
             let repo = open_indexed(cli).await?;
             locks::read_locked(&repo, "ls", ls::ls(&repo, args, cli.json)).await
+        }
+        Command::Diff(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "diff", diff::diff(&repo, args, cli.json)).await
         }
         Command::Find(args) => {
             let repo = open_indexed(cli).await?;
