@@ -107,6 +107,8 @@ pub enum Operation {
     Find,
     /// `diff`: what changed between two snapshots.
     Diff,
+    /// `stats`: what snapshots hold, counted.
+    Stats,
 }
 
 /// One database dump that was part of a backup.

@@ -347,7 +347,8 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     | Operation::Key
                     | Operation::Mount
                     | Operation::Find
-                    | Operation::Diff => Reason::BackupFailed,
+                    | Operation::Diff
+                    | Operation::Stats => Reason::BackupFailed,
                 },
             };
             let message = result

@@ -17,6 +17,8 @@ mod inspect_find;
 mod inspect_ls;
 #[path = "cli/inspect_snapshots.rs"]
 mod inspect_snapshots;
+#[path = "cli/inspect_stats.rs"]
+mod inspect_stats;
 #[path = "cli/stopping.rs"]
 mod stopping;
 mod support;
@@ -1002,6 +1004,7 @@ fn help_describes_every_command_and_argument_with_its_own_options_first() {
         "ls",
         "find",
         "diff",
+        "stats",
         "restore",
         "unlock",
         "check",

@@ -63,8 +63,8 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
 
-    /// Read without a lock (restore, ls, find, diff, snapshots, mount, check): for a repository that cannot
-    /// be written. Without it they take a shared lock, or go on without one when refused.
+    /// Read without a lock (restore, ls, find, diff, stats, snapshots, mount, check): for a
+    /// repository that cannot be written. Without it they take a shared lock, or go on without one when refused.
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_lock: bool,
 
@@ -117,6 +117,8 @@ pub enum Command {
     Backup(BackupArgs),
     /// List snapshots: all, or those the filters and ids choose, optionally grouped.
     Snapshots(super::listing::SnapshotsArgs),
+    /// Count what snapshots hold: their restore size, or the stored data they reference.
+    Stats(super::stats::StatsArgs),
     /// Show what changed between two snapshots: added, removed, changed, metadata, type.
     Diff(super::diff::DiffArgs),
     /// Find the entries whose paths match restic patterns, across snapshots.
@@ -459,6 +461,7 @@ pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
         "ls" => Operation::Ls,
         "find" => Operation::Find,
         "diff" => Operation::Diff,
+        "stats" => Operation::Stats,
         "restore" => Operation::Restore,
         "unlock" => Operation::Unlock,
         "check" => Operation::Check,
@@ -481,6 +484,7 @@ impl Command {
             Command::Ls(_) => Operation::Ls,
             Command::Find(_) => Operation::Find,
             Command::Diff(_) => Operation::Diff,
+            Command::Stats(_) => Operation::Stats,
             Command::Restore(_) => Operation::Restore,
             Command::Unlock(_) => Operation::Unlock,
             Command::Check(_) => Operation::Check,
@@ -594,7 +598,8 @@ mod tests {
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
         use neverwiped_contract::Operation;
-        let examples: [(&[&str], Operation); 12] = [
+        let examples: [(&[&str], Operation); 13] = [
+            (&["stats"], Operation::Stats),
             (&["diff", "a1", "b2"], Operation::Diff),
             (&["find", "*.txt"], Operation::Find),
             (&["init"], Operation::Init),

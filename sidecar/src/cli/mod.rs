@@ -15,6 +15,7 @@ pub mod output;
 mod patterns;
 mod secrets;
 mod select;
+mod stats;
 pub mod stop;
 
 use anyhow::{Context, Result};
@@ -261,6 +262,10 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         Command::Ls(args) => {
             let repo = open_indexed(cli).await?;
             locks::read_locked(&repo, "ls", ls::ls(&repo, args, cli.json)).await
+        }
+        Command::Stats(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "stats", stats::stats(&repo, args, cli.json)).await
         }
         Command::Diff(args) => {
             let repo = open_indexed(cli).await?;

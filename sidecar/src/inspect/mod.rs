@@ -2,4 +2,5 @@
 //! `diff`, `stats` and `dump`. The walks are shared; each command's own decisions live beside it.
 
 pub mod diff;
+pub mod stats;
 pub mod walk;
