@@ -109,6 +109,8 @@ pub enum Operation {
     Diff,
     /// `stats`: what snapshots hold, counted.
     Stats,
+    /// `dump`: a file of a snapshot, written out.
+    Dump,
 }
 
 /// One database dump that was part of a backup.

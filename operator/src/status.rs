@@ -348,7 +348,8 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     | Operation::Mount
                     | Operation::Find
                     | Operation::Diff
-                    | Operation::Stats => Reason::BackupFailed,
+                    | Operation::Stats
+                    | Operation::Dump => Reason::BackupFailed,
                 },
             };
             let message = result

@@ -11,6 +11,8 @@ mod hostile_names;
 mod inspect_common;
 #[path = "cli/inspect_diff.rs"]
 mod inspect_diff;
+#[path = "cli/inspect_dump.rs"]
+mod inspect_dump;
 #[path = "cli/inspect_find.rs"]
 mod inspect_find;
 #[path = "cli/inspect_ls.rs"]
@@ -1005,6 +1007,7 @@ fn help_describes_every_command_and_argument_with_its_own_options_first() {
         "find",
         "diff",
         "stats",
+        "dump",
         "restore",
         "unlock",
         "check",

@@ -63,8 +63,9 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
 
-    /// Read without a lock (restore, ls, find, diff, stats, snapshots, mount, check): for a
-    /// repository that cannot be written. Without it they take a shared lock, or go on without one when refused.
+    /// Read without a lock (restore, ls, find, diff, stats, dump, snapshots, mount, check): for
+    /// a repository that cannot be written. Without it they take a shared lock, or go on without
+    /// one when refused.
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_lock: bool,
 
@@ -117,6 +118,8 @@ pub enum Command {
     Backup(BackupArgs),
     /// List snapshots: all, or those the filters and ids choose, optionally grouped.
     Snapshots(super::listing::SnapshotsArgs),
+    /// Write a file of a snapshot to standard output (or --target FILE).
+    Dump(super::dump::DumpArgs),
     /// Count what snapshots hold: their restore size, or the stored data they reference.
     Stats(super::stats::StatsArgs),
     /// Show what changed between two snapshots: added, removed, changed, metadata, type.
@@ -462,6 +465,7 @@ pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
         "find" => Operation::Find,
         "diff" => Operation::Diff,
         "stats" => Operation::Stats,
+        "dump" => Operation::Dump,
         "restore" => Operation::Restore,
         "unlock" => Operation::Unlock,
         "check" => Operation::Check,
@@ -485,6 +489,7 @@ impl Command {
             Command::Find(_) => Operation::Find,
             Command::Diff(_) => Operation::Diff,
             Command::Stats(_) => Operation::Stats,
+            Command::Dump(_) => Operation::Dump,
             Command::Restore(_) => Operation::Restore,
             Command::Unlock(_) => Operation::Unlock,
             Command::Check(_) => Operation::Check,
@@ -598,7 +603,8 @@ mod tests {
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
         use neverwiped_contract::Operation;
-        let examples: [(&[&str], Operation); 13] = [
+        let examples: [(&[&str], Operation); 14] = [
+            (&["dump", "latest", "/a"], Operation::Dump),
             (&["stats"], Operation::Stats),
             (&["diff", "a1", "b2"], Operation::Diff),
             (&["find", "*.txt"], Operation::Find),

@@ -3,6 +3,7 @@
 pub mod args;
 mod databases;
 mod diff;
+mod dump;
 mod filters;
 mod find;
 pub mod hardening;
@@ -262,6 +263,10 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         Command::Ls(args) => {
             let repo = open_indexed(cli).await?;
             locks::read_locked(&repo, "ls", ls::ls(&repo, args, cli.json)).await
+        }
+        Command::Dump(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "dump", dump::dump(&repo, args)).await
         }
         Command::Stats(args) => {
             let repo = open_indexed(cli).await?;
