@@ -1,5 +1,5 @@
-//! Which snapshot a command means: `latest` (with `--host`/`--before`) or an id prefix, and
-//! which of its entries `ls PATH` means (the engine's [`neverwiped::selection`], in the CLI's words).
+//! Which snapshot a command means: `latest` (with `--host`/`--before`) or an id prefix
+//! (the engine's [`neverwiped::selection`], in the CLI's words).
 
 use super::args::RestoreArgs;
 use anyhow::{bail, Result};
