@@ -103,6 +103,14 @@ pub enum Operation {
     Key,
     /// `mount`: serves the snapshots as a FUSE file system.
     Mount,
+    /// `find`: the entries of snapshots that match patterns.
+    Find,
+    /// `diff`: what changed between two snapshots.
+    Diff,
+    /// `stats`: what snapshots hold, counted.
+    Stats,
+    /// `dump`: a file of a snapshot, written out.
+    Dump,
 }
 
 /// One database dump that was part of a backup.

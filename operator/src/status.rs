@@ -345,7 +345,11 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     | Operation::Ls
                     | Operation::Unlock
                     | Operation::Key
-                    | Operation::Mount => Reason::BackupFailed,
+                    | Operation::Mount
+                    | Operation::Find
+                    | Operation::Diff
+                    | Operation::Stats
+                    | Operation::Dump => Reason::BackupFailed,
                 },
             };
             let message = result

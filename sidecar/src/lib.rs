@@ -20,6 +20,7 @@ pub mod format;
 pub mod host;
 pub mod ids;
 pub mod index;
+pub mod inspect;
 pub mod key_search;
 pub mod locking;
 pub mod maintenance;

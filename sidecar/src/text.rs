@@ -22,6 +22,27 @@ pub fn bytes(count: u64) -> String {
     }
 }
 
+/// A mode as `ls -l` shows it: the type letter (`-`, `d`, `l`, `p`, `c`, `b`), then `rwx` for
+/// owner, group and others, with set-user-ID, set-group-ID and sticky as `s`/`S` and `t`/`T`.
+pub fn permissions(type_letter: char, mode: u32) -> String {
+    let mut shown = String::with_capacity(10);
+    shown.push(type_letter);
+    let special = [(0o4000, 's', 'S'), (0o2000, 's', 'S'), (0o1000, 't', 'T')];
+    for (class, (special_bit, with_x, without_x)) in special.into_iter().enumerate() {
+        let bits = (mode >> (6 - 3 * class)) & 0o7;
+        shown.push(if bits & 0o4 != 0 { 'r' } else { '-' });
+        shown.push(if bits & 0o2 != 0 { 'w' } else { '-' });
+        let executable = bits & 0o1 != 0;
+        shown.push(match (mode & special_bit != 0, executable) {
+            (true, true) => with_x,
+            (true, false) => without_x,
+            (false, true) => 'x',
+            (false, false) => '-',
+        });
+    }
+    shown
+}
+
 /// An error and its causes on one line, each said once: an error whose own message already
 /// quotes its cause (e.g. a dump tool's output) does not repeat it. Takes the chain as
 /// `anyhow::Error::chain` gives it, or any other walk of `source()`.
@@ -51,6 +72,16 @@ mod tests {
         assert_eq!(bytes(1536), "1.5 KiB");
         assert_eq!(bytes(3 << 30), "3.0 GiB");
         assert_eq!(bytes(u64::MAX), "16384.0 PiB");
+    }
+
+    #[test]
+    fn modes_read_as_ls_shows_them() {
+        assert_eq!(permissions('-', 0o644), "-rw-r--r--");
+        assert_eq!(permissions('d', 0o1777), "drwxrwxrwt");
+        assert_eq!(permissions('-', 0o4755), "-rwsr-xr-x");
+        assert_eq!(permissions('-', 0o2640), "-rw-r-S---");
+        assert_eq!(permissions('d', 0o1770), "drwxrwx--T");
+        assert_eq!(permissions('l', 0o777), "lrwxrwxrwx");
     }
 
     #[derive(Debug)]

@@ -114,6 +114,45 @@ impl SnapshotView {
     }
 }
 
+/// The key of a group of snapshots as `snapshots --group-by … --json` prints it: each part the
+/// snapshots were grouped by, `null` for the others.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupKeyView {
+    pub hostname: Option<String>,
+    pub paths: Option<Vec<String>>,
+    /// Every path's bytes in base64, in the order of `paths`; present only when one of them
+    /// is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths_raw: Option<Vec<String>>,
+    pub tags: Option<Vec<String>>,
+}
+
+impl GroupKeyView {
+    /// The view of `key`.
+    pub fn new(key: &crate::selection::GroupKey) -> GroupKeyView {
+        let engine = base64::engine::general_purpose::STANDARD;
+        let any_raw = key
+            .paths
+            .iter()
+            .flatten()
+            .any(|path| std::str::from_utf8(path).is_err());
+        GroupKeyView {
+            hostname: key.hostname.clone(),
+            paths: key
+                .paths
+                .as_ref()
+                .map(|paths| paths.iter().map(|path| readable(path)).collect()),
+            paths_raw: key
+                .paths
+                .as_ref()
+                .filter(|_| any_raw)
+                .map(|paths| paths.iter().map(|path| engine.encode(path)).collect()),
+            tags: key.tags.clone(),
+        }
+    }
+}
+
 /// An entry of a snapshot as `ls --json` prints it, one object per line
 /// (`docs/schema/ls.json`).
 #[derive(Debug, Serialize)]

@@ -9,6 +9,20 @@ mod exact_names;
 mod hostile_keys;
 #[path = "cli/hostile_names.rs"]
 mod hostile_names;
+#[path = "cli/inspect_common.rs"]
+mod inspect_common;
+#[path = "cli/inspect_diff.rs"]
+mod inspect_diff;
+#[path = "cli/inspect_dump.rs"]
+mod inspect_dump;
+#[path = "cli/inspect_find.rs"]
+mod inspect_find;
+#[path = "cli/inspect_ls.rs"]
+mod inspect_ls;
+#[path = "cli/inspect_snapshots.rs"]
+mod inspect_snapshots;
+#[path = "cli/inspect_stats.rs"]
+mod inspect_stats;
 #[path = "cli/stopping.rs"]
 mod stopping;
 mod support;
@@ -218,7 +232,7 @@ fn init_backup_snapshots_ls_and_restore_give_back_every_kind_of_entry() {
         "small.txt",
         "dir/large.bin",
         "dir/nested/deeper/leaf.txt",
-        "link-relative",
+        "link-relative -> small.txt",
         "fifo",
         "empty-dir",
     ] {
@@ -237,12 +251,17 @@ fn init_backup_snapshots_ls_and_restore_give_back_every_kind_of_entry() {
     assert!(
         listing
             .lines()
-            .any(|l| l.starts_with('l') && l.ends_with("/link-relative")),
+            .any(|l| l.starts_with('l') && l.ends_with("/link-relative -> small.txt")),
         "{listing}"
     );
     assert_eq!(sidecar.run(&["ls", "latest"]).expect_ok().stdout, listing);
     let below = sidecar
-        .run(&["ls", "latest", &format!("{}/dir/nested", text(&source))])
+        .run(&[
+            "ls",
+            "latest",
+            &format!("{}/dir/nested", text(&source)),
+            "--recursive",
+        ])
         .expect_ok()
         .stdout;
     assert!(
@@ -989,6 +1008,10 @@ fn help_describes_every_command_and_argument_with_its_own_options_first() {
         "backup",
         "snapshots",
         "ls",
+        "find",
+        "diff",
+        "stats",
+        "dump",
         "restore",
         "unlock",
         "check",

@@ -2,8 +2,9 @@
 
 use clap::{Args, Parser, Subcommand};
 use neverwiped::maintenance::forget::KeepPolicy;
-use std::ffi::OsString;
 use std::path::PathBuf;
+
+pub use super::ls::LsArgs;
 
 /// The heading of the options every command takes, listed after the command's own.
 const GLOBAL: &str = "Global options";
@@ -62,8 +63,9 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
 
-    /// Read without a lock (restore, ls, snapshots, mount, check): for a repository that cannot
-    /// be written. Without it they take a shared lock, or go on without one when refused.
+    /// Read without a lock (restore, ls, find, diff, stats, dump, snapshots, mount, check): for
+    /// a repository that cannot be written. Without it they take a shared lock, or go on without
+    /// one when refused.
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_lock: bool,
 
@@ -114,9 +116,17 @@ pub enum Command {
     Init,
     /// Back up files and folders (or standard input) into a new snapshot.
     Backup(BackupArgs),
-    /// List snapshots.
-    Snapshots,
-    /// List the entries of a snapshot.
+    /// List snapshots: all, or those the filters and ids choose, optionally grouped.
+    Snapshots(super::listing::SnapshotsArgs),
+    /// Write a file of a snapshot to standard output (or --target FILE).
+    Dump(super::dump::DumpArgs),
+    /// Count what snapshots hold: their restore size, or the stored data they reference.
+    Stats(super::stats::StatsArgs),
+    /// Show what changed between two snapshots: added, removed, changed, metadata, type.
+    Diff(super::diff::DiffArgs),
+    /// Find the entries whose paths match restic patterns, across snapshots.
+    Find(super::find::FindArgs),
+    /// List the entries of a snapshot: all, or folders and their direct entries (restic's rules).
     Ls(LsArgs),
     /// Restore a snapshot (or part of it) into a folder.
     Restore(RestoreArgs),
@@ -197,14 +207,6 @@ pub struct BackupArgs {
     /// keep (as `forget --host`); none given: keep every snapshot.
     #[command(flatten)]
     pub keep: KeepArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct LsArgs {
-    /// Snapshot id prefix, or "latest".
-    pub snapshot: String,
-    /// Only entries at or below this snapshot path (any bytes: names need not be UTF-8).
-    pub path: Option<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -466,6 +468,10 @@ pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
         "backup" => Operation::Backup,
         "snapshots" => Operation::Snapshots,
         "ls" => Operation::Ls,
+        "find" => Operation::Find,
+        "diff" => Operation::Diff,
+        "stats" => Operation::Stats,
+        "dump" => Operation::Dump,
         "restore" => Operation::Restore,
         "unlock" => Operation::Unlock,
         "check" => Operation::Check,
@@ -484,8 +490,12 @@ impl Command {
         match self {
             Command::Init => Operation::Init,
             Command::Backup(_) => Operation::Backup,
-            Command::Snapshots => Operation::Snapshots,
+            Command::Snapshots(_) => Operation::Snapshots,
             Command::Ls(_) => Operation::Ls,
+            Command::Find(_) => Operation::Find,
+            Command::Diff(_) => Operation::Diff,
+            Command::Stats(_) => Operation::Stats,
+            Command::Dump(_) => Operation::Dump,
             Command::Restore(_) => Operation::Restore,
             Command::Unlock(_) => Operation::Unlock,
             Command::Check(_) => Operation::Check,
@@ -599,7 +609,11 @@ mod tests {
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
         use neverwiped_contract::Operation;
-        let examples: [(&[&str], Operation); 10] = [
+        let examples: [(&[&str], Operation); 14] = [
+            (&["dump", "latest", "/a"], Operation::Dump),
+            (&["stats"], Operation::Stats),
+            (&["diff", "a1", "b2"], Operation::Diff),
+            (&["find", "*.txt"], Operation::Find),
             (&["init"], Operation::Init),
             (&["backup", "/x"], Operation::Backup),
             (&["snapshots"], Operation::Snapshots),

@@ -1,31 +1,106 @@
-//! `snapshots` and `ls`: what a repository and a snapshot hold.
+//! `snapshots`: what a repository holds, chosen and grouped as restic's `snapshots` does.
 
-use super::args::LsArgs;
-use super::output::bytes;
-use super::{select, Outcome};
+use super::filters::SnapshotFilterArgs;
+use super::Outcome;
 use anyhow::Result;
-use neverwiped::format::tree::NodeKind;
-use neverwiped::repository::{IndexedRepository, Repository};
-use neverwiped::views::{EntryView, SnapshotView};
-use neverwiped::{restore, text};
-use std::os::unix::ffi::OsStrExt;
+use clap::Args;
+use neverwiped::format::snapshot::Snapshot;
+use neverwiped::ids::SnapshotId;
+use neverwiped::repository::Repository;
+use neverwiped::selection::{self, GroupBy, GroupKey};
+use neverwiped::text;
+use neverwiped::text::bytes;
+use neverwiped::views::{GroupKeyView, SnapshotView};
 
-/// Lists the snapshots: a table (times in UTC) or, with `json`, an array of snapshot objects.
-pub async fn snapshots(repo: &Repository, json: bool) -> Result<Outcome> {
-    let snapshots = repo.snapshots().await?;
+#[derive(Debug, Args)]
+pub struct SnapshotsArgs {
+    /// Snapshots to show: id prefixes, or "latest" (the newest the filters choose). None: every
+    /// snapshot the filters choose.
+    #[arg(value_name = "SNAPSHOT")]
+    pub snapshots: Vec<String>,
+    #[command(flatten)]
+    pub filter: SnapshotFilterArgs,
+    /// Only the newest N snapshots of each host and set of paths.
+    #[arg(long, value_name = "N")]
+    pub latest: Option<usize>,
+    /// Show the snapshots in groups by host, paths and/or tags, e.g. host,paths (with --json: an
+    /// array of groups, each with its key and its snapshots).
+    #[arg(long, short = 'g', value_name = "GROUP[,GROUP...]")]
+    pub group_by: Option<GroupBy>,
+}
+
+/// Lists the snapshots chosen: a table (times in UTC) per group or, with `json`, an array of
+/// snapshot objects (of groups with `--group-by`).
+pub async fn snapshots(repo: &Repository, args: &SnapshotsArgs, json: bool) -> Result<Outcome> {
+    let selection = args.filter.selection()?;
+    let mut chosen = selection::select_snapshots(repo, &args.snapshots, &selection).await?;
+    if let Some(count) = args.latest {
+        chosen = selection::latest_of_each_source(chosen, count);
+    }
+    let Some(group_by) = args.group_by else {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&views(&chosen))?);
+        } else {
+            print_table(&chosen);
+            println!("{} snapshot(s)", chosen.len());
+        }
+        return Ok(Outcome::default());
+    };
+    let groups = group_by.group(chosen);
     if json {
-        let list: Vec<SnapshotView> = snapshots
+        let printed: Vec<serde_json::Value> = groups
             .iter()
-            .map(|(id, snapshot)| SnapshotView::new(id, snapshot))
+            .map(|(key, snapshots)| {
+                serde_json::json!({
+                    "groupKey": GroupKeyView::new(key),
+                    "snapshots": views(snapshots),
+                })
+            })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", serde_json::to_string_pretty(&printed)?);
         return Ok(Outcome::default());
     }
+    let mut total = 0;
+    for (key, snapshots) in &groups {
+        println!("snapshots for {}:", describe(key));
+        print_table(snapshots);
+        println!();
+        total += snapshots.len();
+    }
+    println!("{total} snapshot(s) in {} group(s)", groups.len());
+    Ok(Outcome::default())
+}
+
+fn views(snapshots: &[(SnapshotId, Snapshot)]) -> Vec<SnapshotView> {
+    snapshots
+        .iter()
+        .map(|(id, snapshot)| SnapshotView::new(id, snapshot))
+        .collect()
+}
+
+/// A group's key in words: `host h1, paths /a /b, tags a,b`.
+fn describe(key: &GroupKey) -> String {
+    let mut parts = Vec::new();
+    if let Some(host) = &key.hostname {
+        parts.push(format!("host {}", text::escaped(host)));
+    }
+    if let Some(paths) = &key.paths {
+        let paths: Vec<String> = paths.iter().map(|p| text::quoted(p).into_owned()).collect();
+        parts.push(format!("paths {}", paths.join(" ")));
+    }
+    if let Some(tags) = &key.tags {
+        parts.push(format!("tags {}", text::escaped(&tags.join(","))));
+    }
+    parts.join(", ")
+}
+
+/// The table of `snapshots`, with its header.
+fn print_table(snapshots: &[(SnapshotId, Snapshot)]) {
     println!(
         "{:<10} {:<20} {:<20} {:<16} {:>10} {:>10}  paths",
         "id", "time (UTC)", "host", "tags", "files", "size"
     );
-    for (id, snapshot) in &snapshots {
+    for (id, snapshot) in snapshots {
         let time = chrono::DateTime::parse_from_rfc3339(&snapshot.time)
             .map(|t| {
                 t.with_timezone(&chrono::Utc)
@@ -47,47 +122,11 @@ pub async fn snapshots(repo: &Repository, json: bool) -> Result<Outcome> {
             "{:<10} {:<20} {:<20} {:<16} {:>10} {:>10}  {}",
             id.short(),
             time,
-            snapshot.hostname,
-            tags,
+            text::escaped(&snapshot.hostname),
+            text::escaped(&tags),
             snapshot.summary.files,
             bytes(snapshot.summary.total_bytes),
             paths.join(" ")
         );
     }
-    println!("{} snapshot(s)", snapshots.len());
-    Ok(Outcome::default())
-}
-
-/// Lists the entries of a snapshot: all, or `PATH` and what is below it.
-pub async fn ls(repo: &IndexedRepository, args: &LsArgs, json: bool) -> Result<Outcome> {
-    let (_, snapshot) = select::find(repo, &args.snapshot).await?;
-    let wanted = args.path.as_deref().map(OsStrExt::as_bytes);
-    let entries = restore::list(repo, snapshot.tree, wanted).await?;
-    for entry in entries {
-        let path = [b"/", entry.path.as_slice()].concat();
-        // The listing of a path also yields the folders leading to it: they are not below it.
-        if !wanted.is_none_or(|wanted| select::is_at_or_below(&path, wanted)) {
-            continue;
-        }
-        if json {
-            let view = EntryView::new(&entry.path, &entry.node);
-            println!("{}", serde_json::to_string(&view)?);
-            continue;
-        }
-        let (kind, size) = match &entry.node.kind {
-            NodeKind::File { size, .. } => ('-', *size),
-            NodeKind::Dir { .. } => ('d', 0),
-            NodeKind::Symlink { .. } => ('l', 0),
-            NodeKind::Fifo => ('p', 0),
-            NodeKind::CharDevice { .. } => ('c', 0),
-            NodeKind::BlockDevice { .. } => ('b', 0),
-        };
-        // The name is the workload's: quoted, it cannot drive the terminal or forge a line.
-        let shown = text::quoted(&path);
-        println!(
-            "{kind}{:04o} {:>6} {:>6} {:>12}  {shown}",
-            entry.node.meta.mode, entry.node.meta.uid, entry.node.meta.gid, size
-        );
-    }
-    Ok(Outcome::default())
 }

@@ -2,17 +2,23 @@
 
 pub mod args;
 mod databases;
+mod diff;
 mod dry_run;
+mod dump;
 mod files_from;
+mod filters;
+mod find;
 pub mod hardening;
 mod listing;
 mod locks;
+mod ls;
 mod maintenance;
 pub mod mount;
 pub mod output;
 mod patterns;
 mod secrets;
 mod select;
+mod stats;
 pub mod stop;
 
 use anyhow::{Context, Result};
@@ -247,13 +253,34 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
     match &cli.command {
         Command::Init => init(cli).await,
         Command::Backup(args) => backup(cli, args, record).await,
-        Command::Snapshots => {
+        Command::Snapshots(args) => {
             let repo = open_repository(cli).await?;
-            locks::read_locked(&repo, "snapshots", listing::snapshots(&repo, cli.json)).await
+            locks::read_locked(
+                &repo,
+                "snapshots",
+                listing::snapshots(&repo, args, cli.json),
+            )
+            .await
         }
         Command::Ls(args) => {
             let repo = open_indexed(cli).await?;
-            locks::read_locked(&repo, "ls", listing::ls(&repo, args, cli.json)).await
+            locks::read_locked(&repo, "ls", ls::ls(&repo, args, cli.json)).await
+        }
+        Command::Dump(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "dump", dump::dump(&repo, args)).await
+        }
+        Command::Stats(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "stats", stats::stats(&repo, args, cli.json)).await
+        }
+        Command::Diff(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "diff", diff::diff(&repo, args, cli.json)).await
+        }
+        Command::Find(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "find", find::find(&repo, args, cli.json)).await
         }
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
         Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,

@@ -1,5 +1,5 @@
-//! Which snapshot a command means: `latest` (with `--host`/`--before`) or an id prefix, and
-//! which of its entries `ls PATH` means (the engine's [`neverwiped::selection`], in the CLI's words).
+//! Which snapshot a command means: `latest` (with `--host`/`--before`) or an id prefix
+//! (the engine's [`neverwiped::selection`], in the CLI's words).
 
 use super::args::RestoreArgs;
 use anyhow::{bail, Result};
@@ -8,7 +8,7 @@ use neverwiped::ids::SnapshotId;
 use neverwiped::repository::{Repository, SnapshotFilter};
 use neverwiped::selection::{self, SelectionError};
 
-pub use neverwiped::selection::{is_at_or_below, snapshot_spec};
+pub use neverwiped::selection::snapshot_spec;
 
 /// Finds a snapshot by `latest` or id prefix (any case).
 pub async fn find(repo: &Repository, spec: &str) -> Result<(SnapshotId, Snapshot)> {

@@ -1,7 +1,7 @@
-//! Locks of the commands that only read (restore, ls, snapshots, mount, check): a shared lock
-//! when the repository can take one, so that no prune deletes what they read; none, with a
-//! warning, when it cannot be written (a read-only copy, an append-only or read-only server), or
-//! when the user asked for none (`--no-lock`).
+//! Locks of the commands that only read (restore, ls, find, diff, stats, dump, snapshots, mount,
+//! check): a shared lock when the repository can take one, so that no prune deletes what they
+//! read; none, with a warning, when it cannot be written (a read-only copy, an append-only or
+//! read-only server), or when the user asked for none (`--no-lock`).
 
 use super::{acquire, LockGuard};
 use crate::error::{Error, Result};

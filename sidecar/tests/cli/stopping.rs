@@ -313,10 +313,15 @@ fn restore_ls_snapshots_and_check_work_on_a_read_only_repository_without_a_lock(
         refused.stderr
     );
 
+    let small = format!("{}/small.txt", text(&source));
     for args in [
         vec!["snapshots"],
         vec!["ls", "latest"],
         vec!["check", "--read-data"],
+        vec!["find", "*.txt"],
+        vec!["diff", "latest", "latest"],
+        vec!["stats", "--mode", "raw-data"],
+        vec!["dump", "latest", &small],
     ] {
         let run = without_dac_override(&read_only, &args).expect_ok();
         assert!(

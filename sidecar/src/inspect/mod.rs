@@ -1,0 +1,6 @@
+//! Reading a snapshot without restoring it, for the commands that only look: `ls`, `find`,
+//! `diff`, `stats` and `dump`. The walks are shared; each command's own decisions live beside it.
+
+pub mod diff;
+pub mod stats;
+pub mod walk;
