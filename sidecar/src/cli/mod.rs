@@ -2,6 +2,7 @@
 
 pub mod args;
 mod databases;
+mod forget;
 pub mod hardening;
 mod listing;
 mod locks;
@@ -255,9 +256,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         }
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
         Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,
-        Command::Forget(args) => {
-            maintenance::forget(&open_indexed(cli).await?, args, cli.json).await
-        }
+        Command::Forget(args) => forget::forget(&open_indexed(cli).await?, args, cli.json).await,
         Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args, cli.json).await,
         Command::Key(command) => {
             let password = secrets::repository_password(cli.password_file.as_deref())?;
@@ -331,6 +330,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         options.upload_memory_bytes = bytes;
     }
     options.allow_empty = args.allow_empty;
+    options.time = args.time;
     options.stored = record.snapshot.clone();
     options.parent = match (&args.parent, args.force) {
         (_, true) => ParentChoice::None,

@@ -35,7 +35,7 @@ sys.exit(1 if bad or not documents else 0)
 
 /// Validates `output` (one document, or one per line) against `docs/schema/NAME`; `false`
 /// when python3 with jsonschema is missing and the test may skip.
-fn matches_schema(name: &str, output: &str, lines: bool) -> bool {
+pub(super) fn matches_schema(name: &str, output: &str, lines: bool) -> bool {
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schema");
     let child = Command::new("python3")
         .args(["-c", VALIDATE])
