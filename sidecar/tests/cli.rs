@@ -7,6 +7,8 @@ mod exact_names;
 mod hostile_keys;
 #[path = "cli/hostile_names.rs"]
 mod hostile_names;
+#[path = "cli/modify_check.rs"]
+mod modify_check;
 #[path = "cli/modify_forget.rs"]
 mod modify_forget;
 #[path = "cli/stopping.rs"]

@@ -262,9 +262,11 @@ pub struct CheckArgs {
     /// Read back and authenticate every byte of every pack.
     #[arg(long, conflicts_with = "read_data_subset")]
     pub read_data: bool,
-    /// Read back this share of the packs, e.g. 10% (chosen at random each run).
-    #[arg(long, value_parser = parse_percent)]
-    pub read_data_subset: Option<f64>,
+    /// Read back some of the packs: n/t reads group n of t (the packs whose id's first byte
+    /// modulo t is n-1, so runs 1/t … t/t read each pack once), P% a share chosen at random each
+    /// run, SIZE (500M, 2G) random packs up to that many bytes.
+    #[arg(long, value_name = "n/t|P%|SIZE", value_parser = super::subset::parse_read_data_subset)]
+    pub read_data_subset: Option<neverwiped::maintenance::check::ReadData>,
     /// Before locking, remove every lock written on this host name (see backup).
     #[arg(long, value_name = "HOSTNAME")]
     pub remove_locks_of_host: Option<String>,
@@ -303,19 +305,6 @@ pub struct NewPasswordArgs {
     /// File holding the new password.
     #[arg(long, env = "NEVERWIPED_NEW_PASSWORD_FILE")]
     pub new_password_file: PathBuf,
-}
-
-fn parse_percent(text: &str) -> Result<f64, String> {
-    let number = text.trim().trim_end_matches('%');
-    match number.parse::<f64>() {
-        Ok(value) if value > 0.0 && value <= 100.0 => Ok(value),
-        Ok(0.0) => Err(format!(
-            "{text:?} would read no pack: give a share above 0% (e.g. 10%), or leave --read-data-subset out to check the structure only"
-        )),
-        _ => Err(format!(
-            "{text:?} is not a share of the packs above 0% and at most 100%, such as 10%"
-        )),
-    }
 }
 
 /// What can be read of a command line that does not parse, for the result file of a usage

@@ -249,7 +249,17 @@ pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> 
         ids: args.ids.clone(),
         dry_run: args.dry_run,
     };
-    let groups = forgetting::forget_where(repo, &request).await?;
+    // The shared lock the runbook names: no prune runs while snapshots are removed. A dry run
+    // removes nothing and takes none.
+    let lock = match args.dry_run {
+        true => None,
+        false => Some(neverwiped::locking::acquire(repo, false, "forget").await?),
+    };
+    let groups = forgetting::forget_where(repo, &request).await;
+    if let Some(lock) = lock {
+        lock.release().await?;
+    }
+    let groups = groups?;
     let verdicts = || groups.iter().flat_map(|group| &group.verdicts);
     let removed = verdicts().filter(|v| !v.keep).count() as u64;
     if json {

@@ -55,7 +55,7 @@ pub async fn host_snapshots(repo: &Repository, host: Option<&str>) -> Option<Hos
 pub async fn check(repo: &IndexedRepository, args: &CheckArgs, json: bool) -> Result<Outcome> {
     let read_data = match (args.read_data, args.read_data_subset) {
         (true, _) => ReadData::All,
-        (false, Some(percent)) => ReadData::Subset(percent),
+        (false, Some(subset)) => subset,
         (false, None) => ReadData::None,
     };
     remove_locks_of(repo, args.remove_locks_of_host.as_deref()).await?;

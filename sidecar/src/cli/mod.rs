@@ -13,6 +13,7 @@ mod patterns;
 mod secrets;
 mod select;
 pub mod stop;
+mod subset;
 
 use anyhow::{Context, Result};
 use args::{BackupArgs, Cli, Command, RestoreArgs};
