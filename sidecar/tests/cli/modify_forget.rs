@@ -320,3 +320,59 @@ fn forget_keeps_and_removes_what_restic_does_for_every_rule_filter_and_grouping(
         assert!(!theirs.0.is_empty(), "{case:?} keeps nothing: a weak case");
     }
 }
+
+#[test]
+fn forget_by_id_removes_exactly_the_snapshots_named_and_refuses_rules_beside_them() {
+    let (work, _repo, sidecar) = initialised();
+    let source = work.path().join("source");
+    fs::create_dir_all(&source).unwrap();
+    fs::write(source.join("file"), b"content\n").unwrap();
+    for day in 1..=4 {
+        let time = format!("2026-03-0{day}T10:00:00Z");
+        sidecar
+            .run(&["backup", text(&source), "--time", &time, "-q"])
+            .expect_ok();
+    }
+    let ids: Vec<String> = sidecar
+        .snapshots()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 4);
+
+    let refused = sidecar
+        .run(&["forget", &ids[0], "--keep-last", "1"])
+        .expect_code(1);
+    assert!(
+        refused.error_line().contains("cannot be given together"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        sidecar.snapshots().len(),
+        4,
+        "a refused forget removes nothing"
+    );
+
+    // One by its full id, one by a prefix in upper case.
+    let prefix = ids[2][..8].to_ascii_uppercase();
+    let forgot = sidecar
+        .run(&["forget", &ids[1], &prefix, "--json"])
+        .expect_ok();
+    let printed: serde_json::Value = serde_json::from_str(&forgot.stdout).unwrap();
+    assert_eq!(printed["removed"], 2);
+    let left: BTreeSet<String> = sidecar
+        .snapshots()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(left, BTreeSet::from([ids[0].clone(), ids[3].clone()]));
+
+    let unknown = sidecar.run(&["forget", "ffffffffff"]).expect_code(1);
+    assert!(
+        unknown.error_line().contains("no snapshot matches"),
+        "{}",
+        unknown.stderr
+    );
+    assert_eq!(sidecar.snapshots().len(), 2);
+}
