@@ -2,6 +2,7 @@
 //! pack id modulo t), so the t runs read every pack exactly once and a damaged pack is found by
 //! the run of its group only; a size reads random packs up to that many bytes.
 
+use super::exact_names::matches_schema;
 use super::initialised;
 use super::support::fixtures;
 use std::collections::BTreeMap;
@@ -42,6 +43,7 @@ fn the_runs_of_n_of_t_read_every_pack_once_and_only_its_group_finds_a_damaged_pa
         let run = sidecar
             .run(&["check", "--read-data-subset", subset, "--json"])
             .expect_code(code);
+        matches_schema("check.json", &run.stdout, false);
         let printed: serde_json::Value = serde_json::from_str(&run.stdout)
             .unwrap_or_else(|e| panic!("check --json ({e}): {}", run.stdout));
         printed["packsRead"].as_u64().unwrap()
@@ -82,13 +84,17 @@ fn the_runs_of_n_of_t_read_every_pack_once_and_only_its_group_finds_a_damaged_pa
         let subset = format!("{n}/{GROUPS}");
         if n == damaged_group {
             let run = sidecar
-                .run(&["check", "--read-data-subset", &subset])
+                .run(&["check", "--read-data-subset", &subset, "--json"])
                 .expect_code(1);
+            matches_schema("check.json", &run.stdout, false);
+            let printed: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+            let problems = printed["problems"].as_array().unwrap();
             assert!(
-                run.stdout.contains(&name[..8]) || run.stderr.contains(&name[..8]),
-                "{}{}",
-                run.stdout,
-                run.stderr
+                !problems.is_empty()
+                    && problems
+                        .iter()
+                        .all(|p| p.as_str().unwrap().contains(name.as_str())),
+                "every problem names the damaged pack: {printed}"
             );
         } else {
             sidecar
