@@ -15,6 +15,7 @@ pub use super::retention::{apply_policy, CalendarSpan, KeepPolicy, Verdict, UNLI
 #[derive(Debug)]
 pub struct ForgetGroup {
     pub key: GroupKey,
+    /// One per snapshot of the group, newest first.
     pub verdicts: Vec<Verdict>,
 }
 
@@ -25,6 +26,7 @@ pub struct ForgetRequest {
     pub policy: KeepPolicy,
     /// Only the snapshots that pass this filter are considered.
     pub only: SnapshotMatch,
+    /// What the policy's groups share.
     pub group_by: GroupBy,
     /// Snapshot ids or unique prefixes: exactly these are removed, and no policy applies.
     pub ids: Vec<String>,

@@ -19,6 +19,7 @@ pub const UNLIMITED: u32 = u32::MAX;
 /// restic's calendar span `1y2m3d4h`: years, months, days and hours (`m` is months).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CalendarSpan {
+    /// Whole years, months, days and hours, each counted on the calendar.
     pub years: u32,
     pub months: u32,
     pub days: u32,
@@ -120,18 +121,29 @@ impl CalendarSpan {
 /// and the tag lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeepPolicy {
+    /// Keep the newest N snapshots.
     pub last: u32,
+    /// Keep the newest snapshot of each of the last N hours that have one.
     pub hourly: u32,
+    /// … of each of the last N days.
     pub daily: u32,
+    /// … of each of the last N ISO weeks.
     pub weekly: u32,
+    /// … of each of the last N months.
     pub monthly: u32,
+    /// … of each of the last N years.
     pub yearly: u32,
     /// Keep every snapshot newer than this span before the group's newest.
     pub within: Option<CalendarSpan>,
+    /// Within this span before the group's newest snapshot, keep the newest of each hour.
     pub within_hourly: Option<CalendarSpan>,
+    /// … of each day.
     pub within_daily: Option<CalendarSpan>,
+    /// … of each ISO week.
     pub within_weekly: Option<CalendarSpan>,
+    /// … of each month.
     pub within_monthly: Option<CalendarSpan>,
+    /// … of each year.
     pub within_yearly: Option<CalendarSpan>,
     /// Keep every snapshot that has all tags of one of these lists.
     pub tags: Vec<TagList>,
@@ -167,8 +179,10 @@ impl KeepPolicy {
 #[derive(Debug, Clone)]
 pub struct Verdict {
     pub id: SnapshotId,
+    /// The time the snapshot records, in UTC.
     pub time: DateTime<Utc>,
     pub snapshot: Snapshot,
+    /// Whether any rule keeps it (else it is removed).
     pub keep: bool,
     /// The rules that keep it, e.g. `daily 2026-11-30`, `within 7d`, `tags a,b`.
     pub reasons: Vec<String>,

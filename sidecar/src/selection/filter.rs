@@ -56,6 +56,7 @@ impl SnapshotMatch {
 /// What `--group-by` groups snapshots by; restic's default is host and paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupBy {
+    /// Whether snapshots of different hosts, path sets or tag sets go into different groups.
     pub host: bool,
     pub paths: bool,
     pub tags: bool,
@@ -106,6 +107,7 @@ fn sorted<T: Ord>(mut list: Vec<T>) -> Vec<T> {
 /// The key of one group: only the parts grouped by are set; paths and tags sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GroupKey {
+    /// The group's host, paths and tags; `None` for what is not grouped by.
     pub host: Option<String>,
     pub paths: Option<Vec<SnapshotPath>>,
     pub tags: Option<Vec<String>>,
