@@ -2,6 +2,8 @@
 //! id prefix — and which of its entries a path means; and the list of a host's snapshots that a
 //! run reports. Shared by the CLI and the kubectl plugin, so both pick the same snapshot.
 
+pub mod filter;
+
 use crate::error::{Error, Result};
 use crate::format::snapshot::Snapshot;
 use crate::ids::SnapshotId;

@@ -23,6 +23,10 @@ mod inspect_ls;
 mod inspect_snapshots;
 #[path = "cli/inspect_stats.rs"]
 mod inspect_stats;
+#[path = "cli/modify_check.rs"]
+mod modify_check;
+#[path = "cli/modify_forget.rs"]
+mod modify_forget;
 #[path = "cli/stopping.rs"]
 mod stopping;
 mod support;

@@ -102,6 +102,8 @@ pub struct BackupOptions {
     /// Store a snapshot that holds no file, or a stream that gave no byte. Off by default: an
     /// empty input is most often a producer that failed (`pg_dumpall … |` without `pipefail`).
     pub allow_empty: bool,
+    /// The time the snapshot records instead of the start of the run (restic's `--time`).
+    pub time: Option<chrono::DateTime<chrono::FixedOffset>>,
     pub progress: Arc<Progress>,
     /// Set the moment the snapshot object is stored, for whoever must report a run that is
     /// stopped after that point (a signal): its snapshot exists.
@@ -141,6 +143,7 @@ impl BackupOptions {
             upload_concurrency: 4,
             upload_memory_bytes: DEFAULT_UPLOAD_MEMORY_BYTES,
             allow_empty: false,
+            time: None,
             progress: Arc::new(Progress::default()),
             stored: Arc::default(),
         }
@@ -272,7 +275,10 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
                     duration_millis: started.elapsed().as_millis() as u64,
                 };
                 let snapshot = Snapshot {
-                    time: start_time.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+                    time: options
+                        .time
+                        .unwrap_or(start_time.fixed_offset())
+                        .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
                     hostname: options.hostname.clone(),
                     username: crate::host::username(),
                     paths,

@@ -1,7 +1,7 @@
 //! The command line, following restic's conventions where users already know them.
 
+pub use super::forget::{ForgetArgs, KeepArgs};
 use clap::{Args, Parser, Subcommand};
-use neverwiped::maintenance::forget::KeepPolicy;
 use std::path::PathBuf;
 
 pub use super::ls::LsArgs;
@@ -71,7 +71,7 @@ pub struct Cli {
 
     /// How long one request to the gate may keep being retried (pauses included) before the run
     /// fails, e.g. 15m (the default), 1h, 90s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "NEVERWIPED_RETRY_BUDGET", global = true)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "NEVERWIPED_RETRY_BUDGET", global = true, help_heading = GLOBAL)]
     pub retry_budget: Option<std::time::Duration>,
 
     /// The first pause, in milliseconds, before retrying a failed request to the gate (default
@@ -80,7 +80,8 @@ pub struct Cli {
         long,
         value_name = "MS",
         env = "NEVERWIPED_RETRY_DELAY_MS",
-        global = true
+        global = true,
+        help_heading = GLOBAL
     )]
     pub retry_delay_ms: Option<u64>,
 
@@ -161,6 +162,10 @@ pub struct BackupArgs {
     /// Tags recorded in the snapshot (repeatable).
     #[arg(long = "tag")]
     pub tags: Vec<String>,
+    /// The time the snapshot records instead of now: RFC 3339 (2026-11-30T02:00:00+01:00) or
+    /// "2026-11-30 02:00:00" in local time.
+    #[arg(long, value_name = "TIME", value_parser = parse_snapshot_time)]
+    pub time: Option<chrono::DateTime<chrono::FixedOffset>>,
     #[command(flatten)]
     pub excludes: super::patterns::ExcludeArgs,
     #[command(flatten)]
@@ -265,60 +270,14 @@ pub struct CheckArgs {
     /// Read back and authenticate every byte of every pack.
     #[arg(long, conflicts_with = "read_data_subset")]
     pub read_data: bool,
-    /// Read back this share of the packs, e.g. 10% (chosen at random each run).
-    #[arg(long, value_parser = parse_percent)]
-    pub read_data_subset: Option<f64>,
+    /// Read back some of the packs: n/t reads group n of t (the packs whose id's first byte
+    /// modulo t is n-1, so runs 1/t … t/t read each pack once), P% a share chosen at random each
+    /// run, SIZE (500M, 2G) random packs up to that many bytes.
+    #[arg(long, value_name = "n/t|P%|SIZE", value_parser = super::subset::parse_read_data_subset)]
+    pub read_data_subset: Option<neverwiped::maintenance::check::ReadData>,
     /// Before locking, remove every lock written on this host name (see backup).
     #[arg(long, value_name = "HOSTNAME")]
     pub remove_locks_of_host: Option<String>,
-}
-
-/// Retention rules: a snapshot is kept when any rule keeps it.
-#[derive(Debug, Args, Default)]
-pub struct KeepArgs {
-    /// Keep the newest N snapshots.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_last: u32,
-    /// Keep the newest snapshot of each of the last N hours that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_hourly: u32,
-    /// Keep the newest snapshot of each of the last N days that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_daily: u32,
-    /// Keep the newest snapshot of each of the last N weeks that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_weekly: u32,
-    /// Keep the newest snapshot of each of the last N months that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_monthly: u32,
-    /// Keep the newest snapshot of each of the last N years that have one.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub keep_yearly: u32,
-}
-
-impl KeepArgs {
-    pub fn policy(&self) -> KeepPolicy {
-        KeepPolicy {
-            last: self.keep_last,
-            hourly: self.keep_hourly,
-            daily: self.keep_daily,
-            weekly: self.keep_weekly,
-            monthly: self.keep_monthly,
-            yearly: self.keep_yearly,
-        }
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct ForgetArgs {
-    #[command(flatten)]
-    pub keep: KeepArgs,
-    /// Only snapshots of this host (the operator's NAMESPACE/PLAN).
-    #[arg(long)]
-    pub host: Option<String>,
-    /// Show what would be removed and why, remove nothing.
-    #[arg(long)]
-    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -354,19 +313,6 @@ pub struct NewPasswordArgs {
     /// File holding the new password.
     #[arg(long, env = "NEVERWIPED_NEW_PASSWORD_FILE")]
     pub new_password_file: PathBuf,
-}
-
-fn parse_percent(text: &str) -> Result<f64, String> {
-    let number = text.trim().trim_end_matches('%');
-    match number.parse::<f64>() {
-        Ok(value) if value > 0.0 && value <= 100.0 => Ok(value),
-        Ok(0.0) => Err(format!(
-            "{text:?} would read no pack: give a share above 0% (e.g. 10%), or leave --read-data-subset out to check the structure only"
-        )),
-        _ => Err(format!(
-            "{text:?} is not a share of the packs above 0% and at most 100%, such as 10%"
-        )),
-    }
 }
 
 /// What can be read of a command line that does not parse, for the result file of a usage
@@ -511,6 +457,22 @@ fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|time| time.with_timezone(&chrono::Utc))
         .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-11-30T02:00:00Z: {e}"))
+}
+
+fn parse_snapshot_time(text: &str) -> Result<chrono::DateTime<chrono::FixedOffset>, String> {
+    use chrono::TimeZone;
+    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(time);
+    }
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+        .ok()
+        .and_then(|local| chrono::Local.from_local_datetime(&local).single())
+        .map(|time| time.fixed_offset())
+        .ok_or_else(|| {
+            format!(
+                "{text:?} is not a time such as 2026-11-30T02:00:00Z or \"2026-11-30 02:00:00\""
+            )
+        })
 }
 
 #[derive(Debug, Args)]

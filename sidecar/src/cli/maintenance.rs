@@ -1,14 +1,12 @@
 //! The maintenance commands: check, forget, prune, key.
 
-use super::args::{CheckArgs, ForgetArgs, KeyCommand, PruneArgs};
+use super::args::{CheckArgs, KeyCommand, PruneArgs};
 use super::output::bytes;
 use super::secrets::read_secret_file;
 use super::{FailedAfter, Outcome};
 use anyhow::Result;
 use neverwiped::maintenance::check::ReadData;
-use neverwiped::maintenance::{
-    check as checking, forget as forgetting, keys, prune as pruning, usage,
-};
+use neverwiped::maintenance::{check as checking, keys, prune as pruning, usage};
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped_contract::{CheckStats, HostSnapshots, PruneStats, RepositoryStats};
 
@@ -57,7 +55,7 @@ pub async fn host_snapshots(repo: &Repository, host: Option<&str>) -> Option<Hos
 pub async fn check(repo: &IndexedRepository, args: &CheckArgs, json: bool) -> Result<Outcome> {
     let read_data = match (args.read_data, args.read_data_subset) {
         (true, _) => ReadData::All,
-        (false, Some(percent)) => ReadData::Subset(percent),
+        (false, Some(subset)) => subset,
         (false, None) => ReadData::None,
     };
     remove_locks_of(repo, args.remove_locks_of_host.as_deref()).await?;
@@ -129,54 +127,6 @@ fn print_check(report: &checking::CheckReport) {
     for problem in &report.problems {
         println!("error: {problem}");
     }
-}
-
-pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> Result<Outcome> {
-    let policy = args.keep.policy();
-    let groups = forgetting::forget(repo, &policy, args.host.as_deref(), args.dry_run).await?;
-    let mut removed = 0;
-    for group in &groups {
-        if !json {
-            println!("host {} paths {}", group.hostname, group.paths.join(" "));
-        }
-        for verdict in &group.verdicts {
-            removed += u64::from(!verdict.keep);
-            let action = match (verdict.keep, args.dry_run) {
-                (true, _) => "keep",
-                (false, true) => "would remove",
-                (false, false) => "removed",
-            };
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"id": verdict.id, "time": verdict.time, "keep": verdict.keep, "reasons": verdict.reasons})
-                );
-            } else {
-                println!(
-                    "  {} {} {:<12} {}",
-                    verdict.id.short(),
-                    verdict.time.format("%Y-%m-%d %H:%M"),
-                    action,
-                    verdict.reasons.join(", ")
-                );
-            }
-        }
-    }
-    if !json {
-        println!(
-            "{removed} snapshot(s) {}",
-            if args.dry_run {
-                "would be removed"
-            } else {
-                "removed"
-            }
-        );
-    }
-    Ok(Outcome {
-        snapshots_forgotten: Some(removed),
-        host_snapshots: host_snapshots(repo, args.host.as_deref()).await,
-        ..Outcome::default()
-    })
 }
 
 pub async fn prune(repo: &IndexedRepository, args: &PruneArgs, json: bool) -> Result<Outcome> {

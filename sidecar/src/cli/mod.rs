@@ -8,6 +8,7 @@ mod dump;
 mod files_from;
 mod filters;
 mod find;
+mod forget;
 pub mod hardening;
 mod listing;
 mod locks;
@@ -20,6 +21,7 @@ mod secrets;
 mod select;
 mod stats;
 pub mod stop;
+mod subset;
 
 use anyhow::{Context, Result};
 use args::{BackupArgs, Cli, Command, RestoreArgs};
@@ -284,9 +286,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         }
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
         Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,
-        Command::Forget(args) => {
-            maintenance::forget(&open_indexed(cli).await?, args, cli.json).await
-        }
+        Command::Forget(args) => forget::forget(&open_indexed(cli).await?, args, cli.json).await,
         Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args, cli.json).await,
         Command::Key(command) => {
             let password = secrets::repository_password(cli.password_file.as_deref())?;
@@ -367,6 +367,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         options.upload_memory_bytes = bytes;
     }
     options.allow_empty = args.allow_empty;
+    options.time = args.time;
     options.stored = record.snapshot.clone();
     options.parent = match (&args.parent, args.force) {
         (_, true) => ParentChoice::None,

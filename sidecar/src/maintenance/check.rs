@@ -25,6 +25,61 @@ pub enum ReadData {
     All,
     /// This percentage of the packs, chosen at random each run (so repeated runs cover all).
     Subset(f64),
+    /// Group `n` of `of` (1 ≤ n ≤ of ≤ 256): the packs whose id's first byte modulo `of` is
+    /// `n - 1`, restic's rule, so the `of` runs `1/of` … `of/of` read every pack exactly once.
+    Group {
+        n: u32,
+        of: u32,
+    },
+    /// Packs chosen at random, as many as fit in this many bytes (at least one).
+    Bytes(u64),
+}
+
+/// The packs `read_data` reads, of `packs` (id and size).
+fn choose_packs(packs: &HashMap<PackId, u64>, read_data: ReadData) -> HashSet<PackId> {
+    match read_data {
+        ReadData::None => HashSet::new(),
+        ReadData::All => packs.keys().copied().collect(),
+        ReadData::Group { n, of } => packs
+            .keys()
+            .filter(|id| u32::from(id.as_bytes()[0]) % of.max(1) == n.saturating_sub(1))
+            .copied()
+            .collect(),
+        ReadData::Bytes(budget) => {
+            let salt: u64 = rand::random();
+            let mut shuffled: Vec<(&PackId, &u64)> = packs.iter().collect();
+            shuffled.sort_by_key(|(id, _)| salted(id, salt));
+            let mut total = 0u64;
+            let mut chosen = HashSet::new();
+            for (id, size) in shuffled {
+                if !chosen.is_empty() && total + size > budget {
+                    continue;
+                }
+                total += size;
+                chosen.insert(*id);
+            }
+            chosen
+        }
+        ReadData::Subset(percent) => {
+            let threshold = (percent.clamp(0.0, 100.0) / 100.0 * u64::MAX as f64) as u64;
+            let salt: u64 = rand::random();
+            let mut chosen: HashSet<PackId> = packs
+                .keys()
+                .filter(|id| salted(id, salt) <= threshold)
+                .copied()
+                .collect();
+            if chosen.is_empty() && percent > 0.0 {
+                chosen.extend(packs.keys().next());
+            }
+            chosen
+        }
+    }
+}
+
+/// A pack's place in this run's random order.
+fn salted(id: &PackId, salt: u64) -> u64 {
+    let bytes: [u8; 8] = id.as_bytes()[..8].try_into().expect("8 bytes");
+    u64::from_le_bytes(bytes) ^ salt
 }
 
 #[derive(Debug, Default)]
@@ -96,26 +151,7 @@ pub async fn check(repo: &IndexedRepository, read_data: ReadData) -> Result<Chec
     }
     check_snapshots(repo, &mut report).await?;
 
-    let mut chosen: HashSet<PackId> = match read_data {
-        ReadData::None => HashSet::new(),
-        ReadData::All => packs.keys().copied().collect(),
-        ReadData::Subset(percent) => {
-            let threshold = (percent.clamp(0.0, 100.0) / 100.0 * u64::MAX as f64) as u64;
-            let salt: u64 = rand::random();
-            let mut chosen: HashSet<PackId> = packs
-                .keys()
-                .filter(|id| {
-                    let bytes: [u8; 8] = id.as_bytes()[..8].try_into().expect("8 bytes");
-                    (u64::from_le_bytes(bytes) ^ salt) <= threshold
-                })
-                .copied()
-                .collect();
-            if chosen.is_empty() && percent > 0.0 {
-                chosen.extend(packs.keys().next());
-            }
-            chosen
-        }
-    };
+    let mut chosen = choose_packs(&packs, read_data);
     // The chosen packs' entries, from the index objects again, one object at a time.
     for object in &objects {
         if chosen.is_empty() {

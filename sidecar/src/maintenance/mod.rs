@@ -5,6 +5,7 @@ pub mod check;
 pub mod forget;
 pub mod keys;
 pub mod prune;
+pub mod retention;
 pub mod usage;
 
 /// The stored size of a pack from its index entries: the blobs, the sealed header (a version byte
