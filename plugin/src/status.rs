@@ -239,11 +239,17 @@ mod tests {
         let written = "bad \u{1b}]52;c;aGk=\u{7} in C:\\x";
         shown.last_result = neverwiped::text::escaped(written).into_owned();
         let line = &render(std::slice::from_ref(&shown), false)[1];
-        assert!(line.ends_with("bad \\x1b]52;c;aGk=\\x07 in C:\\\\x"), "{line}");
+        assert!(
+            line.ends_with("bad \\x1b]52;c;aGk=\\x07 in C:\\\\x"),
+            "{line}"
+        );
         // A raw escape written into status by hand does not reach the terminal either.
         shown.last_result = written.to_owned();
         let line = &render(&[shown], false)[1];
-        assert!(line.ends_with("bad \\x1b]52;c;aGk=\\x07 in C:\\x"), "{line}");
+        assert!(
+            line.ends_with("bad \\x1b]52;c;aGk=\\x07 in C:\\x"),
+            "{line}"
+        );
     }
 
     #[test]
