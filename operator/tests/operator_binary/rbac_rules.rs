@@ -24,7 +24,6 @@ struct Permission {
 /// scenario of this test).
 const NOT_SHOWN_HERE: &[(&str, &str)] = &[
     ("backupplans/get", "a Restore reads its plan"),
-    ("restores/get", "none found in the operator's code: a candidate to remove"),
     ("restores/status/patch", "a Restore's status"),
     (
         "backupplans/finalizers/update",
