@@ -85,6 +85,28 @@ pub fn escaped(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A status message for a terminal. The operator stores its messages [`escaped`]; whoever may write
+/// status may also store raw text. So control characters are escaped as [`escaped`] does, and
+/// backslashes are left alone: the operator's escapes show once (`\x1b`, not `\\x1b`), and a
+/// control character written by hand still cannot reach the terminal.
+pub fn escaped_status(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_control(c) {
+            let mut utf8 = [0u8; 4];
+            for &byte in c.encode_utf8(&mut utf8).as_bytes() {
+                push_escape(&mut out, byte);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// [`escaped`] for bytes that may not be UTF-8: each invalid byte as `\xHH`.
 pub fn escaped_bytes(bytes: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(bytes) {
@@ -100,6 +122,16 @@ pub fn escaped_bytes(bytes: &[u8]) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_message_escaped_by_the_operator_is_escaped_once_for_a_terminal() {
+        let written = "warning: cannot read \x1b]52;c;aGk=\x07 in C:\\data";
+        let stored = escaped(written);
+        // Shown as stored: no backslash doubled again.
+        assert_eq!(escaped_status(&stored), stored);
+        // A raw control character written into status by hand is still escaped.
+        assert_eq!(escaped_status("a\u{1b}[2Jb\\c"), "a\\x1b[2Jb\\c");
+    }
 
     /// Undoes bash's `$'…'` for the escapes [`quoted`] writes.
     fn unquote(shown: &str) -> Vec<u8> {

@@ -6,25 +6,22 @@
 //!   `tests/chart/requirements.txt`, and npm's `tests/chart/grafana-schema`; without them the
 //!   tests skip loudly, and fail under CI, through `neverwiped_testkit::missing`);
 //! - the rendered CRDs apply to a real API server, and the operator started with the rendered
-//!   Deployment's arguments and environment reconciles the example BackupPlan there.
+//!   Deployment's arguments and environment, as the rendered ServiceAccount with the rendered
+//!   RBAC of the namespaced mode (`watchNamespace`), reconciles the example BackupPlan there.
 
 mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
 use neverwiped_contract::{ExitStatus, Operation};
 use serde_json::{json, Value};
+use support::chart_render::{run_check_script, CHECK_SCRIPT};
+use support::identity::{grant, rbac_objects};
 use support::*;
-
-/// The exit status of check_chart.py when a Python module is missing.
-const MISSING_TOOL_EXIT: i32 = 77;
-
-const CHECK_SCRIPT: &str = "tests/chart/check_chart.py";
 
 fn yaml_files(directory: &Path) -> BTreeMap<String, String> {
     std::fs::read_dir(directory)
@@ -61,33 +58,6 @@ fn chart_crds_are_byte_identical_to_the_generated_crds() {
     }
 }
 
-/// Runs `python3 tests/chart/check_chart.py ARGS`. `None` (after a recorded skip) when python3 or
-/// a module or program it needs is missing, which fails the test where every test must run.
-fn run_check_script(args: &[&str]) -> Option<Output> {
-    let spawned = Command::new("python3")
-        .arg(repo_root().join(CHECK_SCRIPT))
-        .args(args)
-        .current_dir(repo_root())
-        .stdin(Stdio::null())
-        .output();
-    let skipped = match spawned {
-        Ok(output) if output.status.code() == Some(MISSING_TOOL_EXIT) => {
-            // The script's last line: `SKIPPED: <what is missing and how to get it>`.
-            let said = String::from_utf8_lossy(&output.stdout);
-            let last = said.trim().lines().last().unwrap_or_default();
-            last.trim_start_matches("SKIPPED: ").to_owned()
-        }
-        Ok(output) => return Some(output),
-        Err(error) => format!("cannot run python3 ({error}); the chart checks need it"),
-    };
-    neverwiped_testkit::missing(
-        format_args!("the chart checks cannot run: {skipped}"),
-        "python3 -m pip install -r tests/chart/requirements.txt and \
-         npm ci --prefix tests/chart/grafana-schema (scripts/test.sh does)",
-    );
-    None
-}
-
 #[test]
 fn chart_renders_lints_and_validates_with_the_real_helm_engine() {
     let Some(output) = run_check_script(&[]) else {
@@ -109,15 +79,7 @@ fn chart_renders_lints_and_validates_with_the_real_helm_engine() {
 
 /// The chart rendered by Helm for a release `neverwiped` in `namespace` with `values`.
 fn render_chart(namespace: &str, values: &Value) -> Option<Value> {
-    let values = values.to_string();
-    let output = run_check_script(&["render", "--namespace", namespace, "--values", &values])?;
-    assert!(
-        output.status.success(),
-        "rendering the chart failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(serde_json::from_slice(&output.stdout).expect("the rendered chart as JSON"))
+    support::chart_render::render_chart("neverwiped", namespace, values)
 }
 
 fn manifest<'a>(rendered: &'a Value, kind: &str, name: &str) -> &'a Value {
@@ -284,6 +246,8 @@ async fn operator_started_from_the_rendered_deployment_reconciles_the_example_pl
     let sidecar_digest = format!("sha256:{}", "5e".repeat(32));
     let values = json!({
         "watchNamespace": ns,
+        // A short name: the test's client certificate names it in at most 64 characters.
+        "serviceAccount": {"name": "op"},
         "policy": {"allowedRepositoryPrefixes": ["https://gate.example.com/"]},
         "sidecar": {"image": {"tag": "9.9.9", "digest": sidecar_digest}},
         "logLevel": "info,neverwiped_operator=debug",
@@ -312,8 +276,13 @@ async fn operator_started_from_the_rendered_deployment_reconciles_the_example_pl
         "the operator listens on the container port the probes use"
     );
     let args = strings(&container["args"]);
+    // As the rendered ServiceAccount, with the rendered Role, ClusterRole and bindings only.
+    let Some(kubeconfig) = grant(&rbac_objects(&rendered)) else {
+        return;
+    };
+    let log_name = format!("{ns}-chart");
     let mut operator =
-        Operator::start_with_exact_env(&format!("{ns}-chart"), pod_name, &args, &env);
+        Operator::start_with_exact_env(&kubeconfig, &log_name, pod_name, &args, &env);
     // As a kubelet does, each probe is asked again until it answers (readiness waits for the
     // first answer of the API server, which a loaded machine may take seconds to give).
     for probe in ["livenessProbe", "readinessProbe"] {

@@ -286,7 +286,8 @@ impl OperatorContainer {
     fn start_with_policy(namespace: &str, policy: &str) -> OperatorContainer {
         let config = Scratch::new(&format!("{namespace}-operator"));
         let kubeconfig = config.0.join("kubeconfig");
-        let source = std::env::var_os("KUBECONFIG").expect("KUBECONFIG");
+        // The chart's ServiceAccount, with the chart's rights only.
+        let source = support::identity::operator_kubeconfig(namespace);
         std::fs::copy(source, &kubeconfig).expect("the kubeconfig is copied");
         // Readable by the image's user (65532), in a folder only this test uses.
         std::fs::set_permissions(&kubeconfig, std::fs::Permissions::from_mode(0o644))

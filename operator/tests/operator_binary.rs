@@ -6,6 +6,9 @@
 
 mod support;
 
+#[path = "operator_binary/rbac_rules.rs"]
+mod rbac_rules;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

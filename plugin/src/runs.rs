@@ -216,7 +216,7 @@ pub async fn restore(cluster: &Cluster, restore: Restore, wait: bool) -> Result<
         let phase = status.phase.unwrap_or_default();
         if shown != Some(phase) {
             let detail = status.message.as_deref().unwrap_or("");
-            println!("{phase:?} {}", neverwiped::text::escaped(detail));
+            println!("{phase:?} {}", neverwiped::text::escaped_status(detail));
             shown = Some(phase);
         }
         match phase {

@@ -101,8 +101,9 @@ pub fn render(rows: &[Row], with_namespace: bool) -> Vec<String> {
             fit(fails, 5),
         ));
         let room = TABLE_WIDTH - text.chars().count();
-        // Status is written by whoever may write it: shown escaped, it cannot drive the terminal.
-        text.push_str(&fit(&neverwiped::text::escaped(result), room));
+        // The operator stores messages escaped; raw control characters written by hand are
+        // escaped here, and the operator's escapes are not escaped a second time.
+        text.push_str(&fit(&neverwiped::text::escaped_status(result), room));
         text.trim_end().to_owned()
     };
     let mut lines = vec![line(
@@ -229,6 +230,26 @@ mod tests {
         assert_eq!(row(&queued, now).state, "Queued");
         let idle = row(&plan("i", BackupPlanStatus::default()), now);
         assert_eq!((idle.state, idle.last_success.as_str()), ("Idle", "-"));
+    }
+
+    #[test]
+    fn a_status_message_the_operator_escaped_is_shown_escaped_once() {
+        let now = at("2026-11-30T12:00:00Z");
+        let mut shown = row(&plan("p", BackupPlanStatus::default()), now);
+        let written = "bad \u{1b}]52;c;aGk=\u{7} in C:\\x";
+        shown.last_result = neverwiped::text::escaped(written).into_owned();
+        let line = &render(std::slice::from_ref(&shown), false)[1];
+        assert!(
+            line.ends_with("bad \\x1b]52;c;aGk=\\x07 in C:\\\\x"),
+            "{line}"
+        );
+        // A raw escape written into status by hand does not reach the terminal either.
+        shown.last_result = written.to_owned();
+        let line = &render(&[shown], false)[1];
+        assert!(
+            line.ends_with("bad \\x1b]52;c;aGk=\\x07 in C:\\x"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::error::Error;
 
-pub use neverwiped_contract::text::{escaped, escaped_bytes, quoted};
+pub use neverwiped_contract::text::{escaped, escaped_bytes, escaped_status, quoted};
 
 /// Bytes in binary units: `512 B`, `1.5 KiB`, `553.0 MiB`.
 pub fn bytes(count: u64) -> String {

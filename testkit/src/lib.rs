@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 mod require;
+mod users;
 pub use require::{every_test_must_run, missing, require, require_that, SKIP_LOG};
+pub use users::{delete_with_namespace, service_account_kubeconfig, user_kubeconfig, USER_SCRIPT};
 
 /// Where the peers' programs (rest-server, restic, kubectl) are unpacked when they are not on
 /// `PATH`.
@@ -207,6 +209,7 @@ impl Drop for TestNamespace {
     fn drop(&mut self) {
         self.drop_finalizers();
         let _ = kubectl_output(&["delete", "namespace", &self.name, "--wait=false"], None);
+        users::delete_cluster_objects_of(&self.name);
     }
 }
 

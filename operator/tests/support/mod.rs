@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod chart_render;
+pub mod identity;
 pub mod kubelet;
 
 use std::io::{Read, Write};
@@ -30,7 +32,8 @@ pub const ACT_TIMEOUT: Duration = Duration::from_secs(30);
 #[allow(unused_imports)]
 pub use neverwiped_testkit::{
     api_server_or_skip, apply_crds, eventually, free_port, kubectl, kubectl_json, kubectl_output,
-    kubectl_path, kubectl_stdin, repo_root, wait_for_crds, TestNamespace,
+    kubectl_path, kubectl_stdin, repo_root, service_account_kubeconfig, user_kubeconfig,
+    wait_for_crds, TestNamespace,
 };
 
 /// Creates the Secret `name` holding `data` (key, value), through kubectl's standard input: no
@@ -80,13 +83,27 @@ impl Operator {
         Operator::start_with(namespace, "operator", &[])
     }
 
-    /// Starts the operator with the identity `identity` and extra environment.
+    /// Starts the operator with the identity `identity` and extra environment, as the chart's
+    /// ServiceAccount of the release named after `namespace` ([`identity::operator_kubeconfig`]).
     pub fn start_with(namespace: &str, identity: &str, env: &[(&str, &str)]) -> Operator {
+        let kubeconfig = identity::operator_kubeconfig(namespace);
+        Operator::start_as(&kubeconfig, namespace, identity, env)
+    }
+
+    /// Starts the operator as the user of `kubeconfig`, limited to `namespace`, with its Lease in
+    /// `namespace`, the identity `identity` and extra environment.
+    pub fn start_as(
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        identity: &str,
+        env: &[(&str, &str)],
+    ) -> Operator {
         let port = free_port();
         let log = std::env::temp_dir().join(format!("{namespace}-{identity}.log"));
         let log_file = std::fs::File::create(&log).expect("a log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_neverwiped-operator"));
         command
+            .env("KUBECONFIG", kubeconfig)
             .env("NEVERWIPED_SIDECAR_IMAGE", SIDECAR_IMAGE)
             .env("NEVERWIPED_HTTP_ADDR", format!("127.0.0.1:{port}"))
             .env("NEVERWIPED_WATCH_NAMESPACE", namespace)
@@ -437,11 +454,12 @@ impl Operator {
         operator
     }
 
-    /// Starts the operator with exactly `env` and `args`, as a container runs it: nothing of the
-    /// test's environment is inherited but `KUBECONFIG`, and `NEVERWIPED_HTTP_ADDR` is replaced by
-    /// a free loopback port (the only setting that cannot be kept outside a pod). Its logs go to
-    /// `<log_name>.log` in the temporary directory.
+    /// Starts the operator with exactly `env` and `args`, as a container runs it, as the user of
+    /// `kubeconfig`: nothing of the test's environment is inherited, and `NEVERWIPED_HTTP_ADDR` is
+    /// replaced by a free loopback port (the only setting that cannot be kept outside a pod). Its
+    /// logs go to `<log_name>.log` in the temporary directory.
     pub fn start_with_exact_env(
+        kubeconfig: &std::path::Path,
         log_name: &str,
         identity: &str,
         args: &[String],
@@ -451,10 +469,7 @@ impl Operator {
         let log = std::env::temp_dir().join(format!("{log_name}.log"));
         let log_file = std::fs::File::create(&log).expect("a log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_neverwiped-operator"));
-        command.env_clear().args(args);
-        if let Some(kubeconfig) = std::env::var_os("KUBECONFIG") {
-            command.env("KUBECONFIG", kubeconfig);
-        }
+        command.env_clear().args(args).env("KUBECONFIG", kubeconfig);
         for (key, value) in env {
             command.env(key, value);
         }
