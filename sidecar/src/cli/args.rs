@@ -116,7 +116,7 @@ pub enum Command {
     /// Create a new repository.
     Init,
     /// Back up files and folders (or standard input) into a new snapshot.
-    Backup(BackupArgs),
+    Backup(Box<BackupArgs>),
     /// List snapshots: all, or those the filters and ids choose, optionally grouped.
     Snapshots(super::listing::SnapshotsArgs),
     /// Write a file of a snapshot to standard output (or --target FILE).
