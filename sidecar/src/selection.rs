@@ -4,6 +4,8 @@
 
 pub mod filter;
 
+pub use filter::{GroupBy, GroupKey, SnapshotMatch};
+
 use crate::error::{Error, Result};
 use crate::format::snapshot::Snapshot;
 use crate::ids::SnapshotId;
@@ -74,109 +76,6 @@ pub async fn find_snapshot(
     Ok((id, snapshot))
 }
 
-/// Which snapshots a listing means, by restic's `--host`, `--tag` and `--path`: a snapshot is
-/// chosen when it passes every kind of filter given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SnapshotSelection {
-    /// The snapshot's host is one of these; none given: any host.
-    pub hosts: Vec<String>,
-    /// The snapshot holds every tag of at least one of these lists (`--tag a,b` is one list);
-    /// none given: any tags.
-    pub tag_lists: Vec<Vec<String>>,
-    /// Every one of these is among the snapshot's paths; none given: any paths.
-    pub paths: Vec<Vec<u8>>,
-}
-
-impl SnapshotSelection {
-    /// Whether `snapshot` is chosen.
-    pub fn matches(&self, snapshot: &Snapshot) -> bool {
-        let host = self.hosts.is_empty() || self.hosts.contains(&snapshot.hostname);
-        let tags = self.tag_lists.is_empty()
-            || self
-                .tag_lists
-                .iter()
-                .any(|list| list.iter().all(|tag| snapshot.tags.contains(tag)));
-        let paths = self
-            .paths
-            .iter()
-            .all(|path| snapshot.paths.iter().any(|held| held.0 == *path));
-        host && tags && paths
-    }
-}
-
-/// What snapshots are grouped by (`--group-by host,paths,tags`); all off: one group.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GroupBy {
-    pub host: bool,
-    pub paths: bool,
-    pub tags: bool,
-}
-
-impl std::str::FromStr for GroupBy {
-    type Err = String;
-
-    fn from_str(text: &str) -> std::result::Result<GroupBy, String> {
-        let mut group_by = GroupBy::default();
-        for part in text
-            .split(',')
-            .map(str::trim)
-            .filter(|part| !part.is_empty())
-        {
-            match part {
-                "host" => group_by.host = true,
-                "paths" => group_by.paths = true,
-                "tags" => group_by.tags = true,
-                other => {
-                    return Err(format!(
-                    "{other:?} is not a group: give host, paths and/or tags, separated by commas"
-                ))
-                }
-            }
-        }
-        Ok(group_by)
-    }
-}
-
-/// The key of a group of snapshots: the host, sorted paths and sorted tags they share, each only
-/// when grouped by it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GroupKey {
-    pub hostname: Option<String>,
-    pub paths: Option<Vec<Vec<u8>>>,
-    pub tags: Option<Vec<String>>,
-}
-
-impl GroupBy {
-    /// The key of `snapshot`'s group.
-    pub fn key(&self, snapshot: &Snapshot) -> GroupKey {
-        let mut paths: Vec<Vec<u8>> = snapshot.paths.iter().map(|path| path.0.clone()).collect();
-        paths.sort();
-        let mut tags = snapshot.tags.clone();
-        tags.sort();
-        GroupKey {
-            hostname: self.host.then(|| snapshot.hostname.clone()),
-            paths: self.paths.then_some(paths),
-            tags: self.tags.then_some(tags),
-        }
-    }
-
-    /// `snapshots` in groups, in key order, each group in the order given.
-    pub fn group(
-        &self,
-        snapshots: Vec<(SnapshotId, Snapshot)>,
-    ) -> Vec<(GroupKey, Vec<(SnapshotId, Snapshot)>)> {
-        let mut groups: std::collections::BTreeMap<GroupKey, Vec<(SnapshotId, Snapshot)>> =
-            std::collections::BTreeMap::new();
-        for (id, snapshot) in snapshots {
-            groups
-                .entry(self.key(&snapshot))
-                .or_default()
-                .push((id, snapshot));
-        }
-        groups.into_iter().collect()
-    }
-}
-
 /// The time a snapshot was taken; the earliest time when it cannot be read.
 fn taken(snapshot: &Snapshot) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339(&snapshot.time)
@@ -192,11 +91,7 @@ pub fn latest_of_each_source(
 ) -> Vec<(SnapshotId, Snapshot)> {
     snapshots.sort_by(|a, b| taken(&b.1).cmp(&taken(&a.1)).then(b.0.cmp(&a.0)));
     let mut seen: std::collections::HashMap<GroupKey, usize> = std::collections::HashMap::new();
-    let by_source = GroupBy {
-        host: true,
-        paths: true,
-        tags: false,
-    };
+    let by_source = GroupBy::default();
     snapshots.retain(|(_, snapshot)| {
         let kept = seen.entry(by_source.key(snapshot)).or_default();
         *kept += 1;
@@ -212,7 +107,7 @@ pub fn latest_of_each_source(
 pub async fn select_snapshots(
     repo: &Repository,
     specs: &[String],
-    selection: &SnapshotSelection,
+    selection: &SnapshotMatch,
 ) -> Result<Vec<(SnapshotId, Snapshot)>> {
     let all = repo.snapshots().await?;
     if specs.is_empty() {
@@ -311,24 +206,6 @@ mod tests {
         assert_eq!(snapshot_spec("AB12cd"), "ab12cd");
         assert_eq!(snapshot_spec("latest"), "latest");
         assert_eq!(snapshot_spec("LATEST"), "LATEST");
-    }
-
-    #[test]
-    fn group_by_takes_host_paths_and_tags_and_refuses_the_rest() {
-        let parsed: GroupBy = "host,paths".parse().unwrap();
-        assert_eq!(
-            parsed,
-            GroupBy {
-                host: true,
-                paths: true,
-                tags: false
-            }
-        );
-        assert_eq!("".parse::<GroupBy>().unwrap(), GroupBy::default());
-        assert!("host,time"
-            .parse::<GroupBy>()
-            .unwrap_err()
-            .contains("\"time\""));
     }
 
     #[test]

@@ -136,18 +136,18 @@ impl GroupKeyView {
             .paths
             .iter()
             .flatten()
-            .any(|path| std::str::from_utf8(path).is_err());
+            .any(|path| std::str::from_utf8(&path.0).is_err());
         GroupKeyView {
-            hostname: key.hostname.clone(),
+            hostname: key.host.clone(),
             paths: key
                 .paths
                 .as_ref()
-                .map(|paths| paths.iter().map(|path| readable(path)).collect()),
+                .map(|paths| paths.iter().map(|path| readable(&path.0)).collect()),
             paths_raw: key
                 .paths
                 .as_ref()
                 .filter(|_| any_raw)
-                .map(|paths| paths.iter().map(|path| engine.encode(path)).collect()),
+                .map(|paths| paths.iter().map(|path| engine.encode(&path.0)).collect()),
             tags: key.tags.clone(),
         }
     }

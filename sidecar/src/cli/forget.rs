@@ -8,12 +8,10 @@ use neverwiped::maintenance::forget::{
     self as forgetting, CalendarSpan, ForgetGroup, ForgetRequest, KeepPolicy, UNLIMITED,
 };
 use neverwiped::repository::IndexedRepository;
-use neverwiped::selection::filter::{parse_tag_list, GroupBy, SnapshotMatch, TagList};
+use neverwiped::selection::filter::{parse_tag_list, GroupBy, TagList};
 use neverwiped::text;
 use neverwiped::views::{raw, SnapshotView};
 use serde::Serialize;
-use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 
 /// Retention rules: a snapshot is kept when any rule keeps it.
 #[derive(Debug, Args, Default)]
@@ -82,44 +80,6 @@ impl KeepArgs {
     }
 }
 
-/// Which snapshots a command that takes many considers: restic's filters.
-#[derive(Debug, Args, Default)]
-#[command(next_help_heading = "Snapshot filters")]
-pub struct FilterArgs {
-    /// Only snapshots of this host (the operator's NAMESPACE/PLAN; repeatable: any of them).
-    #[arg(long = "host", value_name = "HOST")]
-    pub hosts: Vec<String>,
-    /// Only snapshots that have all of these tags (TAG[,TAG…]; repeatable: any of the lists;
-    /// '' selects snapshots without tags).
-    #[arg(long = "tag", value_name = "TAGS", value_parser = parse_tags)]
-    pub tags: Vec<TagList>,
-    /// Only snapshots that include this path (absolute; repeatable: all of them).
-    #[arg(long = "path", value_name = "PATH")]
-    pub paths: Vec<OsString>,
-}
-
-impl FilterArgs {
-    pub fn filter(&self) -> SnapshotMatch {
-        SnapshotMatch {
-            hosts: self.hosts.clone(),
-            tags: self.tags.clone(),
-            paths: self
-                .paths
-                .iter()
-                .map(|path| SnapshotPath(clean_path(path.clone().into_vec())))
-                .collect(),
-        }
-    }
-}
-
-/// A path as snapshots record it: without a trailing `/` (but `/` itself).
-fn clean_path(mut path: Vec<u8>) -> Vec<u8> {
-    while path.len() > 1 && path.ends_with(b"/") {
-        path.pop();
-    }
-    path
-}
-
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
     /// Snapshots to remove (ids or unique prefixes, or latest): exactly these, and no keep rule
@@ -136,7 +96,7 @@ pub struct ForgetArgs {
     #[command(flatten)]
     pub keep: KeepArgs,
     #[command(flatten)]
-    pub only: FilterArgs,
+    pub only: super::filters::SnapshotFilterArgs,
 }
 
 fn parse_keep_count(text: &str) -> Result<u32, String> {
@@ -244,7 +204,7 @@ pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> 
     }
     let request = ForgetRequest {
         policy,
-        only: args.only.filter(),
+        only: args.only.selection()?,
         group_by: args.group_by,
         ids: args.ids.clone(),
         dry_run: args.dry_run,

@@ -81,11 +81,14 @@ fn views(snapshots: &[(SnapshotId, Snapshot)]) -> Vec<SnapshotView> {
 /// A group's key in words: `host h1, paths /a /b, tags a,b`.
 fn describe(key: &GroupKey) -> String {
     let mut parts = Vec::new();
-    if let Some(host) = &key.hostname {
+    if let Some(host) = &key.host {
         parts.push(format!("host {}", text::escaped(host)));
     }
     if let Some(paths) = &key.paths {
-        let paths: Vec<String> = paths.iter().map(|p| text::quoted(p).into_owned()).collect();
+        let paths: Vec<String> = paths
+            .iter()
+            .map(|p| text::quoted(&p.0).into_owned())
+            .collect();
         parts.push(format!("paths {}", paths.join(" ")));
     }
     if let Some(tags) = &key.tags {

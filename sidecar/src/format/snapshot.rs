@@ -24,7 +24,7 @@ pub struct Snapshot {
 }
 
 /// A path that need not be UTF-8.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SnapshotPath(#[serde(with = "raw_bytes")] pub Vec<u8>);
 

@@ -1,5 +1,5 @@
-//! Which snapshots a command that takes many (`forget`, `tag`) works on, and how `forget` groups
-//! them: restic's `--host`, `--tag`, `--path` and `--group-by`.
+//! Which snapshots a command that takes many (`snapshots`, `find`, `stats`, `forget`) works on,
+//! and how `snapshots` and `forget` group them: restic's `--host`, `--tag`, `--path` and `--group-by`.
 
 use crate::format::snapshot::{Snapshot, SnapshotPath};
 
@@ -105,7 +105,7 @@ fn sorted<T: Ord>(mut list: Vec<T>) -> Vec<T> {
 }
 
 /// The key of one group: only the parts grouped by are set; paths and tags sorted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GroupKey {
     /// The group's host, paths and tags; `None` for what is not grouped by.
     pub host: Option<String>,
@@ -121,6 +121,19 @@ impl GroupBy {
             paths: self.paths.then(|| sorted(snapshot.paths.clone())),
             tags: self.tags.then(|| sorted(snapshot.tags.clone())),
         }
+    }
+
+    /// `snapshots` in groups, in key order, each group in the order given.
+    pub fn group<T>(&self, snapshots: Vec<(T, Snapshot)>) -> Vec<(GroupKey, Vec<(T, Snapshot)>)> {
+        let mut groups: std::collections::BTreeMap<GroupKey, Vec<(T, Snapshot)>> =
+            std::collections::BTreeMap::new();
+        for (id, snapshot) in snapshots {
+            groups
+                .entry(self.key(&snapshot))
+                .or_default()
+                .push((id, snapshot));
+        }
+        groups.into_iter().collect()
     }
 }
 
