@@ -2,17 +2,22 @@
 """Runs the workspace's test binaries a few at a time, as `cargo test --workspace --no-fail-fast`
 would run them one after the other.
 
-Usage: scripts/test-lanes.py RUN_LOG [LANES]
+Usage: scripts/test-lanes.py ARTIFACTS RUN_LOG [LANES]
+
+- ARTIFACTS: what `cargo test --workspace --no-run --message-format=json` printed: every test
+  binary it built, with its package and source;
+- RUN_LOG: where the output goes, cargo's way (a `Running SOURCE (BINARY)` line, then libtest's
+  output), so scripts/test-summary.py counts it as it counts `cargo test`'s;
+- LANES: how many binaries run side by side (default: NEVERWIPED_TEST_LANES, else 3).
 
 Most of the suite's wall time is waiting (on servers, containers, the API server's watches), so
-binaries run side by side in LANES lanes (default: NEVERWIPED_TEST_LANES, else 3). Each binary is
-run by `cargo test -p PACKAGE --lib|--bin NAME|--test NAME|--doc`, its output kept whole and
-printed (and appended to RUN_LOG) when it ends, so RUN_LOG reads as cargo's own output does and
-scripts/test-summary.py counts it the same way. The longest binaries of the previous run (RUN_LOG
-before it is overwritten) start first; without one, integration tests start before unit tests.
+binaries run side by side, each one's output kept whole and printed when it ends. The binaries
+are run as cargo runs them (from their package's folder, with cargo's CARGO_* variables), never
+through `cargo test -p`: that resolves features for one package alone and would build everything
+a second time. The doc tests run last through `cargo test --workspace --doc`. The longest
+binaries of the previous run (RUN_LOG before it is overwritten) start first.
 
-Exits 0 when every binary passed, 1 otherwise. Build first (`cargo test --workspace --no-run`):
-cargo then only runs what is built.
+Exits 0 when every binary passed, 1 otherwise.
 """
 
 import json
@@ -23,6 +28,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 # `     Running tests/cli.rs (target/debug/deps/cli-0123abcd)`: the binary is `cli`.
@@ -30,34 +36,49 @@ RUNNING = re.compile(r"^\s*Running .*\(.*/(?P<binary>[^/]+)-[0-9a-f]+\)\s*$")
 FINISHED = re.compile(r"^test result: .*finished in (?P<seconds>[0-9.]+)s")
 
 
-def jobs():
-    """(package, selector, binary) for every test binary `cargo test --workspace` runs."""
-    metadata = json.loads(
-        subprocess.run(
-            ["cargo", "metadata", "--no-deps", "--format-version", "1"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-    )
-    found = []
-    for package in metadata["packages"]:
-        if package["id"] not in metadata["workspace_members"]:
+@dataclass
+class TestBinary:
+    package: str
+    version: str
+    crate: str
+    package_dir: Path
+    source: str
+    executable: Path
+
+    @property
+    def name(self):
+        """The binary's name without cargo's hash, as RUNNING reads it back."""
+        return self.executable.name.rsplit("-", 1)[0]
+
+
+def built_binaries(artifacts):
+    """Every test binary in cargo's JSON messages, once."""
+    found = {}
+    for line in artifacts.read_text().splitlines():
+        if not line.startswith("{"):
             continue
-        for target in package["targets"]:
-            kinds = set(target["kind"])
-            binary = target["name"].replace("-", "_")
-            if not target.get("test", True):
-                continue
-            if kinds & {"lib", "rlib", "proc-macro"}:
-                found.append((package["name"], ["--lib"], binary))
-                if target.get("doctest", False):
-                    found.append((package["name"], ["--doc"], "doc " + binary))
-            elif "bin" in kinds:
-                found.append((package["name"], ["--bin", target["name"]], binary))
-            elif "test" in kinds:
-                found.append((package["name"], ["--test", target["name"]], binary))
-    return found
+        message = json.loads(line)
+        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
+            continue
+        if not message["profile"]["test"]:
+            continue
+        # `path+file:///…/sidecar#neverwiped-sidecar@0.1.0` or `…/sidecar#0.1.0`.
+        package_url = message["package_id"]
+        package_dir = Path(package_url.split("file://", 1)[1].split("#", 1)[0])
+        name_version = package_url.rsplit("#", 1)[1]
+        package, _, version = name_version.rpartition("@")
+        target = message["target"]
+        source = os.path.relpath(target["src_path"], package_dir)
+        executable = Path(message["executable"])
+        found[executable] = TestBinary(
+            package or package_dir.name,
+            version,
+            target["name"].replace("-", "_"),
+            package_dir,
+            source,
+            executable,
+        )
+    return list(found.values())
 
 
 def previous_durations(log):
@@ -75,40 +96,80 @@ def previous_durations(log):
     return durations
 
 
-def main():
-    log = Path(sys.argv[1])
-    lanes = int(sys.argv[2] if len(sys.argv) > 2 else os.environ.get("NEVERWIPED_TEST_LANES", 3))
-    durations = previous_durations(log)
-    order = sorted(
-        jobs(),
-        key=lambda job: (-durations.get(job[2], 0), job[1][0] != "--test", job[0], job[2]),
+def cargo_environment(binary):
+    """The variables `cargo test` gives a test binary it runs."""
+    environment = dict(os.environ)
+    environment.update(
+        CARGO_MANIFEST_DIR=str(binary.package_dir),
+        CARGO_PKG_NAME=binary.package,
+        CARGO_PKG_VERSION=binary.version,
+        CARGO_CRATE_NAME=binary.crate,
     )
+    return environment
+
+
+def run_binary(binary):
+    """(header and output, exit status) of one test binary."""
+    done = subprocess.run(
+        [str(binary.executable)],
+        cwd=binary.package_dir,
+        env=cargo_environment(binary),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
+    relative = os.path.relpath(binary.executable, Path.cwd())
+    return f"     Running {binary.source} ({relative})\n{done.stdout}", done.returncode
+
+
+def run_doc_tests():
+    """(output, exit status) of every crate's doc tests, with the workspace's features."""
+    done = subprocess.run(
+        ["cargo", "test", "--workspace", "--doc", "--no-fail-fast"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
+    return done.stdout, done.returncode
+
+
+def main():
+    artifacts = Path(sys.argv[1])
+    log = Path(sys.argv[2])
+    lanes = int(sys.argv[3] if len(sys.argv) > 3 else os.environ.get("NEVERWIPED_TEST_LANES", 3))
+    durations = previous_durations(log)
+    binaries = sorted(
+        built_binaries(artifacts),
+        key=lambda binary: (-durations.get(binary.name, 0), binary.source.startswith("src"), binary.name),
+    )
+    if not binaries:
+        print(f"test-lanes: {artifacts} names no test binary", file=sys.stderr)
+        return 1
     log.write_text("")
     lock = threading.Lock()
     failed = []
 
-    def run(job):
-        package, selector, _ = job
-        started = time.monotonic()
-        done = subprocess.run(
-            ["cargo", "test", "-p", package, *selector, "--no-fail-fast"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-        seconds = time.monotonic() - started
-        verdict = "ok" if done.returncode == 0 else f"FAILED (exit {done.returncode})"
+    def report(what, output, status, started):
+        verdict = "ok" if status == 0 else f"FAILED (exit {status})"
         with lock:
-            if done.returncode != 0:
-                failed.append(f"{package} {' '.join(selector)}")
+            if status != 0:
+                failed.append(what)
             with log.open("a") as out:
-                out.write(done.stdout)
-            sys.stdout.write(done.stdout)
-            print(f"==> {package} {' '.join(selector)}: {verdict} in {seconds:.0f}s", flush=True)
+                out.write(output)
+            sys.stdout.write(output)
+            print(f"==> {what}: {verdict} in {time.monotonic() - started:.0f}s", flush=True)
+
+    def run(binary):
+        started = time.monotonic()
+        output, status = run_binary(binary)
+        report(f"{binary.package} {binary.source}", output, status, started)
 
     with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
-        list(pool.map(run, order))
+        list(pool.map(run, binaries))
+    started = time.monotonic()
+    report("doc tests", *run_doc_tests(), started)
     if failed:
         print("failed: " + "; ".join(failed))
         return 1

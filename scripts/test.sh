@@ -146,9 +146,9 @@ suite() {
   : >"$LOGS/skips.log"
   export NEVERWIPED_REQUIRE_ALL=1 NEVERWIPED_SKIP_LOG=$LOGS/skips.log
   local tests_status=0 summary_status=0
-  cargo test --workspace --no-run --quiet
+  cargo test --workspace --no-run --quiet --message-format=json-render-diagnostics >"$LOGS/artifacts.json"
   # The binaries side by side (most of their time is waiting on servers), output per binary.
-  python3 scripts/test-lanes.py "$LOGS/run.log" || tests_status=$?
+  python3 scripts/test-lanes.py "$LOGS/artifacts.json" "$LOGS/run.log" || tests_status=$?
   step "counts: what each test binary holds (cargo test -- --list) against what it ran"
   cargo test --workspace -- --list >"$LOGS/list.log" 2>&1 ||
     { cat "$LOGS/list.log"; die "cannot list the tests"; }

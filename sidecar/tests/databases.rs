@@ -331,7 +331,9 @@ fn postgres_every_database_and_role_comes_back_after_a_drop_through_rest_server(
     );
     assert!(result.bytes_added < dump.dump_bytes, "plain SQL compresses");
 
-    let ls = sidecar.run(&["ls", "latest", "/databases"]).expect_ok();
+    let ls = sidecar
+        .run(&["ls", "--recursive", "latest", "/databases"])
+        .expect_ok();
     assert!(
         ls.stdout
             .contains(&format!("{:>12}  /databases/main/all.sql", dump.dump_bytes)),

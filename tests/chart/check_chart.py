@@ -573,7 +573,7 @@ def images_are_referenced_by_tag_and_optional_digest() -> None:
 
 @check
 def the_operator_environment_follows_the_values() -> None:
-    main_rs = (ROOT / "operator" / "src" / "main.rs").read_text()
+    settings_rs = (ROOT / "operator" / "src" / "environment.rs").read_text()
     field = lambda path: {"fieldRef": {"fieldPath": path}}  # noqa: E731
     env = Rendered(None).operator_env()
     expect(env == {
@@ -597,8 +597,8 @@ def the_operator_environment_follows_the_values() -> None:
         "RUST_LOG": "info",
     }, f"default environment: {json.dumps(env, indent=1)}")
     for name in env:
-        expect(f"`{name}`" in main_rs or f'"{name}"' in main_rs,
-               f"{name} is not a setting of operator/src/main.rs")
+        expect(f"`{name}`" in settings_rs or f'"{name}"' in settings_rs,
+               f"{name} is not a setting of operator/src/environment.rs")
 
     env = Rendered(NAMESPACED).operator_env()
     for name, value in {"NEVERWIPED_WATCH_NAMESPACE": "shop", "NEVERWIPED_CATCH_UP_WINDOW": "6h",
@@ -959,8 +959,9 @@ def the_tenant_policy_reaches_the_operator_as_json() -> None:
     env = Rendered({"policy": limits}).operator_env()
     expect(json.loads(env["NEVERWIPED_TENANT_POLICY"]) == limits,
            f"the limits as JSON: {env.get('NEVERWIPED_TENANT_POLICY')}")
-    main_rs = (ROOT / "operator" / "src" / "main.rs").read_text()
-    expect("`NEVERWIPED_TENANT_POLICY`" in main_rs, "main.rs documents NEVERWIPED_TENANT_POLICY")
+    settings_rs = (ROOT / "operator" / "src" / "environment.rs").read_text()
+    expect("`NEVERWIPED_TENANT_POLICY`" in settings_rs,
+           "operator/src/environment.rs documents NEVERWIPED_TENANT_POLICY")
 
 
 @check
