@@ -9,6 +9,8 @@ mod exact_names;
 mod hostile_keys;
 #[path = "cli/hostile_names.rs"]
 mod hostile_names;
+#[path = "cli/inspect_archive.rs"]
+mod inspect_archive;
 #[path = "cli/inspect_common.rs"]
 mod inspect_common;
 #[path = "cli/inspect_diff.rs"]

@@ -119,7 +119,8 @@ pub enum Command {
     Backup(Box<BackupArgs>),
     /// List snapshots: all, or those the filters and ids choose, optionally grouped.
     Snapshots(super::listing::SnapshotsArgs),
-    /// Write a file of a snapshot to standard output (or --target FILE).
+    /// Write a file of a snapshot, or a folder as a tar archive, to standard output (or --target
+    /// FILE).
     Dump(super::dump::DumpArgs),
     /// Count what snapshots hold: their restore size, or the stored data they reference.
     Stats(super::stats::StatsArgs),
