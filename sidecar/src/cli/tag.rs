@@ -9,6 +9,7 @@ use neverwiped::locking;
 use neverwiped::maintenance::tag::{self, TagChange};
 use neverwiped::repository::Repository;
 use neverwiped::selection;
+use neverwiped::selection::filter::parse_tag_list;
 
 #[derive(Debug, Args)]
 pub struct TagArgs {
@@ -35,10 +36,8 @@ pub struct TagArgs {
 fn tags_of(lists: &[String]) -> Vec<String> {
     lists
         .iter()
-        .flat_map(|list| list.split(','))
-        .map(str::trim)
+        .flat_map(|list| parse_tag_list(list))
         .filter(|tag| !tag.is_empty())
-        .map(str::to_owned)
         .collect()
 }
 

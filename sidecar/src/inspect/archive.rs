@@ -283,7 +283,7 @@ mod tests {
             format!("{:011o}\0", 1_700_000_001).as_bytes()
         );
         assert_eq!(block[156], b'0');
-        let mut spaced = block;
+        let mut spaced = block.clone();
         spaced[148..156].copy_from_slice(b"        ");
         let sum: u32 = spaced.iter().map(|&b| u32::from(b)).sum();
         assert_eq!(&block[148..156], format!("{sum:06o}\0 ").as_bytes());

@@ -6,16 +6,14 @@
 //! the new one in force, never neither. The caller holds the exclusive lock.
 
 use super::expected_pack_size;
+use super::prune::{BLOBS_PER_INDEX_OBJECT, PACKS_PER_INDEX_OBJECT};
 use crate::backend::ObjectKind;
 use crate::error::Result;
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
 use crate::format::pack::read_header;
 use crate::ids::{ObjectId, PackId};
 use crate::repository::Repository;
-use std::collections::BTreeMap;
-
-/// Packs per new index object, as prune writes them.
-const PACKS_PER_INDEX_OBJECT: usize = 5_000;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What `repair index` found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,8 +51,9 @@ pub async fn repair_index(repo: &Repository, read_all_packs: bool) -> Result<Ind
             listed.entry(pack.id).or_insert(pack.blobs);
         }
     }
+    // The listed packs that are stored with the size their entries add up to are trusted.
     let mut packs: Vec<IndexedPack> = Vec::new();
-    for (id, blobs) in &listed {
+    for (id, blobs) in listed.iter() {
         let Some(&size) = stored.get(id) else {
             report.packs_missing.push(*id);
             continue;
@@ -67,17 +66,8 @@ pub async fn repair_index(repo: &Repository, read_all_packs: bool) -> Result<Ind
             packs.push(pack);
         }
     }
-    for id in stored.keys() {
-        let known = listed
-            .get(id)
-            .map(|blobs| IndexedPack {
-                id: *id,
-                blobs: blobs.clone(),
-            })
-            .is_some_and(|pack| !read_all_packs && expected_pack_size(&pack) == stored[id]);
-        if known {
-            continue;
-        }
+    let trusted: BTreeSet<PackId> = packs.iter().map(|pack| pack.id).collect();
+    for id in stored.keys().filter(|id| !trusted.contains(id)) {
         report.packs_read += 1;
         match read_pack(repo, id).await {
             Ok(pack) => {
@@ -91,16 +81,29 @@ pub async fn repair_index(repo: &Repository, read_all_packs: bool) -> Result<Ind
     }
     report.packs_indexed = packs.len() as u64;
     report.blobs_indexed = packs.iter().map(|p| p.blobs.len() as u64).sum();
-    for chunk in packs.chunks(PACKS_PER_INDEX_OBJECT) {
-        let file = IndexFile {
-            packs: chunk.to_vec(),
-            supersedes: vec![],
-        };
-        repo.write_object(ObjectKind::Index, &file).await?;
-    }
+    write_index(repo, packs).await?;
     retire(repo, &old_objects).await?;
     report.index_objects_removed = old_objects.len() as u64;
     Ok(report)
+}
+
+/// Writes `packs` into new index objects of the sizes prune writes.
+async fn write_index(repo: &Repository, packs: Vec<IndexedPack>) -> Result<()> {
+    let mut file = IndexFile::default();
+    let mut blobs = 0;
+    for pack in packs {
+        blobs += pack.blobs.len();
+        file.packs.push(pack);
+        if file.packs.len() >= PACKS_PER_INDEX_OBJECT || blobs >= BLOBS_PER_INDEX_OBJECT {
+            repo.write_object(ObjectKind::Index, &std::mem::take(&mut file))
+                .await?;
+            blobs = 0;
+        }
+    }
+    if !file.packs.is_empty() {
+        repo.write_object(ObjectKind::Index, &file).await?;
+    }
+    Ok(())
 }
 
 /// The entries of a stored pack, from its header; the error says why they cannot be had.
