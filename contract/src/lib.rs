@@ -111,6 +111,12 @@ pub enum Operation {
     Stats,
     /// `dump`: a file of a snapshot, written out.
     Dump,
+    /// `tag`: changes the tags of snapshots.
+    Tag,
+    /// `cat`: one object of the repository, printed.
+    Cat,
+    /// `repair index`: the index written again from the packs.
+    Repair,
 }
 
 /// One database dump that was part of a backup.

@@ -349,7 +349,10 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     | Operation::Find
                     | Operation::Diff
                     | Operation::Stats
-                    | Operation::Dump => Reason::BackupFailed,
+                    | Operation::Dump
+                    | Operation::Tag
+                    | Operation::Cat
+                    | Operation::Repair => Reason::BackupFailed,
                 },
             };
             let message = result

@@ -43,6 +43,9 @@ pub struct SnapshotView {
     pub tags: Vec<String>,
     pub tree: String,
     pub parent: Option<String>,
+    /// The id the snapshot was first written under, when `tag` has rewritten it since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original: Option<String>,
     pub summary: SummaryView,
     pub program_version: String,
 }
@@ -108,6 +111,7 @@ impl SnapshotView {
             tags: snapshot.tags.clone(),
             tree: snapshot.tree.to_string(),
             parent: snapshot.parent.map(|parent| parent.to_hex()),
+            original: snapshot.original.map(|original| original.to_hex()),
             summary: SummaryView::from(&snapshot.summary),
             program_version: snapshot.program_version.clone(),
         }

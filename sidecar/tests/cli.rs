@@ -9,6 +9,10 @@ mod exact_names;
 mod hostile_keys;
 #[path = "cli/hostile_names.rs"]
 mod hostile_names;
+#[path = "cli/inspect_archive.rs"]
+mod inspect_archive;
+#[path = "cli/inspect_cat.rs"]
+mod inspect_cat;
 #[path = "cli/inspect_common.rs"]
 mod inspect_common;
 #[path = "cli/inspect_diff.rs"]
@@ -27,10 +31,14 @@ mod inspect_stats;
 mod modify_check;
 #[path = "cli/modify_forget.rs"]
 mod modify_forget;
+#[path = "cli/modify_tag.rs"]
+mod modify_tag;
 #[path = "cli/stopping.rs"]
 mod stopping;
 mod support;
 
+#[path = "cli/repair.rs"]
+mod repair;
 #[path = "cli/restic_patterns.rs"]
 mod restic_patterns;
 #[path = "cli/restic_selection.rs"]
@@ -166,11 +174,22 @@ fn small_tree(work: &Path, name: &str) -> PathBuf {
 /// Writes a fresh exclusive lock of a prune on `hostname` into the local repository at `repo_dir`,
 /// as another process holding it would; returns the lock object's id.
 async fn write_exclusive_lock(repo_dir: &Path, hostname: &str) -> neverwiped::ids::ObjectId {
+    write_lock(repo_dir, hostname, true, "prune").await
+}
+
+/// Writes a fresh lock (exclusive or shared) of `purpose` on `hostname`, as another process
+/// holding it would; returns the lock object's id.
+async fn write_lock(
+    repo_dir: &Path,
+    hostname: &str,
+    exclusive: bool,
+    purpose: &str,
+) -> neverwiped::ids::ObjectId {
     let backend: SharedBackend = Arc::new(LocalBackend::new(repo_dir));
     let repo = Repository::open(backend, PASSWORD.as_bytes())
         .await
         .unwrap();
-    let mut lock = neverwiped::format::lock::Lock::new(true, "prune");
+    let mut lock = neverwiped::format::lock::Lock::new(exclusive, purpose);
     lock.hostname = hostname.into();
     repo.write_object(neverwiped::backend::ObjectKind::Locks, &lock)
         .await
@@ -1016,11 +1035,14 @@ fn help_describes_every_command_and_argument_with_its_own_options_first() {
         "diff",
         "stats",
         "dump",
+        "cat",
         "restore",
         "unlock",
         "check",
         "forget",
+        "tag",
         "prune",
+        "repair index",
         "key list",
         "key add",
         "key remove",

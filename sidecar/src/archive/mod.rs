@@ -285,6 +285,7 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
                     tags: options.tags.clone(),
                     tree: outcome.root,
                     parent: parent.map(|(id, _)| id),
+                    original: None,
                     summary,
                     program_version: format!("neverwiped {}", env!("CARGO_PKG_VERSION")),
                 };

@@ -63,9 +63,9 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, global = true, help_heading = GLOBAL)]
     pub retry_lock: Option<std::time::Duration>,
 
-    /// Read without a lock (restore, ls, find, diff, stats, dump, snapshots, mount, check): for
-    /// a repository that cannot be written. Without it they take a shared lock, or go on without
-    /// one when refused.
+    /// Read without a lock (restore, ls, find, diff, stats, dump, cat, snapshots, mount,
+    /// check): for a repository that cannot be written. Without it they take a shared lock, or
+    /// go on without one when refused.
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_lock: bool,
 
@@ -119,8 +119,11 @@ pub enum Command {
     Backup(Box<BackupArgs>),
     /// List snapshots: all, or those the filters and ids choose, optionally grouped.
     Snapshots(super::listing::SnapshotsArgs),
-    /// Write a file of a snapshot to standard output (or --target FILE).
+    /// Write a file of a snapshot, or a folder as a tar archive, to standard output (or --target
+    /// FILE).
     Dump(super::dump::DumpArgs),
+    /// Print one object of the repository: decrypted JSON, a pack's bytes, a blob's plaintext.
+    Cat(super::cat::CatArgs),
     /// Count what snapshots hold: their restore size, or the stored data they reference.
     Stats(super::stats::StatsArgs),
     /// Show what changed between two snapshots: added, removed, changed, metadata, type.
@@ -137,6 +140,11 @@ pub enum Command {
     Check(CheckArgs),
     /// Remove snapshots that a keep policy does not keep (their data stays until prune).
     Forget(ForgetArgs),
+    /// Add, remove or set the tags of snapshots (each changed snapshot is written anew).
+    Tag(super::tag::TagArgs),
+    /// Repair the repository: write the index again from the packs.
+    #[command(subcommand)]
+    Repair(super::repair::RepairCommand),
     /// Remove data no snapshot needs.
     Prune(PruneArgs),
     /// Manage the passwords (key objects) that open the repository.
@@ -418,11 +426,14 @@ pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
         "diff" => Operation::Diff,
         "stats" => Operation::Stats,
         "dump" => Operation::Dump,
+        "cat" => Operation::Cat,
         "restore" => Operation::Restore,
         "unlock" => Operation::Unlock,
         "check" => Operation::Check,
         "forget" => Operation::Forget,
+        "tag" => Operation::Tag,
         "prune" => Operation::Prune,
+        "repair" => Operation::Repair,
         "key" => Operation::Key,
         "mount" => Operation::Mount,
         _ => return None,
@@ -442,11 +453,14 @@ impl Command {
             Command::Diff(_) => Operation::Diff,
             Command::Stats(_) => Operation::Stats,
             Command::Dump(_) => Operation::Dump,
+            Command::Cat(_) => Operation::Cat,
             Command::Restore(_) => Operation::Restore,
             Command::Unlock(_) => Operation::Unlock,
             Command::Check(_) => Operation::Check,
             Command::Forget(_) => Operation::Forget,
+            Command::Tag(_) => Operation::Tag,
             Command::Prune(_) => Operation::Prune,
+            Command::Repair(_) => Operation::Repair,
             Command::Key(_) => Operation::Key,
             Command::Mount(_) => Operation::Mount,
         }
@@ -571,7 +585,10 @@ mod tests {
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
         use neverwiped_contract::Operation;
-        let examples: [(&[&str], Operation); 14] = [
+        let examples: [(&[&str], Operation); 17] = [
+            (&["repair", "index"], Operation::Repair),
+            (&["cat", "config"], Operation::Cat),
+            (&["tag", "--add", "a"], Operation::Tag),
             (&["dump", "latest", "/a"], Operation::Dump),
             (&["stats"], Operation::Stats),
             (&["diff", "a1", "b2"], Operation::Diff),

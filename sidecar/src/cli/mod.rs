@@ -1,6 +1,7 @@
 //! The commands of the CLI: each opens what it needs, calls the engine, and reports.
 
 pub mod args;
+mod cat;
 mod databases;
 mod diff;
 mod dry_run;
@@ -17,11 +18,13 @@ mod maintenance;
 pub mod mount;
 pub mod output;
 mod patterns;
+mod repair;
 mod secrets;
 mod select;
 mod stats;
 pub mod stop;
 mod subset;
+mod tag;
 
 use anyhow::{Context, Result};
 use args::{BackupArgs, Cli, Command, RestoreArgs};
@@ -272,6 +275,10 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
             let repo = open_indexed(cli).await?;
             locks::read_locked(&repo, "dump", dump::dump(&repo, args)).await
         }
+        Command::Cat(args) => {
+            let repo = open_indexed(cli).await?;
+            locks::read_locked(&repo, "cat", cat::cat(&repo, args)).await
+        }
         Command::Stats(args) => {
             let repo = open_indexed(cli).await?;
             locks::read_locked(&repo, "stats", stats::stats(&repo, args, cli.json)).await
@@ -287,6 +294,12 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         Command::Restore(args) => restore_snapshot(cli, args, databases).await,
         Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,
         Command::Forget(args) => forget::forget(&open_indexed(cli).await?, args, cli.json).await,
+        Command::Repair(command) => {
+            repair::repair(&open_repository(cli).await?, command, cli.json, cli.quiet).await
+        }
+        Command::Tag(args) => {
+            tag::tag(&open_repository(cli).await?, args, cli.json, cli.quiet).await
+        }
         Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args, cli.json).await,
         Command::Key(command) => {
             let password = secrets::repository_password(cli.password_file.as_deref())?;

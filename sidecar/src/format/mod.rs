@@ -63,14 +63,23 @@ pub fn open_object<T: DeserializeOwned>(
     stored: &[u8],
     what: &str,
 ) -> Result<T, FormatError> {
-    let encoded = sealer.open(stored, &object_associated_data(kind), what)?;
-    let json = compress::decode_unsized(&encoded, METADATA_MAX_BYTES).map_err(|source| {
-        FormatError::Compress {
-            what: what.to_owned(),
-            source,
-        }
-    })?;
+    let json = open_object_json(sealer, kind, stored, what)?;
     serde_json::from_slice(&json).map_err(|e| FormatError::invalid(what, e))
+}
+
+/// The JSON bytes [`seal_object`] sealed, authenticated and decompressed, as they were written
+/// (`cat` prints them).
+pub fn open_object_json(
+    sealer: &Sealer,
+    kind: ObjectKind,
+    stored: &[u8],
+    what: &str,
+) -> Result<Vec<u8>, FormatError> {
+    let encoded = sealer.open(stored, &object_associated_data(kind), what)?;
+    compress::decode_unsized(&encoded, METADATA_MAX_BYTES).map_err(|source| FormatError::Compress {
+        what: what.to_owned(),
+        source,
+    })
 }
 
 /// Bytes that may not be UTF-8 (file names, link targets, paths), stored as a JSON string when

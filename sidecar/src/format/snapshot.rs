@@ -19,6 +19,10 @@ pub struct Snapshot {
     pub tree: BlobId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<SnapshotId>,
+    /// The id this snapshot had when it was first written, kept by each rewrite (`tag`), as
+    /// restic's `original`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original: Option<SnapshotId>,
     pub summary: SnapshotSummary,
     pub program_version: String,
 }
@@ -65,6 +69,7 @@ mod tests {
             tags: vec!["plan=db".into()],
             tree: BlobId::from_bytes([9; 32]),
             parent: None,
+            original: None,
             summary: SnapshotSummary {
                 files: 1,
                 ..Default::default()

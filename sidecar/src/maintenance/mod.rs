@@ -1,11 +1,14 @@
 //! Keeping a repository small, sound and usable for years: retention (`forget`), garbage
-//! collection (`prune`), verification (`check`) and password rotation (`keys`).
+//! collection (`prune`), verification (`check`), password rotation (`keys`), tags (`tag`)
+//! and rebuilding the index (`repair`).
 
 pub mod check;
 pub mod forget;
 pub mod keys;
 pub mod prune;
+pub mod repair;
 pub mod retention;
+pub mod tag;
 pub mod usage;
 
 /// The stored size of a pack from its index entries: the blobs, the sealed header (a version byte

@@ -30,9 +30,9 @@ use std::collections::HashSet;
 /// A pack with at least this share of unused bytes is repacked.
 const REPACK_UNUSED_SHARE: f64 = 0.2;
 /// Packs listed per new index object, at most.
-const PACKS_PER_INDEX_OBJECT: usize = 256;
+pub(super) const PACKS_PER_INDEX_OBJECT: usize = 256;
 /// A new index object is written once its packs hold this many blobs (see the uploader's).
-const BLOBS_PER_INDEX_OBJECT: usize = 8192;
+pub(super) const BLOBS_PER_INDEX_OBJECT: usize = 8192;
 
 /// The blobs the snapshots need: sorted, no id twice.
 #[derive(Debug, Default)]

@@ -356,6 +356,7 @@ mod tests {
             tags: vec![],
             tree: BlobId::from_bytes([0; 32]),
             parent: None,
+            original: None,
             summary: SnapshotSummary::default(),
             program_version: "test".into(),
         };

@@ -250,6 +250,7 @@ mod tests {
             tags: tags.iter().map(|t| t.to_string()).collect(),
             tree: BlobId::from_bytes([tree; 32]),
             parent: None,
+            original: None,
             summary: SnapshotSummary::default(),
             program_version: "test".into(),
         }

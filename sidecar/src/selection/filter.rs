@@ -155,6 +155,7 @@ mod tests {
             tags: tags.iter().map(|t| t.to_string()).collect(),
             tree: BlobId::from_bytes([0; 32]),
             parent: None,
+            original: None,
             summary: SnapshotSummary::default(),
             program_version: "test".into(),
         }

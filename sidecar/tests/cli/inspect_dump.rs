@@ -1,5 +1,6 @@
 //! `dump SNAPSHOT PATH`: a file's bytes, to standard output or `--target`, equal to the original
-//! (a file spanning several packs too); a folder or a missing path is refused.
+//! (a file spanning several packs too); a folder is an archive; a link or a missing path is
+//! refused.
 
 use super::support::fixtures::{sha256_file, Noise};
 use super::{initialised, text};
@@ -7,7 +8,7 @@ use sha2::{Digest, Sha256};
 use std::fs;
 
 #[test]
-fn dump_writes_a_files_exact_bytes_and_refuses_a_folder() {
+fn dump_writes_a_files_exact_bytes_and_refuses_a_link() {
     let (work, repo, sidecar) = initialised();
     let source = work.path().join("source");
     fs::create_dir_all(source.join("folder")).unwrap();
@@ -15,6 +16,7 @@ fn dump_writes_a_files_exact_bytes_and_refuses_a_folder() {
     fs::write(source.join("large.bin"), Noise::new(8).bytes(40 << 20)).unwrap();
     fs::write(source.join("folder/small.txt"), b"small\n").unwrap();
     fs::write(source.join("empty"), b"").unwrap();
+    std::os::unix::fs::symlink("folder", source.join("link")).unwrap();
     sidecar.run(&["backup", text(&source)]).expect_ok();
     let packs = super::support::fixtures::repository_objects(&repo)
         .iter()
@@ -45,10 +47,14 @@ fn dump_writes_a_files_exact_bytes_and_refuses_a_folder() {
     let run = sidecar.run(&["dump", "latest", &empty]).expect_ok();
     assert!(run.stdout.is_empty());
 
+    // A folder is an archive (compared with restic's in inspect_archive.rs); a link is refused.
     let folder = format!("{}/folder", text(&source));
-    let refused = sidecar.run(&["dump", "latest", &folder]).expect_code(1);
+    let tar = sidecar.run(&["dump", "latest", &folder]).expect_ok();
+    assert!(tar.stdout.contains("/folder/small.txt"), "{}", tar.stdout);
+    let link = format!("{}/link", text(&source));
+    let refused = sidecar.run(&["dump", "latest", &link]).expect_code(1);
     assert!(
-        refused.error_line().contains("is not a file"),
+        refused.error_line().contains("neither a file nor a folder"),
         "{}",
         refused.stderr
     );

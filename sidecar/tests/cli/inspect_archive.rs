@@ -1,0 +1,79 @@
+//! `dump SNAPSHOT FOLDER` writes the tar restic 0.19 writes for the same tree: the same entries in
+//! the same order, each with the same name, type, mode bits, numeric owner, time, size, link
+//! target and content (SHA-256), read back by Python's `tarfile`.
+
+use super::inspect_common::{build_tree, set_times, Restic};
+use super::support::restic_binary;
+use super::{initialised, text};
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+/// Lists a tar's members as JSON, one array per member; owner names are left out (snapshots
+/// store numeric owners only).
+const LIST_TAR: &str = r#"
+import hashlib, json, sys, tarfile
+members = []
+with tarfile.open(sys.argv[1], format=tarfile.PAX_FORMAT, encoding="utf-8",
+                  errors="surrogateescape") as archive:
+    for m in archive.getmembers():
+        data = archive.extractfile(m).read() if m.isfile() else b""
+        members.append([m.name, m.type.decode(), oct(m.mode), m.uid, m.gid, int(m.mtime),
+                        m.size, m.linkname, hashlib.sha256(data).hexdigest()])
+print(json.dumps(members))
+"#;
+
+fn members(tar: &Path) -> Vec<serde_json::Value> {
+    let output = Command::new("python3")
+        .args(["-c", LIST_TAR])
+        .arg(tar)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn dump_of_a_folder_writes_the_tar_restic_writes() {
+    let test = "dump_of_a_folder_writes_the_tar_restic_writes";
+    let Some(restic_path) = restic_binary(test) else {
+        return;
+    };
+    let (work, _repo, sidecar) = initialised();
+    let source = work.path().join("stable/source");
+    build_tree(&source);
+    // Names that ustar cannot hold: longer than 100 bytes, and not ASCII.
+    fs::write(source.join("docs").join("n".repeat(120)), b"long name\n").unwrap();
+    fs::write(source.join("docs/ünï"), b"accents\n").unwrap();
+    set_times(&source);
+    let restic = Restic::init(restic_path, work.path());
+    restic.backup(&source, &[]);
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+
+    let docs = source.join("docs");
+    for folder in [&source, &docs] {
+        let theirs = work.path().join("theirs.tar");
+        let ours = work.path().join("ours.tar");
+        restic.run(&["dump", "latest", text(folder), "--target", text(&theirs)]);
+        sidecar
+            .run(&["dump", "latest", text(folder), "--target", text(&ours)])
+            .expect_ok();
+        let (ours, theirs) = (members(&ours), members(&theirs));
+        assert!(theirs.len() >= 8, "{theirs:?}");
+        assert_eq!(ours, theirs, "dump {}", folder.display());
+    }
+
+    // To standard output, the same bytes as to --target.
+    let output = sidecar
+        .command()
+        .args(["dump", "latest", text(&docs)])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let target = work.path().join("ours.tar");
+    assert_eq!(output.stdout, fs::read(&target).unwrap());
+}
