@@ -77,7 +77,8 @@ pub async fn snapshots(repo: &Repository, host: &str, json: bool) -> Result<()> 
         let tags = if entry.tags.is_empty() {
             "-".to_owned()
         } else {
-            entry.tags.join(",")
+            // Whoever may write the repository writes the tags.
+            text::escaped(&entry.tags.join(",")).into_owned()
         };
         println!(
             "{:<8}  {:<20}  {:>9}  {:>10}  {:<20}  {}",

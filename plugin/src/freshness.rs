@@ -41,7 +41,11 @@ pub fn older_than_last_success(
     if same || taken >= last.started {
         return None;
     }
-    let short = |id: &str| id.chars().take(8).collect::<String>();
+    // The last success's id is status text, which anyone who may write status may set.
+    let short = |id: &str| {
+        let id: String = id.chars().take(8).collect();
+        crate::runs::status_text(&id).into_owned()
+    };
     Some(format!(
         "latest is snapshot {} taken {taken}, older than the plan's last successful backup (snapshot {}, started {}): the gate does not list its newest snapshots",
         short(found_id),

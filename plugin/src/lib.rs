@@ -125,6 +125,15 @@ pub async fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// An error as the terminal shows it: escaped, but for a failed run's status message, which
+/// [`runs::status_text`] already made fit (escaping it again would double its backslashes).
+pub fn error_text(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<runs::RunFailed>() {
+        Some(failed) => failed.to_string(),
+        None => text::escaped(&text::describe_chain(error.chain())).into_owned(),
+    }
+}
+
 /// Says what `download` left out, and what it wrote.
 fn say_downloaded(report: &neverwiped::restore::RestoreReport, path: &OsStr, to: &Path) {
     for warning in &report.warnings {

@@ -18,8 +18,7 @@ async fn main() -> ExitCode {
     match kubectl_neverwiped::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            let message = neverwiped::text::describe_chain(error.chain());
-            eprintln!("error: {}", neverwiped::text::escaped(&message));
+            eprintln!("error: {}", kubectl_neverwiped::error_text(&error));
             ExitCode::FAILURE
         }
     }

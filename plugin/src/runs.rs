@@ -13,6 +13,27 @@ use neverwiped_api::{
 use crate::cluster::Cluster;
 use crate::table::bytes;
 
+/// Text of a status (a message, a reason, a Job's name) for a terminal, through the one function
+/// every status message the plugin prints goes through: the operator stores its messages escaped,
+/// so their escapes show once, and control characters written by hand are escaped.
+pub fn status_text(text: &str) -> std::borrow::Cow<'_, str> {
+    neverwiped::text::escaped_status(text)
+}
+
+/// A followed run that failed, in the words of its status, already made fit for a terminal by
+/// [`status_text`]: printed as it is, never escaped a second time.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RunFailed(String);
+
+/// The first eight characters of a snapshot id from a status (whatever it holds).
+fn short_id(id: Option<&str>) -> String {
+    id.map_or_else(
+        || "-".to_owned(),
+        |id| status_text(&id.chars().take(8).collect::<String>()).into_owned(),
+    )
+}
+
 /// How often a followed run's status is read.
 const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
@@ -77,7 +98,7 @@ pub async fn backup(cluster: &Cluster, namespace: &str, name: &str, wait: bool) 
             match &progress {
                 BackupProgress::Queued => println!("queued: waiting for the operator"),
                 BackupProgress::Running { job_name } => {
-                    println!("running: Job {job_name}");
+                    println!("running: Job {}", status_text(job_name));
                     job = Some(job_name.clone());
                 }
                 BackupProgress::Finished(run) => return finished(run),
@@ -89,19 +110,19 @@ pub async fn backup(cluster: &Cluster, namespace: &str, name: &str, wait: bool) 
 }
 
 fn finished(run: &RunRecord) -> Result<()> {
-    let snapshot = run.snapshot_id.as_deref().unwrap_or("-");
     let sent = run.bytes_sent.map_or(0, |b| u64::try_from(b).unwrap_or(0));
     if !run.result.is_success() {
-        bail!(
+        return Err(RunFailed(format!(
             "the backup failed ({}): {}",
-            run.reason,
-            run.message.as_deref().unwrap_or("no message")
-        );
+            status_text(&run.reason),
+            status_text(run.message.as_deref().unwrap_or("no message"))
+        ))
+        .into());
     }
     println!(
         "{:?}: snapshot {}, {} file(s) read, {} sent",
         run.result,
-        &snapshot[..snapshot.len().min(8)],
+        short_id(run.snapshot_id.as_deref()),
         run.files_read.unwrap_or(0),
         bytes(sent)
     );
@@ -214,9 +235,10 @@ pub async fn restore(cluster: &Cluster, restore: Restore, wait: bool) -> Result<
         let restore = cluster.restore(&namespace, &name).await?;
         let status = restore.status.unwrap_or_default();
         let phase = status.phase.unwrap_or_default();
-        if shown != Some(phase) {
+        // A failure's message is the error's, said once.
+        if shown != Some(phase) && phase != RestorePhase::Failed {
             let detail = status.message.as_deref().unwrap_or("");
-            println!("{phase:?} {}", neverwiped::text::escaped_status(detail));
+            println!("{phase:?} {}", status_text(detail));
             shown = Some(phase);
         }
         match phase {
@@ -226,19 +248,19 @@ pub async fn restore(cluster: &Cluster, restore: Restore, wait: bool) -> Result<
                     .map_or(0, |b| u64::try_from(b).unwrap_or(0));
                 println!(
                     "restored snapshot {}: {} file(s), {}",
-                    status
-                        .snapshot_id
-                        .as_deref()
-                        .map_or("-", |id| &id[..id.len().min(8)]),
+                    short_id(status.snapshot_id.as_deref()),
                     status.files_restored.unwrap_or(0),
                     bytes(restored)
                 );
                 return Ok(());
             }
-            RestorePhase::Failed => bail!(
-                "the Restore failed: {}",
-                status.message.as_deref().unwrap_or("no message")
-            ),
+            RestorePhase::Failed => {
+                return Err(RunFailed(format!(
+                    "the Restore failed: {}",
+                    status_text(status.message.as_deref().unwrap_or("no message"))
+                ))
+                .into())
+            }
             RestorePhase::Pending | RestorePhase::Running => {}
         }
         tokio::time::sleep(POLL_INTERVAL).await;

@@ -64,7 +64,7 @@ pub fn row(plan: &BackupPlan, now: Timestamp) -> Row {
         repository_size: status
             .repository
             .as_ref()
-            .map_or_else(dash, |r| neverwiped::text::escaped(&r.size).into_owned()),
+            .map_or_else(dash, |r| crate::runs::status_text(&r.size).into_owned()),
         failures: status
             .history
             .iter()
@@ -103,7 +103,7 @@ pub fn render(rows: &[Row], with_namespace: bool) -> Vec<String> {
         let room = TABLE_WIDTH - text.chars().count();
         // The operator stores messages escaped; raw control characters written by hand are
         // escaped here, and the operator's escapes are not escaped a second time.
-        text.push_str(&fit(&neverwiped::text::escaped_status(result), room));
+        text.push_str(&fit(&crate::runs::status_text(result), room));
         text.trim_end().to_owned()
     };
     let mut lines = vec![line(

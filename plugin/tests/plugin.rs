@@ -1,9 +1,12 @@
-//! `kubectl-neverwiped` against the real API server and a real rest-server: with only a
+//! `kubectl-neverwiped` against the real API server and a real rest-server, as real users bound
+//! by the Roles `docs/security.md` recommends (`docs/examples/rbac-plugin-*.yaml`): with only a
 //! kubeconfig, it lists a plan's snapshots, prints a file byte for byte, downloads a folder that
 //! matches its source (SHA-256 and metadata), and says which right is missing when one is.
 
 #[path = "plugin/hostile_snapshots.rs"]
 mod hostile_snapshots;
+#[path = "plugin/runs.rs"]
+mod runs;
 mod support;
 #[path = "plugin/tenant_policy.rs"]
 mod tenant_policy;
@@ -20,7 +23,7 @@ use neverwiped::crypto::KdfParams;
 use neverwiped::repository::Repository;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use support::{RbacFront, RestServer, TestNamespace};
+use support::{Persona, RestServer, TestNamespace, GATE_SECRET, PASSWORD_SECRET};
 
 const PASSWORD: &str = "correct horse battery staple";
 
@@ -151,8 +154,8 @@ fn plan_object(name: &str, url: &str) -> serde_json::Value {
             "suspend": true,
             "repository": {
                 "url": url,
-                "passwordSecretRef": {"name": "repo", "key": "password"},
-                "credentialsSecretRef": {"name": "gate"},
+                "passwordSecretRef": {"name": PASSWORD_SECRET, "key": "password"},
+                "credentialsSecretRef": {"name": GATE_SECRET},
             },
             "volumes": [{"claimName": "data"}],
         },
@@ -170,7 +173,9 @@ async fn with_only_a_kubeconfig_the_plugin_lists_prints_and_downloads_a_plans_sn
     support::apply_crds();
     let namespace = TestNamespace::create("plugin");
     let ns = namespace.name.as_str();
-    let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG").unwrap());
+    let Some(kubeconfig) = Persona::Download.kubeconfig(&namespace) else {
+        return;
+    };
     // The password as `kubectl create secret --from-file` stores a file `echo` wrote.
     server.create_plan_secrets(&namespace, &format!("{PASSWORD}\n"));
     let url = server.url("shop");
@@ -302,49 +307,53 @@ async fn with_only_a_kubeconfig_the_plugin_lists_prints_and_downloads_a_plans_sn
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_user_who_may_not_get_the_secret_is_told_which_secret_and_which_verb() {
+#[test]
+fn each_user_is_told_by_the_api_servers_refusal_which_right_they_lack() {
     if !support::api_server_or_skip() {
         return;
     }
     support::apply_crds();
     let namespace = TestNamespace::create("plugin-rbac");
     let ns = namespace.name.as_str();
-    namespace.create_secret("repo", "Opaque", &[("password", PASSWORD)]);
+    namespace.create_secret(PASSWORD_SECRET, "Opaque", &[("password", PASSWORD)]);
+    namespace.create_secret("elsewhere", "Opaque", &[("password", PASSWORD)]);
     namespace.create_object(&plan_object("nightly", "http://127.0.0.1:9/shop"));
-    // A Role with `get` on BackupPlans only.
-    let reader = RbacFront::start("reader", ns, vec![("get", "backupplans")]).await;
-    let output = tokio::task::spawn_blocking({
-        let kubeconfig = reader.kubeconfig.clone();
-        let ns = ns.to_owned();
-        move || plugin(&kubeconfig, &ns, &["snapshots", "nightly"])
-    })
-    .await
-    .unwrap();
-    let error = failed(output);
-    assert!(
-        error.contains(&format!(
-            "you may not get secrets \"repo\" in namespace \"{ns}\""
-        )),
-        "{error}"
-    );
-    assert!(error.contains("403 Forbidden"), "{error}");
-    assert!(!error.contains(PASSWORD), "{error}");
+    let mut other = plan_object("other", "http://127.0.0.1:9/other");
+    other["spec"]["repository"]["passwordSecretRef"]["name"] = json!("elsewhere");
+    namespace.create_object(&other);
+    let (Some(watcher), Some(reader), Some(nobody)) = (
+        Persona::Watch.kubeconfig(&namespace),
+        Persona::Download.kubeconfig(&namespace),
+        support::nobody_kubeconfig(),
+    ) else {
+        return;
+    };
+    let refused = |kubeconfig: &Path, args: &[&str], right: &str| {
+        let error = failed(plugin(kubeconfig, ns, args));
+        assert!(error.contains(&format!("you may not {right}")), "{error}");
+        assert!(error.contains("403 Forbidden"), "{error}");
+        assert!(!error.contains(PASSWORD), "{error}");
+    };
 
-    // Without `get` on the plan, that is what is said.
-    let nobody = RbacFront::start("nobody", ns, vec![]).await;
-    let output = tokio::task::spawn_blocking({
-        let kubeconfig = nobody.kubeconfig.clone();
-        let ns = ns.to_owned();
-        move || plugin(&kubeconfig, &ns, &["ls", "nightly", "latest"])
-    })
-    .await
-    .unwrap();
-    let error = failed(output);
-    assert!(
-        error.contains("you may not get backupplans.neverwiped.io \"nightly\""),
-        "{error}"
+    // Who watches sees the plans, and no Secret: no snapshot, no run.
+    let table = String::from_utf8(succeeded(plugin(&watcher, ns, &["status"]))).unwrap();
+    assert!(table.lines().any(|l| l.starts_with("nightly ")), "{table}");
+    let secret = format!("get secrets \"{PASSWORD_SECRET}\" in namespace \"{ns}\"");
+    refused(&watcher, &["snapshots", "nightly"], &secret);
+    let trigger = format!("patch backupplans.neverwiped.io \"nightly\" in namespace \"{ns}\"");
+    refused(&watcher, &["backup", "nightly"], &trigger);
+    // Who reads files reads only the Secrets the plan names, and starts nothing.
+    let elsewhere = format!("get secrets \"elsewhere\" in namespace \"{ns}\"");
+    refused(&reader, &["ls", "other", "latest"], &elsewhere);
+    refused(
+        &reader,
+        &["restore", "nightly", "--no-wait"],
+        "create restores.neverwiped.io",
     );
+    refused(&reader, &["status"], "list backupplans.neverwiped.io");
+    // Without any Role, the plan itself is refused.
+    let plan = "get backupplans.neverwiped.io \"nightly\"";
+    refused(&nobody, &["ls", "nightly", "latest"], plan);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -355,10 +364,12 @@ async fn a_gate_that_cannot_be_reached_is_named_with_the_plan() {
     support::apply_crds();
     let namespace = TestNamespace::create("plugin-gate");
     let ns = namespace.name.as_str();
-    let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG").unwrap());
-    namespace.create_secret("repo", "Opaque", &[("password", PASSWORD)]);
+    let Some(kubeconfig) = Persona::Download.kubeconfig(&namespace) else {
+        return;
+    };
+    namespace.create_secret(PASSWORD_SECRET, "Opaque", &[("password", PASSWORD)]);
     namespace.create_secret(
-        "gate",
+        GATE_SECRET,
         "kubernetes.io/basic-auth",
         &[("username", "u"), ("password", "p")],
     );

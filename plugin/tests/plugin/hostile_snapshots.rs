@@ -4,9 +4,9 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::support::{RestServer, TestNamespace};
+use super::support::{Persona, RestServer, TestNamespace};
 use super::{back_up, failed, plan_object, plugin, succeeded, PASSWORD};
 
 /// What a root container can write on its volume: a world-writable block device for the first
@@ -58,7 +58,9 @@ async fn a_download_as_root_plants_no_device_set_user_id_file_or_foreign_owner()
     super::support::apply_crds();
     let namespace = TestNamespace::create("plugin-planted");
     let ns = namespace.name.as_str();
-    let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG").unwrap());
+    let Some(kubeconfig) = Persona::Download.kubeconfig(&namespace) else {
+        return;
+    };
     server.create_plan_secrets(&namespace, PASSWORD);
     let url = server.url("planted");
     namespace.create_object(&plan_object("nightly", &url));

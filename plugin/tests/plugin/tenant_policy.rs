@@ -1,10 +1,10 @@
 //! The plugin applies the cluster admin's tenant policy before it sends a plan's gate login: a
 //! plan whose URL was pointed elsewhere gets nothing, and the host is said before it is contacted.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
-use super::support::{RestServer, TestNamespace};
+use super::support::{Persona, RestServer, TestNamespace};
 use super::{back_up, failed, plan_object, succeeded, PASSWORD};
 
 /// Runs the plugin in `namespace` with the tenant policy `policy` in its environment.
@@ -33,7 +33,9 @@ async fn a_plan_url_outside_the_tenant_policy_gets_no_login_and_the_host_is_name
     super::support::apply_crds();
     let namespace = TestNamespace::create("plugin-policy");
     let ns = namespace.name.as_str();
-    let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG").unwrap());
+    let Some(kubeconfig) = Persona::Download.kubeconfig(&namespace) else {
+        return;
+    };
     server.create_plan_secrets(&namespace, PASSWORD);
     let url = server.url("policy");
     let host = format!("{ns}/nightly");
