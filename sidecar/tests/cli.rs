@@ -9,6 +9,8 @@ mod exact_names;
 mod hostile_keys;
 #[path = "cli/hostile_names.rs"]
 mod hostile_names;
+#[path = "cli/key_id.rs"]
+mod key_id;
 #[path = "cli/inspect_common.rs"]
 mod inspect_common;
 #[path = "cli/inspect_diff.rs"]
