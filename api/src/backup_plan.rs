@@ -463,6 +463,17 @@ pub struct RepositoryStatus {
     pub snapshots: i64,
     /// When it was measured.
     pub measured_time: Time,
+    /// The id of the key object that opened the repository in the last run that opened it: the
+    /// plan's next Jobs, and the plugin, try it first (`--key-hint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+}
+
+impl BackupPlanStatus {
+    /// The key that opened the repository last time (`status.repository.keyId`).
+    pub fn key_id(&self) -> Option<&str> {
+        self.repository.as_ref()?.key_id.as_deref()
+    }
 }
 
 /// One kind of maintenance (prune or check) of a plan.

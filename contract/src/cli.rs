@@ -30,6 +30,35 @@ pub mod env {
     /// name (`NEVERWIPED_DB_USERNAME_<NAME>`). The sidecar does not read it: Kubernetes expands
     /// `$(NEVERWIPED_DB_USERNAME_<NAME>)` in the `--database` URI before the process starts.
     pub const DB_USERNAME_PREFIX: &str = "NEVERWIPED_DB_USERNAME_";
+    /// The repository (`--repo`): a folder or `rest:http(s)://…`.
+    pub const REPOSITORY: &str = "NEVERWIPED_REPOSITORY";
+    /// The repository password itself (`PASSWORD_FILE` is preferred).
+    pub const PASSWORD: &str = "NEVERWIPED_PASSWORD";
+    /// The gate's basic-authentication password itself (`GATE_PASSWORD_FILE` is preferred).
+    pub const GATE_PASSWORD: &str = "NEVERWIPED_GATE_PASSWORD";
+    /// The key tried first when opening the repository (`--key-hint`).
+    pub const KEY_HINT: &str = "NEVERWIPED_KEY_HINT";
+    /// `--retry-budget`: how long failed requests to the gate are retried.
+    pub const RETRY_BUDGET: &str = "NEVERWIPED_RETRY_BUDGET";
+    /// `--retry-delay-ms`: the first pause between retries.
+    pub const RETRY_DELAY_MS: &str = "NEVERWIPED_RETRY_DELAY_MS";
+    /// `--log-format`: `text` or `json`.
+    pub const LOG_FORMAT: &str = "NEVERWIPED_LOG_FORMAT";
+    /// The log filter (`info`, `debug`, `neverwiped=trace`, …).
+    pub const LOG: &str = "NEVERWIPED_LOG";
+    /// `key add|passwd --new-password-file`: the file with the new password.
+    pub const NEW_PASSWORD_FILE: &str = "NEVERWIPED_NEW_PASSWORD_FILE";
+    /// The prefix every variable of the sidecar's starts with.
+    pub const PREFIX: &str = "NEVERWIPED_";
+}
+
+/// Appends `--key-hint ID` when there is a hint: the key object that opened the repository last
+/// time, tried first (see [`crate::RunResult::key_id`]). Without one the arguments are unchanged.
+pub fn push_key_hint(args: &mut Vec<String>, key_id: Option<&str>) {
+    if let Some(key_id) = key_id {
+        args.push("--key-hint".into());
+        args.push(key_id.to_owned());
+    }
 }
 
 /// The repository argument for a restic REST server (the gate) at `url`.

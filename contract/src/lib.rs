@@ -250,6 +250,16 @@ pub struct RunResult {
     /// prune), newest first and bounded: what can be restored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_snapshots: Option<HostSnapshots>,
+    /// The id (64 hex digits) of the key object that opened the repository, when the run opened
+    /// it: the operator passes it back as `--key-hint`, so the next run tries it first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+}
+
+/// Whether `text` can be a key object's id as [`RunResult::key_id`] carries it: 64 lowercase hex
+/// digits. Anything else read from a result is not passed on as a hint.
+pub fn is_key_id(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 impl RunResult {
@@ -336,6 +346,7 @@ mod tests {
                 total: 2,
                 newest: vec![entry(1), entry(0)],
             }),
+            key_id: Some("5f".repeat(32)),
         }
     }
 
@@ -346,6 +357,20 @@ mod tests {
             files: 10 + u64::from(n),
             size_bytes: 1000 * u64::from(n),
             tags: vec![format!("plan=nightly-{n}")],
+        }
+    }
+
+    #[test]
+    fn only_a_full_lowercase_hex_id_is_a_key_id() {
+        assert!(is_key_id(&"5f".repeat(32)));
+        let (upper, long, dashed) = (
+            "5F".repeat(32),
+            "5f".repeat(33),
+            format!("{}-x", "5f".repeat(31)),
+        );
+        let not_ids: [&str; 5] = ["", "5f5f", &upper, &long, &dashed];
+        for not_an_id in not_ids {
+            assert!(!is_key_id(not_an_id), "{not_an_id}");
         }
     }
 

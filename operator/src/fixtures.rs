@@ -61,5 +61,6 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         prune: None,
         check: None,
         host_snapshots: None,
+        key_id: None,
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! The decisions are plain functions, tested without a cluster: [`schedule`] (when to run),
 //! [`plan`] (what a plan names, and what is missing), [`volumes`] (where a pod reading volumes
-//! runs), [`job`] (which Job for which plan or restore), [`status`] (what a finished Job means);
+//! runs), [`job`] (which Job for which plan or restore), [`status`] (what a finished Job means,
+//! and what it writes);
 //! [`conditions`] lists the condition types and reasons, which are part of the API. The
 //! [`controller`] fetches, calls them, and applies the result; [`recorder`] publishes its Events.
 //! [`admission`] refuses what a tenant may not ask for (names that would become paths, service-account

@@ -10,7 +10,7 @@ async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NEVERWIPED_LOG")
+            tracing_subscriber::EnvFilter::try_from_env(neverwiped_contract::cli::env::LOG)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .without_time()

@@ -11,6 +11,8 @@ use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::text;
 use neverwiped_api::tenant_policy::{TenantPolicy, POLICY_ENV};
 use neverwiped_api::BackupPlan;
+use neverwiped_contract::cli::env;
+use neverwiped_contract::is_key_id;
 use url::Url;
 use zeroize::Zeroizing;
 
@@ -121,8 +123,7 @@ pub async fn open(
         RestOptions::default(),
         RetryPolicy::with_budget(retry_budget),
     )?;
-    // As the sidecar's `--key-hint`: the key the password opens, tried first.
-    let key_hint = std::env::var("NEVERWIPED_KEY_HINT").ok();
+    let key_hint = key_hint(std::env::var(env::KEY_HINT).ok(), &plan);
     let repo = Repository::open_with_key_hint(backend, &password, key_hint.as_deref())
         .await
         .map_err(|error| gate_error(error, &plan, namespace, name))?;
@@ -132,6 +133,13 @@ pub async fn open(
         plan,
         repo,
     })
+}
+
+/// The key tried first, as the sidecar's `--key-hint`: the caller's `NEVERWIPED_KEY_HINT`, else
+/// the key that opened the plan's repository in its last run (`status.repository.keyId`).
+pub fn key_hint(from_environment: Option<String>, plan: &BackupPlan) -> Option<String> {
+    let recorded = plan.status.as_ref().and_then(|s| s.key_id());
+    from_environment.or_else(|| recorded.filter(|id| is_key_id(id)).map(str::to_owned))
 }
 
 /// The cluster admin's tenant policy, as the operator reads it: JSON in [`POLICY_ENV`] (the
@@ -214,6 +222,37 @@ mod tests {
     #[test]
     fn a_login_in_the_url_is_refused_before_anything_is_shown() {
         assert!(parse_rest_address("https://u:p@gate.example.com:8443/shop/repo").is_err());
+    }
+
+    fn plan_whose_last_run_opened_with(key_id: Option<&str>) -> BackupPlan {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "neverwiped.io/v1alpha1",
+            "kind": "BackupPlan",
+            "metadata": {"name": "nightly", "namespace": "shop"},
+            "spec": {
+                "schedule": "@daily",
+                "repository": {"url": "https://gate.example/r", "passwordSecretRef": {"name": "p", "key": "k"}},
+                "volumes": [{"claimName": "data"}],
+            },
+            "status": {"repository": {
+                "sizeBytes": 1, "size": "1", "snapshots": 1,
+                "measuredTime": "2026-12-01T02:00:00Z", "keyId": key_id,
+            }},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_key_that_opened_the_plans_repository_last_time_is_tried_first() {
+        let recorded = "5f".repeat(32);
+        let plan = plan_whose_last_run_opened_with(Some(&recorded));
+        assert_eq!(key_hint(None, &plan), Some(recorded));
+        // The caller's own hint wins.
+        assert_eq!(key_hint(Some("ab12".into()), &plan), Some("ab12".into()));
+        assert_eq!(key_hint(None, &plan_whose_last_run_opened_with(None)), None);
+        // A status that does not hold a key id is not passed on.
+        let odd = plan_whose_last_run_opened_with(Some("--all"));
+        assert_eq!(key_hint(None, &odd), None);
     }
 
     #[test]

@@ -186,6 +186,7 @@ mod tests {
                 size: "553Mi".into(),
                 snapshots: 30,
                 measured_time: Time(now),
+                key_id: None,
             }),
             snapshots: Some(PlanSnapshots {
                 total: 14,

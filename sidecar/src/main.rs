@@ -3,20 +3,21 @@
 
 mod cli;
 
-use clap::Parser;
 use cli::args::Cli;
 use cli::args::LogFormat;
 use cli::output::Closing;
+use cli::result_file::{ResultFile, RunEnd};
 use neverwiped_contract::{ExitStatus, Operation};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let started = chrono::Utc::now();
     map_large_allocations();
     let hardened = cli::hardening::disable_core_dumps();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let (cli, operation) = match cli::args::parse() {
+        Ok(parsed) => parsed,
         Err(error) => return usage_error(error, started),
     };
     let closing = cli::init_logging(cli.log_format, cli.quiet);
@@ -24,47 +25,34 @@ async fn main() -> ExitCode {
         // A hardened kernel may already forbid both; the run goes on.
         tracing::warn!(%error, "cannot disable core dumps");
     }
-    let record = std::sync::Arc::new(cli::RunRecord::default());
-    let operation = cli::operation_of(&cli.command);
-    let run = run_until_stopped(&cli, record.clone(), operation, started, closing).await;
-    let databases = &record.databases;
-    let (status, result) = match run {
-        Ok(outcome) => {
-            let status = if outcome.incomplete.is_empty() {
-                ExitStatus::Success
-            } else {
-                ExitStatus::Partial
-            };
-            (
-                status,
-                cli::run_result(
-                    operation,
-                    status,
-                    started,
-                    &outcome,
-                    databases.results(false),
-                    None,
-                ),
-            )
-        }
+    let record = Arc::new(cli::RunRecord::default());
+    let report = ResultFile {
+        path: cli.result_file.clone(),
+        operation,
+        started,
+    };
+    let run = run_until_stopped(&cli, record.clone(), report.clone(), closing).await;
+    let end = match &run {
+        Ok(outcome) => RunEnd {
+            status: match outcome.incomplete.is_empty() {
+                true => ExitStatus::Success,
+                false => ExitStatus::Partial,
+            },
+            outcome,
+            error: None,
+        },
         Err(error) => {
-            let status = cli::exit_status_of(&error);
-            let message = cli::describe_chain(&error);
+            let message = cli::describe_chain(error);
             closing.error(&message);
-            let outcome = cli::outcome_of_failure(&error).unwrap_or(&cli::NO_OUTCOME);
-            (
-                status,
-                cli::run_result(
-                    operation,
-                    status,
-                    started,
-                    outcome,
-                    databases.results(true),
-                    Some(message),
-                ),
-            )
+            RunEnd {
+                status: cli::exit_status_of(error),
+                outcome: cli::outcome_of_failure(error).unwrap_or(&cli::NO_OUTCOME),
+                error: Some(message),
+            }
         }
     };
+    let status = end.status;
+    let result = report.result(end, Some(record.as_ref()));
     match status {
         ExitStatus::Partial => closing.warning(&format!(
             "the run had {} warning(s); what could not be read or restored is missing (the warnings say what)",
@@ -76,14 +64,7 @@ async fn main() -> ExitCode {
         )),
         _ => {}
     }
-    if let Some(path) = &cli.result_file {
-        if let Err(error) = std::fs::write(path, result.to_termination_message()) {
-            closing.error(&format!(
-                "cannot write the result file {}: {error}",
-                path.display()
-            ));
-        }
-    }
+    report.save(&result, &closing);
     ExitCode::from(status.code() as u8)
 }
 
@@ -91,15 +72,12 @@ async fn main() -> ExitCode {
 /// unmounts first), removes its locks, reports and exits.
 async fn run_until_stopped(
     cli: &Cli,
-    record: std::sync::Arc<cli::RunRecord>,
-    operation: Operation,
-    started: chrono::DateTime<chrono::Utc>,
+    record: Arc<cli::RunRecord>,
+    report: ResultFile,
     closing: Closing,
 ) -> anyhow::Result<cli::Outcome> {
     let control = cli::stop::watch(cli::stop::StoppedRun {
-        operation,
-        started,
-        result_file: cli.result_file.clone(),
+        report,
         closing,
         record: record.clone(),
         ends_itself: matches!(cli.command, cli::args::Command::Mount(_)),
@@ -144,23 +122,17 @@ fn usage_error(error: clap::Error, started: chrono::DateTime<chrono::Utc>) -> Ex
         LogFormat::Json => closing.error(&message),
         LogFormat::Text => eprint!("{text}"),
     }
-    if let Some(path) = partial.result_file {
-        let operation = partial.operation.unwrap_or(Operation::Backup);
-        let result = cli::run_result(
-            operation,
-            ExitStatus::Failed,
-            started,
-            &cli::NO_OUTCOME,
-            Vec::new(),
-            Some(message),
-        );
-        if let Err(write_error) = std::fs::write(&path, result.to_termination_message()) {
-            closing.error(&format!(
-                "cannot write the result file {}: {write_error}",
-                path.display()
-            ));
-        }
-    }
+    let report = ResultFile {
+        path: partial.result_file,
+        operation: partial.operation.unwrap_or(Operation::Backup),
+        started,
+    };
+    let end = RunEnd {
+        status: ExitStatus::Failed,
+        outcome: &cli::NO_OUTCOME,
+        error: Some(message),
+    };
+    report.write(end, None, &closing);
     ExitCode::from(ExitStatus::Failed.code() as u8)
 }
 

@@ -27,6 +27,8 @@ mod inspect_ls;
 mod inspect_snapshots;
 #[path = "cli/inspect_stats.rs"]
 mod inspect_stats;
+#[path = "cli/key_id.rs"]
+mod key_id;
 #[path = "cli/modify_check.rs"]
 mod modify_check;
 #[path = "cli/modify_forget.rs"]

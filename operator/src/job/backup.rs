@@ -109,7 +109,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     let databases = database_args(&mut pod, &spec.databases);
 
     let hostname = lock_hostname(&namespace, &plan_name);
-    let args = BackupArgs {
+    let mut args = BackupArgs {
         paths,
         repository: literal(&cli::rest_repository(&spec.repository.url)),
         result_file: RESULT_FILE.into(),
@@ -129,6 +129,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         init: true,
     }
     .to_args();
+    cli::push_key_hint(&mut args, super::key_hint(plan));
 
     // A privileged mover reads every file of a volume, whoever owns it, with root's
     // DAC_READ_SEARCH (read files and search directories regardless of their mode) and nothing

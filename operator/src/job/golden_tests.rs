@@ -74,3 +74,65 @@ fn golden_restore_job() {
         &restore_job(&restore(), &plan(), &run, &settings()),
     );
 }
+
+/// `plan()` after a run that opened its repository with the key `5f5f…`.
+fn plan_with_key_id() -> crate::api::BackupPlan {
+    let mut plan = plan();
+    plan.status = Some(crate::api::BackupPlanStatus {
+        repository: Some(crate::api::RepositoryStatus {
+            size_bytes: 4096,
+            size: "4Ki".into(),
+            snapshots: 3,
+            measured_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-30T02:10:00Z".parse().unwrap(),
+            ),
+            key_id: Some("5f".repeat(32)),
+        }),
+        ..crate::api::BackupPlanStatus::default()
+    });
+    plan
+}
+
+#[test]
+fn golden_backup_job_with_the_key_that_worked_last_time() {
+    assert_golden(
+        "backup-key-hint",
+        &backup_job(&plan_with_key_id(), &run(), &settings()),
+    );
+}
+
+/// The sidecar's arguments of `job`.
+fn sidecar_args(job: &Job) -> Vec<String> {
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    pod.containers[0].args.clone().unwrap_or_default()
+}
+
+#[test]
+fn every_job_of_a_plan_tries_the_key_that_worked_last_time_first() {
+    let hinted = plan_with_key_id();
+    let hint = ["--key-hint".to_string(), "5f".repeat(32)];
+    let restore_run = RestoreRun {
+        deadline: SignedDuration::from_hours(12),
+        database_types: BTreeMap::new(),
+        mover: Mover::Privileged,
+    };
+    let jobs = |plan: &crate::api::BackupPlan| {
+        [
+            backup_job(plan, &run(), &settings()),
+            maintenance_job(plan, &maintenance_run(MaintenanceKind::Prune), &settings()),
+            maintenance_job(plan, &maintenance_run(MaintenanceKind::Check), &settings()),
+            restore_job(&restore(), plan, &restore_run, &settings()),
+        ]
+    };
+    for (with_hint, without) in jobs(&hinted).iter().zip(jobs(&plan()).iter()) {
+        let (with_hint, without) = (sidecar_args(with_hint), sidecar_args(without));
+        assert_eq!(with_hint[with_hint.len() - 2..], hint, "{with_hint:?}");
+        assert_eq!(with_hint[..with_hint.len() - 2], without[..]);
+        assert!(!without.contains(&hint[0]), "{without:?}");
+    }
+    // What the status holds is passed on only when it is a key id.
+    let mut odd = hinted.clone();
+    let repository = odd.status.as_mut().unwrap().repository.as_mut().unwrap();
+    repository.key_id = Some("--all".into());
+    assert!(!sidecar_args(&backup_job(&odd, &run(), &settings())).contains(&hint[0]));
+}

@@ -77,7 +77,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
     let hostname = lock_hostname(&namespace, &plan_name);
     let repository = literal(&cli::rest_repository(&spec.repository.url));
     let remove_locks_of_host = run.remove_stale_locks.then(|| hostname.clone());
-    let args = match run.kind {
+    let mut args = match run.kind {
         MaintenanceKind::Check => CheckArgs {
             repository,
             result_file: RESULT_FILE.into(),
@@ -98,6 +98,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
         }
         .to_args(),
     };
+    cli::push_key_hint(&mut args, super::key_hint(plan));
     let mut labels = common_labels(run.kind.label());
     labels.insert(LABEL_PLAN.into(), plan_name);
     let annotations = BTreeMap::from([

@@ -86,6 +86,14 @@ pub struct JobSettings {
     pub default_resources: Option<ResourceRequirements>,
 }
 
+/// The key that opened `plan`'s repository last time (`status.repository.keyId`), passed to its
+/// Jobs as `--key-hint` so that they try it first. A plan without one gets no hint, and Jobs the
+/// same arguments as before the hint existed.
+pub fn key_hint(plan: &crate::api::BackupPlan) -> Option<&str> {
+    let key_id = plan.status.as_ref()?.key_id()?;
+    neverwiped_contract::is_key_id(key_id).then_some(key_id)
+}
+
 /// The host name of every backup pod of a plan, which the sidecar records in its repository locks:
 /// the plan's name (made a DNS label) and a hash of `namespace/plan`, so that it differs between
 /// plans that share a repository and stays the same across the plan's runs. A run's locks can thus

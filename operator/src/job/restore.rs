@@ -88,7 +88,7 @@ pub fn restore_job(
     let (databases, databases_to_overwrite) = database_args(&mut pod, &spec.databases, run);
 
     let latest = spec.snapshot == "latest";
-    let args = RestoreArgs {
+    let mut args = RestoreArgs {
         snapshot: spec.snapshot.clone(),
         repository: literal(&cli::rest_repository(&repository.url)),
         result_file: RESULT_FILE.into(),
@@ -102,6 +102,7 @@ pub fn restore_job(
         delete: spec.on_non_empty_target == VolumeTargetPolicy::Mirror,
     }
     .to_args();
+    cli::push_key_hint(&mut args, super::key_hint(plan));
 
     // A privileged mover writes files back with their owners and modes: CHOWN (set the owner),
     // FOWNER (set modes and times of files the process does not own), DAC_OVERRIDE (write into

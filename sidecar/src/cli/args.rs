@@ -2,6 +2,8 @@
 
 pub use super::forget::{ForgetArgs, KeepArgs};
 use clap::{Args, Parser, Subcommand};
+use neverwiped_contract::cli::env;
+use neverwiped_contract::Operation;
 use std::path::PathBuf;
 
 pub use super::ls::LsArgs;
@@ -18,6 +20,7 @@ Environment (secrets are never taken from the command line):
   NEVERWIPED_GATE_USERNAME       the gate's basic-auth user name
   NEVERWIPED_GATE_PASSWORD_FILE  file holding the gate's password (or NEVERWIPED_GATE_PASSWORD)
   NEVERWIPED_GATE_CA_FILE        PEM file of a CA for the gate's certificate, as --cacert
+  NEVERWIPED_KEY_HINT            the key id tried first, as --key-hint
   NEVERWIPED_DB_PASSWORD_<NAME>  password of --database NAME (NAME upper-cased, '-' and '.' as '_')
   NEVERWIPED_NEW_PASSWORD_FILE   the new password of key add / key passwd
   NEVERWIPED_LOG_FORMAT          text or json, as --log-format
@@ -42,20 +45,20 @@ Exit codes:
 )]
 pub struct Cli {
     /// The repository: a folder, or rest:http(s)://host[:port]/path/ for the gate.
-    #[arg(long, short = 'r', env = "NEVERWIPED_REPOSITORY", global = true, help_heading = GLOBAL)]
+    #[arg(long, short = 'r', env = env::REPOSITORY, global = true, help_heading = GLOBAL)]
     pub repo: Option<String>,
 
     /// File holding the repository password (or set NEVERWIPED_PASSWORD).
-    #[arg(long, short = 'p', env = "NEVERWIPED_PASSWORD_FILE", global = true, help_heading = GLOBAL)]
+    #[arg(long, short = 'p', env = env::PASSWORD_FILE, global = true, help_heading = GLOBAL)]
     pub password_file: Option<PathBuf>,
 
     /// The first digits of the id of the key the password opens (as `key list` shows it): tried
     /// first, before the repository's other keys.
-    #[arg(long, value_name = "ID", env = "NEVERWIPED_KEY_HINT", global = true, help_heading = GLOBAL)]
+    #[arg(long, value_name = "ID", env = env::KEY_HINT, global = true, help_heading = GLOBAL)]
     pub key_hint: Option<String>,
 
     /// PEM file of a CA to trust for the gate's HTTPS certificate.
-    #[arg(long, env = "NEVERWIPED_GATE_CA_FILE", global = true, help_heading = GLOBAL)]
+    #[arg(long, env = env::GATE_CA_FILE, global = true, help_heading = GLOBAL)]
     pub cacert: Option<PathBuf>,
 
     /// When the repository is locked by another process, wait up to this long for it (e.g. 30m,
@@ -71,7 +74,7 @@ pub struct Cli {
 
     /// How long one request to the gate may keep being retried (pauses included) before the run
     /// fails, e.g. 15m (the default), 1h, 90s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "NEVERWIPED_RETRY_BUDGET", global = true, help_heading = GLOBAL)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = env::RETRY_BUDGET, global = true, help_heading = GLOBAL)]
     pub retry_budget: Option<std::time::Duration>,
 
     /// The first pause, in milliseconds, before retrying a failed request to the gate (default
@@ -79,7 +82,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "MS",
-        env = "NEVERWIPED_RETRY_DELAY_MS",
+        env = env::RETRY_DELAY_MS,
         global = true,
         help_heading = GLOBAL
     )]
@@ -98,7 +101,7 @@ pub struct Cli {
     pub quiet: bool,
 
     /// Log format on standard error: text or json (default: text on a terminal, else json).
-    #[arg(long, env = "NEVERWIPED_LOG_FORMAT", global = true, help_heading = GLOBAL)]
+    #[arg(long, env = env::LOG_FORMAT, global = true, help_heading = GLOBAL)]
     pub log_format: Option<LogFormat>,
 
     #[command(subcommand)]
@@ -319,7 +322,7 @@ pub enum KeyCommand {
 #[derive(Debug, Args)]
 pub struct NewPasswordArgs {
     /// File holding the new password.
-    #[arg(long, env = "NEVERWIPED_NEW_PASSWORD_FILE")]
+    #[arg(long, env = env::NEW_PASSWORD_FILE)]
     pub new_password_file: PathBuf,
 }
 
@@ -327,7 +330,7 @@ pub struct NewPasswordArgs {
 /// error: clap reads it again, ignoring the mistakes.
 pub struct PartialCommandLine {
     pub command_name: Option<String>,
-    pub operation: Option<neverwiped_contract::Operation>,
+    pub operation: Option<Operation>,
     pub result_file: Option<PathBuf>,
     pub log_format: Option<LogFormat>,
 }
@@ -414,57 +417,59 @@ pub fn one_line(text: &str) -> String {
         .join(" ")
 }
 
+/// Each command's name and the operation its result reports: the one table of both.
+const OPERATIONS: [(&str, Operation); 18] = [
+    ("init", Operation::Init),
+    ("backup", Operation::Backup),
+    ("snapshots", Operation::Snapshots),
+    ("ls", Operation::Ls),
+    ("find", Operation::Find),
+    ("diff", Operation::Diff),
+    ("stats", Operation::Stats),
+    ("dump", Operation::Dump),
+    ("cat", Operation::Cat),
+    ("restore", Operation::Restore),
+    ("unlock", Operation::Unlock),
+    ("check", Operation::Check),
+    ("forget", Operation::Forget),
+    ("tag", Operation::Tag),
+    ("prune", Operation::Prune),
+    ("repair", Operation::Repair),
+    ("key", Operation::Key),
+    ("mount", Operation::Mount),
+];
+
 /// The operation of the subcommand called `name` on the command line.
-pub fn operation_named(name: &str) -> Option<neverwiped_contract::Operation> {
-    use neverwiped_contract::Operation;
-    Some(match name {
-        "init" => Operation::Init,
-        "backup" => Operation::Backup,
-        "snapshots" => Operation::Snapshots,
-        "ls" => Operation::Ls,
-        "find" => Operation::Find,
-        "diff" => Operation::Diff,
-        "stats" => Operation::Stats,
-        "dump" => Operation::Dump,
-        "cat" => Operation::Cat,
-        "restore" => Operation::Restore,
-        "unlock" => Operation::Unlock,
-        "check" => Operation::Check,
-        "forget" => Operation::Forget,
-        "tag" => Operation::Tag,
-        "prune" => Operation::Prune,
-        "repair" => Operation::Repair,
-        "key" => Operation::Key,
-        "mount" => Operation::Mount,
-        _ => return None,
-    })
+pub fn operation_named(name: &str) -> Option<Operation> {
+    OPERATIONS
+        .iter()
+        .find(|(command, _)| *command == name)
+        .map(|(_, operation)| *operation)
 }
 
-impl Command {
-    /// The operation this command performs, as the result file names it.
-    pub fn operation(&self) -> neverwiped_contract::Operation {
-        use neverwiped_contract::Operation;
-        match self {
-            Command::Init => Operation::Init,
-            Command::Backup(_) => Operation::Backup,
-            Command::Snapshots(_) => Operation::Snapshots,
-            Command::Ls(_) => Operation::Ls,
-            Command::Find(_) => Operation::Find,
-            Command::Diff(_) => Operation::Diff,
-            Command::Stats(_) => Operation::Stats,
-            Command::Dump(_) => Operation::Dump,
-            Command::Cat(_) => Operation::Cat,
-            Command::Restore(_) => Operation::Restore,
-            Command::Unlock(_) => Operation::Unlock,
-            Command::Check(_) => Operation::Check,
-            Command::Forget(_) => Operation::Forget,
-            Command::Tag(_) => Operation::Tag,
-            Command::Prune(_) => Operation::Prune,
-            Command::Repair(_) => Operation::Repair,
-            Command::Key(_) => Operation::Key,
-            Command::Mount(_) => Operation::Mount,
-        }
-    }
+/// Parses the command line: the arguments, and the operation its command reports.
+pub fn parse() -> Result<(Cli, Operation), clap::Error> {
+    parse_from(std::env::args_os())
+}
+
+/// As [`parse`], from `args` (the binary's name first).
+pub fn parse_from<I, T>(args: I) -> Result<(Cli, Operation), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let mut matches = command.try_get_matches_from_mut(args)?;
+    let name = matches.subcommand_name().unwrap_or_default().to_owned();
+    let operation = operation_named(&name).ok_or_else(|| {
+        command.error(
+            clap::error::ErrorKind::InvalidSubcommand,
+            format!("the command {name:?} has no operation to report"),
+        )
+    })?;
+    let cli = Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))?;
+    Ok((cli, operation))
 }
 
 fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
@@ -584,7 +589,6 @@ mod tests {
     #[test]
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
-        use neverwiped_contract::Operation;
         let examples: [(&[&str], Operation); 17] = [
             (&["repair", "index"], Operation::Repair),
             (&["cat", "config"], Operation::Cat),
@@ -605,11 +609,10 @@ mod tests {
             (&["key", "list"], Operation::Key),
         ];
         for (args, operation) in examples {
-            let cli = Cli::try_parse_from(
-                std::iter::once("neverwiped-sidecar").chain(args.iter().copied()),
-            )
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-            assert_eq!(cli.command.operation(), operation, "{args:?}");
+            let (_, parsed) =
+                parse_from(std::iter::once("neverwiped-sidecar").chain(args.iter().copied()))
+                    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(parsed, operation, "{args:?}");
             assert_eq!(operation_named(args[0]), Some(operation), "{args:?}");
         }
         // Every subcommand has an operation: a new one without fails here.

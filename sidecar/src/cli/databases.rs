@@ -141,10 +141,10 @@ pub fn backup_sources(
 pub async fn restore(
     cli: &super::args::Cli,
     args: &RestoreArgs,
-    record: &DatabaseRecord,
+    record: &super::RunRecord,
 ) -> Result<Outcome> {
-    let restores = DatabaseRestores::enter(args, record)?;
-    let repo = open_indexed(cli).await?;
+    let restores = DatabaseRestores::enter(args, &record.databases)?;
+    let repo = open_indexed(cli, record).await?;
     let (snapshot_id, snapshot) = super::select::for_restore(&repo, args).await?;
     restores.run(cli, args, &repo, snapshot_id, &snapshot).await
 }

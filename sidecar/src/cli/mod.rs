@@ -19,6 +19,7 @@ pub mod mount;
 pub mod output;
 mod patterns;
 mod repair;
+pub mod result_file;
 mod secrets;
 mod select;
 mod stats;
@@ -39,10 +40,7 @@ use neverwiped::crypto::KdfParams;
 use neverwiped::progress::Progress;
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::restore::{self, RestoreOptions};
-use neverwiped_contract::{
-    CheckStats, DatabaseResult, ExitStatus, HostSnapshots, Operation, PruneStats, RepositoryStats,
-    RunResult, RESULT_FORMAT_VERSION,
-};
+use neverwiped_contract::{CheckStats, ExitStatus, HostSnapshots, PruneStats, RepositoryStats};
 use output::{bytes, ProgressDisplay};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
@@ -87,11 +85,6 @@ pub fn outcome_of_failure(error: &anyhow::Error) -> Option<&Outcome> {
     error.downcast_ref::<FailedAfter>().map(|f| &f.outcome)
 }
 
-/// The operation of a parsed command line, for the result file.
-pub fn operation_of(command: &Command) -> Operation {
-    command.operation()
-}
-
 /// What a run that did nothing reports.
 pub static NO_OUTCOME: Outcome = Outcome {
     snapshot_id: None,
@@ -108,48 +101,6 @@ pub static NO_OUTCOME: Outcome = Outcome {
     check: None,
     host_snapshots: None,
 };
-
-/// Builds the JSON result of a run.
-pub fn run_result(
-    operation: Operation,
-    status: ExitStatus,
-    started: chrono::DateTime<chrono::Utc>,
-    outcome: &Outcome,
-    databases: Vec<DatabaseResult>,
-    error: Option<String>,
-) -> RunResult {
-    let finished = chrono::Utc::now();
-    const MAX_WARNINGS_KEPT: usize = 20;
-    RunResult {
-        version: RESULT_FORMAT_VERSION,
-        operation,
-        status,
-        snapshot_id: outcome.snapshot_id.clone(),
-        snapshot_time: outcome.snapshot_time.clone(),
-        started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        finished_at: finished.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        duration_secs: (finished - started).num_milliseconds() as f64 / 1000.0,
-        files: outcome.files,
-        bytes_read: outcome.bytes_read,
-        bytes_added: outcome.bytes_added,
-        bytes_transferred: outcome.bytes_transferred,
-        databases,
-        warnings_total: (outcome.incomplete.len() + outcome.warnings.len()) as u64,
-        warnings: outcome
-            .incomplete
-            .iter()
-            .chain(&outcome.warnings)
-            .take(MAX_WARNINGS_KEPT)
-            .cloned()
-            .collect(),
-        error,
-        repository: outcome.repository,
-        snapshots_forgotten: outcome.snapshots_forgotten,
-        prune: outcome.prune,
-        check: outcome.check,
-        host_snapshots: outcome.host_snapshots.clone(),
-    }
-}
 
 /// The exit status of a failed run: the engine's own classification when the error came from it.
 pub fn exit_status_of(error: &anyhow::Error) -> ExitStatus {
@@ -227,10 +178,13 @@ fn refuse_bare_url(address: &str) -> Result<()> {
     Ok(())
 }
 
-async fn open_repository(cli: &Cli) -> Result<Repository> {
+/// Opens the repository, trying `--key-hint` first, and enters the key that opened it in
+/// `record`, for the result.
+async fn open_repository(cli: &Cli, record: &RunRecord) -> Result<Repository> {
     let backend = open_backend(cli)?;
     let password = secrets::repository_password(cli.password_file.as_deref())?;
     let repo = Repository::open_with_key_hint(backend, &password, cli.key_hint.as_deref()).await?;
+    record.opened_with(&repo);
     let repo = repo.with_lock_wait(cli.retry_lock.unwrap_or_default());
     Ok(if cli.no_lock {
         repo.without_read_locks()
@@ -239,8 +193,8 @@ async fn open_repository(cli: &Cli) -> Result<Repository> {
     })
 }
 
-async fn open_indexed(cli: &Cli) -> Result<IndexedRepository> {
-    Ok(open_repository(cli).await?.load_index().await?)
+async fn open_indexed(cli: &Cli, record: &RunRecord) -> Result<IndexedRepository> {
+    Ok(open_repository(cli, record).await?.load_index().await?)
 }
 
 /// What a run has done so far, kept where a stop signal can read it: the databases it dumps or
@@ -250,16 +204,24 @@ async fn open_indexed(cli: &Cli) -> Result<IndexedRepository> {
 pub struct RunRecord {
     pub databases: DatabaseRecord,
     pub snapshot: Arc<StoredSnapshot>,
+    /// The id of the key object that opened the repository, once one did.
+    pub key_id: std::sync::OnceLock<String>,
+}
+
+impl RunRecord {
+    /// Enters the key that opened `repo` (the first, should the run open it twice).
+    fn opened_with(&self, repo: &Repository) {
+        let _ = self.key_id.set(repo.key_id().to_hex());
+    }
 }
 
 /// Runs the command, entering what it has done in `record`.
 pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
-    let databases = &record.databases;
     match &cli.command {
         Command::Init => init(cli).await,
         Command::Backup(args) => backup(cli, args, record).await,
         Command::Snapshots(args) => {
-            let repo = open_repository(cli).await?;
+            let repo = open_repository(cli, record).await?;
             locks::read_locked(
                 &repo,
                 "snapshots",
@@ -268,45 +230,73 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
             .await
         }
         Command::Ls(args) => {
-            let repo = open_indexed(cli).await?;
+            let repo = open_indexed(cli, record).await?;
             locks::read_locked(&repo, "ls", ls::ls(&repo, args, cli.json)).await
         }
         Command::Dump(args) => {
-            let repo = open_indexed(cli).await?;
+            let repo = open_indexed(cli, record).await?;
             locks::read_locked(&repo, "dump", dump::dump(&repo, args)).await
         }
         Command::Cat(args) => {
-            let repo = open_indexed(cli).await?;
+            let repo = open_indexed(cli, record).await?;
             locks::read_locked(&repo, "cat", cat::cat(&repo, args)).await
         }
         Command::Stats(args) => {
-            let repo = open_indexed(cli).await?;
+            let repo = open_indexed(cli, record).await?;
             locks::read_locked(&repo, "stats", stats::stats(&repo, args, cli.json)).await
         }
         Command::Diff(args) => {
-            let repo = open_indexed(cli).await?;
+            let repo = open_indexed(cli, record).await?;
             locks::read_locked(&repo, "diff", diff::diff(&repo, args, cli.json)).await
         }
         Command::Find(args) => {
-            let repo = open_indexed(cli).await?;
+            let repo = open_indexed(cli, record).await?;
             locks::read_locked(&repo, "find", find::find(&repo, args, cli.json)).await
         }
-        Command::Restore(args) => restore_snapshot(cli, args, databases).await,
-        Command::Check(args) => maintenance::check(&open_indexed(cli).await?, args, cli.json).await,
-        Command::Forget(args) => forget::forget(&open_indexed(cli).await?, args, cli.json).await,
+        Command::Restore(args) => restore_snapshot(cli, args, record).await,
+        Command::Check(args) => {
+            maintenance::check(&open_indexed(cli, record).await?, args, cli.json).await
+        }
+        Command::Forget(args) => {
+            forget::forget(&open_indexed(cli, record).await?, args, cli.json).await
+        }
         Command::Repair(command) => {
-            repair::repair(&open_repository(cli).await?, command, cli.json, cli.quiet).await
+            repair::repair(
+                &open_repository(cli, record).await?,
+                command,
+                cli.json,
+                cli.quiet,
+            )
+            .await
         }
         Command::Tag(args) => {
-            tag::tag(&open_repository(cli).await?, args, cli.json, cli.quiet).await
+            tag::tag(
+                &open_repository(cli, record).await?,
+                args,
+                cli.json,
+                cli.quiet,
+            )
+            .await
         }
-        Command::Prune(args) => maintenance::prune(&open_indexed(cli).await?, args, cli.json).await,
+        Command::Prune(args) => {
+            maintenance::prune(&open_indexed(cli, record).await?, args, cli.json).await
+        }
         Command::Key(command) => {
             let password = secrets::repository_password(cli.password_file.as_deref())?;
-            maintenance::key(&open_repository(cli).await?, &password, command, cli.json).await
+            maintenance::key(
+                &open_repository(cli, record).await?,
+                &password,
+                command,
+                cli.json,
+            )
+            .await
         }
-        Command::Mount(args) => mount::mount(open_indexed(cli).await?, args, cli.quiet).await,
-        Command::Unlock(args) => locks::unlock(&open_repository(cli).await?, args, cli.json).await,
+        Command::Mount(args) => {
+            mount::mount(open_indexed(cli, record).await?, args, cli.quiet).await
+        }
+        Command::Unlock(args) => {
+            locks::unlock(&open_repository(cli, record).await?, args, cli.json).await
+        }
     }
 }
 
@@ -342,7 +332,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     }
     let database_sources =
         databases::backup_sources(&args.databases, &args.database_password_files, databases)?;
-    let repo = match open_indexed(cli).await {
+    let repo = match open_indexed(cli, record).await {
         Err(error) if args.init && exit_status_of(&error) == ExitStatus::NoRepository => {
             tracing::info!("no repository yet: creating it (--init)");
             if let Err(init_error) = init(cli).await {
@@ -352,7 +342,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
                     describe_chain(&init_error)
                 )));
             }
-            open_indexed(cli).await?
+            open_indexed(cli, record).await?
         }
         opened => opened?,
     };
@@ -473,16 +463,12 @@ fn existing_entries(report: &restore::RestoreReport) -> String {
         .collect()
 }
 
-async fn restore_snapshot(
-    cli: &Cli,
-    args: &RestoreArgs,
-    databases: &DatabaseRecord,
-) -> Result<Outcome> {
+async fn restore_snapshot(cli: &Cli, args: &RestoreArgs, record: &RunRecord) -> Result<Outcome> {
     let Some(target) = &args.target else {
-        return databases::restore(cli, args, databases).await;
+        return databases::restore(cli, args, record).await;
     };
-    let database_restores = databases::DatabaseRestores::enter(args, databases)?;
-    let repo = open_indexed(cli).await?;
+    let database_restores = databases::DatabaseRestores::enter(args, &record.databases)?;
+    let repo = open_indexed(cli, record).await?;
     let (snapshot_id, snapshot) = select::for_restore(&repo, args).await?;
     let mut options = RestoreOptions::new(target);
     options.filter = args.patterns.filter()?;

@@ -22,7 +22,7 @@ impl LogFormat {
 /// terminal. Returns what writes the run's closing lines in the same format.
 pub fn init_logging(format: Option<LogFormat>, quiet: bool) -> Closing {
     let default_level = if quiet { "warn" } else { "info" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NEVERWIPED_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env(neverwiped_contract::cli::env::LOG)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let format = format.unwrap_or_else(LogFormat::for_stderr);
     let builder = tracing_subscriber::fmt()

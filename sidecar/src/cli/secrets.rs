@@ -1,6 +1,7 @@
 //! Secrets come from files or the environment, never from the command line.
 
 use anyhow::{bail, Context, Result};
+use neverwiped_contract::cli::env;
 use std::path::Path;
 use zeroize::Zeroizing;
 
@@ -24,7 +25,7 @@ pub fn read_secret_file(path: &Path) -> Result<Zeroizing<Vec<u8>>> {
 pub fn repository_password(password_file: Option<&Path>) -> Result<Zeroizing<Vec<u8>>> {
     let password = match password_file {
         Some(path) => read_secret_file(path)?,
-        None => match std::env::var_os("NEVERWIPED_PASSWORD") {
+        None => match std::env::var_os(env::PASSWORD) {
             Some(value) => Zeroizing::new(std::os::unix::ffi::OsStringExt::into_vec(value)),
             None => bail!("no repository password: use --password-file, NEVERWIPED_PASSWORD_FILE or NEVERWIPED_PASSWORD"),
         },
@@ -38,15 +39,15 @@ pub fn repository_password(password_file: Option<&Path>) -> Result<Zeroizing<Vec
 /// The gate's basic-auth credentials from `NEVERWIPED_GATE_USERNAME` and
 /// `NEVERWIPED_GATE_PASSWORD` or `NEVERWIPED_GATE_PASSWORD_FILE`.
 pub fn gate_credentials() -> Result<(Option<String>, Option<String>)> {
-    let username = std::env::var("NEVERWIPED_GATE_USERNAME")
+    let username = std::env::var(env::GATE_USERNAME)
         .ok()
         .filter(|u| !u.is_empty());
-    let password = match std::env::var_os("NEVERWIPED_GATE_PASSWORD_FILE") {
+    let password = match std::env::var_os(env::GATE_PASSWORD_FILE) {
         Some(path) => Some(
             String::from_utf8(read_secret_file(Path::new(&path))?.to_vec())
                 .context("the gate password file is not UTF-8")?,
         ),
-        None => std::env::var("NEVERWIPED_GATE_PASSWORD").ok(),
+        None => std::env::var(env::GATE_PASSWORD).ok(),
     };
     if password.is_some() && username.is_none() {
         bail!("a gate password is set but NEVERWIPED_GATE_USERNAME is not");

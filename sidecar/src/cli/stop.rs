@@ -3,10 +3,9 @@
 //! result saying it was interrupted, and the exit status 129, 130 or 143.
 
 use super::output::Closing;
+use super::result_file::{ResultFile, RunEnd};
 use super::{Outcome, RunRecord};
 use neverwiped::stopping::{self, StopSignal};
-use neverwiped_contract::Operation;
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::oneshot;
@@ -47,9 +46,7 @@ impl StopSignals {
 
 /// What the stop reports about the run.
 pub struct StoppedRun {
-    pub operation: Operation,
-    pub started: chrono::DateTime<chrono::Utc>,
-    pub result_file: Option<PathBuf>,
+    pub report: ResultFile,
     pub closing: Closing,
     pub record: std::sync::Arc<RunRecord>,
     /// A mount: it unmounts on the request and ends by itself, rather than being dropped.
@@ -123,21 +120,16 @@ fn report(signal: StopSignal, stopped: &StoppedRun) {
         ),
     };
     stopped.closing.error(&message);
-    let Some(path) = &stopped.result_file else {
-        return;
-    };
     let outcome = Outcome {
         snapshot_id: snapshot.map(|id| id.to_hex()),
         ..Outcome::default()
     };
-    let result = super::run_result(
-        stopped.operation,
-        signal.exit_status(),
-        stopped.started,
-        &outcome,
-        stopped.record.databases.results(true),
-        Some(message),
-    );
-    // Exiting matters more than saying that the result file could not be written.
-    let _ = std::fs::write(path, result.to_termination_message());
+    let end = RunEnd {
+        status: signal.exit_status(),
+        outcome: &outcome,
+        error: Some(message),
+    };
+    stopped
+        .report
+        .write(end, Some(stopped.record.as_ref()), &stopped.closing);
 }

@@ -109,7 +109,10 @@ impl ToolCommand {
         // The sidecar's own secrets (the repository's, the gate's, every database's password)
         // are no business of the tools.
         for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("NEVERWIPED_") {
+            if name
+                .to_string_lossy()
+                .starts_with(neverwiped_contract::cli::env::PREFIX)
+            {
                 command.env_remove(name);
             }
         }

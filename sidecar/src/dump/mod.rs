@@ -140,7 +140,10 @@ pub fn password_variable(name: &str) -> String {
             }
         })
         .collect();
-    format!("NEVERWIPED_DB_PASSWORD_{suffix}")
+    format!(
+        "{}{suffix}",
+        neverwiped_contract::cli::env::DB_PASSWORD_PREFIX
+    )
 }
 
 /// The stream of a database's dump, to back up as [`crate::archive::Source::Stream`], and the

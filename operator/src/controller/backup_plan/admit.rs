@@ -8,7 +8,6 @@ use kube::ResourceExt;
 use super::resolve::ReadyPlan;
 use super::triggers::RunRequest;
 use crate::api::{BackupPlan, BackupPlanStatus, QueuedRun, RunKind, RunTrigger};
-use crate::conditions::{set_condition, types, ConditionStatus, Reason};
 use crate::controller::queue::{
     repository_host, Admission, Demand, Footprint, Gate, RunClass, RunKey,
 };
@@ -126,27 +125,4 @@ fn place_still_shown(shown: &QueuedRun, now: &QueuedRun) -> bool {
         && shown.message == now.message
         && now.position.saturating_mul(2) > shown.position
         && now.position < shown.position.saturating_mul(2)
-}
-
-/// The `Running` condition of a plan whose run waits for a slot.
-pub fn show_queued(status: &mut BackupPlanStatus, generation: Option<i64>, now: Timestamp) {
-    let Some(queued) = &status.queued else {
-        return;
-    };
-    let message = format!(
-        "a {} waits for a slot, number {} of {} in the queue: {}",
-        queued.kind.label(),
-        queued.position,
-        queued.waiting,
-        queued.message
-    );
-    set_condition(
-        &mut status.conditions,
-        types::RUNNING,
-        ConditionStatus::False,
-        Reason::Queued,
-        message,
-        generation,
-        now,
-    );
 }

@@ -8,19 +8,17 @@ use jiff::{SignedDuration, Timestamp};
 use super::admit::{self, Waiting};
 use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
-use super::occupant::{Occupant, PreparingRun};
+use super::occupant::Occupant;
 use super::resolve::{resolve, ReadyPlan};
 use super::{maintenance, runs, snapshots, triggers};
 use crate::api::{BackupPlan, BackupPlanStatus};
-use crate::conditions::{
-    condition_state, find_condition, set_condition, types, ConditionStatus, Reason,
-};
+use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::controller::effects::PlannedEvent;
 use crate::controller::queue::{Gate, Open, RunClass, QUEUED_RECHECK};
 use crate::controller::Settings;
 use crate::plan::{not_ready, Problem};
 use crate::recorder::EventType;
-use crate::status::set_backup_plan_conditions;
+use crate::status::{set_plan_conditions, PlanConditions, PreparingSnapshots};
 
 /// A safety net: even without a watch event, a plan is looked at this often. Its changes, its
 /// Jobs' and its Secrets' are watched, and its schedule sets its own wake-up: this only covers a
@@ -100,22 +98,23 @@ pub fn decide_with(
 
     // Conditions, an Event when readiness changes, and the snapshots of runs that are over.
     let problems = ready.as_ref().err().map(Vec::as_slice).unwrap_or_default();
-    set_backup_plan_conditions(
-        &mut decision.status,
-        problems,
-        &ready_message,
-        generation,
-        now,
-    );
-    if let Occupant::PreparingSnapshots(preparing) = &occupant {
-        show_preparing(preparing, generation, now, &mut decision.status);
-    }
-    if occupant.is_idle() {
-        admit::show_queued(&mut decision.status, generation, now);
-    }
     if let Ok(ready) = &ready {
-        show_selection(ready, generation, now, &mut decision.status);
+        decision.status.resolved_schedule = Some(ready.plan.schedule.resolved().to_owned());
     }
+    let conditions = PlanConditions {
+        problems,
+        ready_message: &ready_message,
+        preparing: match &occupant {
+            Occupant::PreparingSnapshots(preparing) => Some(PreparingSnapshots {
+                job_name: &preparing.run.job_name,
+                ready: preparing.snapshots.iter().filter(|s| s.is_ready()).count(),
+                taken: preparing.snapshots.len(),
+            }),
+            _ => None,
+        },
+        unmatched_selectors: ready.as_ref().ok().map(|r| &r.plan.unmatched_selectors[..]),
+    };
+    set_plan_conditions(&mut decision.status, conditions, generation, now);
     let current_run = occupant.active_run().map(|run| run.job_name.as_str());
     (decision.delete_snapshots, decision.delete_claims) =
         snapshots::over(plan, observed, current_run);
@@ -226,61 +225,6 @@ fn start_or_advance<'a>(
             Occupant::Idle
         }
     }
-}
-
-/// The `Running` condition of a run waiting for its VolumeSnapshots, with how many are ready.
-fn show_preparing(
-    preparing: &PreparingRun,
-    generation: Option<i64>,
-    now: Timestamp,
-    status: &mut BackupPlanStatus,
-) {
-    let taken = preparing.snapshots.len();
-    let ready = preparing.snapshots.iter().filter(|s| s.is_ready()).count();
-    set_condition(
-        &mut status.conditions,
-        types::RUNNING,
-        ConditionStatus::True,
-        Reason::PreparingSnapshots,
-        format!(
-            "Job {} starts when its VolumeSnapshots are ready ({ready} of {taken})",
-            preparing.run.job_name
-        ),
-        generation,
-        now,
-    );
-}
-
-/// The schedule as it really runs, and `VolumesSelected=False` while a selector matches nothing
-/// (the plan's other volumes and databases are backed up meanwhile).
-fn show_selection(
-    ready: &ReadyPlan,
-    generation: Option<i64>,
-    now: Timestamp,
-    status: &mut BackupPlanStatus,
-) {
-    status.resolved_schedule = Some(ready.plan.schedule.resolved().to_owned());
-    let unmatched = &ready.plan.unmatched_selectors;
-    if unmatched.is_empty() {
-        status
-            .conditions
-            .retain(|c| c.type_ != types::VOLUMES_SELECTED);
-        return;
-    }
-    let message = unmatched
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ");
-    set_condition(
-        &mut status.conditions,
-        types::VOLUMES_SELECTED,
-        ConditionStatus::False,
-        Reason::SelectorMatchedNothing,
-        format!("{message}; the plan's other volumes and databases are backed up"),
-        generation,
-        now,
-    );
 }
 
 fn ready_message(suspend: bool, status: &BackupPlanStatus) -> String {

@@ -19,12 +19,12 @@ use tokio::sync::mpsc;
 use super::ledger::JobId;
 use super::{Footprint, Gate, Ledger, Limits, Owner, RunClass, RunKey};
 use crate::api::BackupPlan;
-use crate::conditions::ConditionStatus;
 use crate::job::{
     job_annotation, ANNOTATION_NODE, ANNOTATION_REPOSITORY_HOST, LABEL_OPERATION, LABEL_PLAN,
     LABEL_RESTORE,
 };
 use crate::metrics::{Metrics, QueueLabels};
+use crate::status::job_finished;
 
 /// How often expired reservations and forgotten waiters are cleaned up.
 const EXPIRE_EVERY: Duration = Duration::from_secs(30);
@@ -183,17 +183,6 @@ pub fn job_footprint(job: &Job) -> Option<(JobId, RunKey, Footprint)> {
     Some((id, key, Footprint { class, node, host }))
 }
 
-/// Whether a Job has ended (its `Complete` or `Failed` condition is true).
-pub fn job_finished(job: &Job) -> bool {
-    let conditions = job.status.as_ref().and_then(|s| s.conditions.as_ref());
-    conditions.is_some_and(|conditions| {
-        conditions
-            .iter()
-            .filter(|c| matches!(c.type_.as_str(), "Complete" | "Failed"))
-            .any(|c| ConditionStatus::parse(&c.status) == ConditionStatus::True)
-    })
-}
-
 /// Watches the operator's Jobs into the ledger until `stop` resolves; wakes waiting plans when
 /// a slot frees, and updates the queue's metrics.
 pub async fn run(
@@ -232,7 +221,7 @@ pub async fn run(
                 continue;
             }
             Some(Ok(Event::InitApply(job))) => {
-                listing.extend(job_footprint(&job).filter(|_| !job_finished(&job)));
+                listing.extend(job_footprint(&job).filter(|_| job_finished(&job).is_none()));
                 continue;
             }
             Some(Ok(Event::InitDone)) => {
@@ -245,7 +234,7 @@ pub async fn run(
             }
             Some(Ok(Event::Apply(job))) => match job_footprint(&job) {
                 Some((id, key, footprint)) => {
-                    let running = (!job_finished(&job)).then_some((key, footprint));
+                    let running = job_finished(&job).is_none().then_some((key, footprint));
                     queue.ledger().observe_job(id, running, now)
                 }
                 None => Vec::new(),

@@ -1,0 +1,393 @@
+//! What a finished Job changes, written: a BackupPlan's run records, repository and conditions,
+//! and a Restore's status. What the Job's end means is read in [`outcome`].
+
+pub mod outcome;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use neverwiped_contract::is_key_id;
+use neverwiped_contract::text::escaped;
+
+use crate::api::{
+    BackupPlanStatus, DatabaseRunRecord, MaintenanceRecord, RepositoryStatus, RestorePhase,
+    RestoreStatus, RunKind, RunRecord, RunTrigger,
+};
+use crate::conditions::{set_condition, set_condition_as_stored, types, ConditionStatus, Reason};
+use crate::job::scheduled_time_of;
+use crate::plan::{not_ready, Problem};
+
+pub use outcome::{job_end, job_finished, job_state, pod_blocked, JobEnd, JobState};
+
+/// How many finished runs `status.history` keeps.
+pub const HISTORY_LIMIT: usize = 10;
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The run record of a finished backup Job.
+pub fn backup_run_record(job: &Job, trigger: RunTrigger, end: &JobEnd) -> RunRecord {
+    let scheduled_time = scheduled_time_of(job).map(Time);
+    let result = end.result.as_ref();
+    let duration_seconds = result.map(|r| r.duration_secs.round() as i64).or_else(|| {
+        Some(
+            end.completion_time?
+                .duration_since(end.start_time?)
+                .as_secs(),
+        )
+    });
+    RunRecord {
+        job_name: job.metadata.name.clone().unwrap_or_default(),
+        trigger,
+        scheduled_time,
+        start_time: end.start_time.map(Time),
+        completion_time: end.completion_time.map(Time),
+        duration_seconds,
+        result: end.outcome,
+        reason: end.reason.into(),
+        message: end.message.clone(),
+        snapshot_id: result.and_then(|r| r.snapshot_id.clone()),
+        files_read: result.map(|r| to_i64(r.files)),
+        bytes_read: result.map(|r| to_i64(r.bytes_read)),
+        bytes_added: result.map(|r| to_i64(r.bytes_added)),
+        bytes_sent: result.map(|r| to_i64(r.bytes_transferred)),
+        warnings: result.map(|r| to_i64(r.warnings_total)).filter(|&w| w > 0),
+        databases: result
+            .map(|r| {
+                r.databases
+                    .iter()
+                    .map(|d| DatabaseRunRecord {
+                        name: d.name.clone(),
+                        dump_bytes: to_i64(d.dump_bytes),
+                        error: d.error.as_deref().map(|e| escaped(e).into_owned()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The record of a finished prune or check Job.
+pub fn maintenance_record(job: &Job, end: &JobEnd) -> MaintenanceRecord {
+    let result = end.result.as_ref();
+    MaintenanceRecord {
+        job_name: job.metadata.name.clone().unwrap_or_default(),
+        start_time: end.start_time.map(Time),
+        completion_time: end.completion_time.map(Time),
+        result: end.outcome,
+        reason: end.reason.into(),
+        message: end.message.clone(),
+        bytes_freed: result.and_then(|r| r.prune).map(|p| to_i64(p.bytes_freed)),
+        problems: result.and_then(|r| r.check).map(|c| to_i64(c.problems)),
+        packs_read: result.and_then(|r| r.check).map(|c| to_i64(c.packs_read)),
+    }
+}
+
+/// Updates `status.repository` from a finished Job's result: its measurements, when it measured
+/// the repository, and the key that opened it (the one recorded before stays when the run names
+/// none, or names something that is not a key id).
+pub fn record_repository(status: &mut BackupPlanStatus, end: &JobEnd, now: Timestamp) {
+    let Some(result) = end.result.as_ref() else {
+        return;
+    };
+    let key_id = result
+        .key_id
+        .clone()
+        .filter(|id| is_key_id(id))
+        .or_else(|| status.key_id().map(str::to_owned));
+    match result.repository {
+        Some(stats) => {
+            status.repository = Some(RepositoryStatus {
+                size_bytes: to_i64(stats.size_bytes),
+                size: binary_quantity(stats.size_bytes),
+                snapshots: to_i64(stats.snapshots),
+                measured_time: Time(end.completion_time.unwrap_or(now)),
+                key_id,
+            })
+        }
+        None => {
+            if let Some(repository) = status.repository.as_mut() {
+                repository.key_id = key_id;
+            }
+        }
+    }
+}
+
+/// Bytes as a Kubernetes quantity with a binary suffix, rounded to at most one decimal: `0`,
+/// `980`, `12Ki`, `553Mi`, `1.2Gi`.
+pub fn binary_quantity(bytes: u64) -> String {
+    const SUFFIXES: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
+    let mut value = bytes as f64;
+    let mut suffix = 0;
+    while value >= 1024.0 && suffix < SUFFIXES.len() - 1 {
+        value /= 1024.0;
+        suffix += 1;
+    }
+    if suffix == 0 || value >= 10.0 {
+        format!("{}{}", value.round() as u64, SUFFIXES[suffix])
+    } else {
+        let text = format!("{value:.1}");
+        format!("{}{}", text.trim_end_matches(".0"), SUFFIXES[suffix])
+    }
+}
+
+/// Records a finished run: `lastRun`, the bounded `history` (newest first), and
+/// `lastSuccessfulTime`. Recording the same Job twice changes nothing.
+pub fn record_backup_run(status: &mut BackupPlanStatus, record: RunRecord, now: Timestamp) {
+    if status.history.iter().any(|r| r.job_name == record.job_name) {
+        return;
+    }
+    if record.result.is_success() {
+        status.last_successful_time = Some(record.completion_time.clone().unwrap_or(Time(now)));
+    }
+    if status.active_run.as_ref().map(|a| &a.job_name) == Some(&record.job_name) {
+        status.active_run = None;
+    }
+    status.history.insert(0, record.clone());
+    status.history.truncate(HISTORY_LIMIT);
+    status.last_run = Some(record);
+}
+
+/// Sets a BackupPlan's `Ready`, `Running` and `LastBackupSucceeded` conditions from its problems
+/// (none: Ready, with `ready_message`), its active run and its last run.
+fn set_backup_plan_conditions(
+    status: &mut BackupPlanStatus,
+    problems: &[Problem],
+    ready_message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let conditions = &mut status.conditions;
+    match not_ready(problems) {
+        Some((reason, message)) => set_condition(
+            conditions,
+            types::READY,
+            ConditionStatus::False,
+            reason,
+            message,
+            generation,
+            now,
+        ),
+        None => set_condition(
+            conditions,
+            types::READY,
+            ConditionStatus::True,
+            Reason::Ready,
+            ready_message,
+            generation,
+            now,
+        ),
+    }
+    match &status.active_run {
+        Some(active) => {
+            let (reason, doing) = match active.kind {
+                RunKind::Backup => (Reason::BackupRunning, "is backing up"),
+                RunKind::Prune => (Reason::PruneRunning, "is pruning the repository"),
+                RunKind::Check => (Reason::CheckRunning, "is checking the repository"),
+            };
+            set_condition(
+                conditions,
+                types::RUNNING,
+                ConditionStatus::True,
+                reason,
+                format!("Job {} {doing}", active.job_name),
+                generation,
+                now,
+            )
+        }
+        None => set_condition(
+            conditions,
+            types::RUNNING,
+            ConditionStatus::False,
+            Reason::Idle,
+            "no backup, prune or check is running",
+            generation,
+            now,
+        ),
+    }
+    match &status.last_run {
+        Some(run) => {
+            let message = run
+                .message
+                .clone()
+                .unwrap_or_else(|| match &run.snapshot_id {
+                    Some(id) => format!("Job {} wrote snapshot {id}", run.job_name),
+                    None => format!("Job {} finished", run.job_name),
+                });
+            set_condition_as_stored(
+                conditions,
+                types::LAST_BACKUP_SUCCEEDED,
+                ConditionStatus::from_bool(run.result.is_success()),
+                &run.reason,
+                message,
+                generation,
+                now,
+            );
+        }
+        None => set_condition(
+            conditions,
+            types::LAST_BACKUP_SUCCEEDED,
+            ConditionStatus::Unknown,
+            Reason::NoBackupYet,
+            "no backup has finished yet",
+            generation,
+            now,
+        ),
+    }
+}
+
+/// What a BackupPlan's conditions are made of: gathered while a reconcile decides, applied once
+/// at its end by [`set_plan_conditions`]. (`SnapshotsListed` is set where a listing is read,
+/// `controller/backup_plan/listing.rs`: it compares the listing with the runs recorded before it.)
+#[derive(Debug, Clone, Copy)]
+pub struct PlanConditions<'a> {
+    /// What is wrong with the spec; nothing: `Ready=True` with `ready_message`.
+    pub problems: &'a [Problem],
+    pub ready_message: &'a str,
+    /// A backup whose Job waits for its VolumeSnapshots.
+    pub preparing: Option<PreparingSnapshots<'a>>,
+    /// The volume selectors that matched no claim, when the spec resolved; `None` leaves
+    /// `VolumesSelected` as it was.
+    pub unmatched_selectors: Option<&'a [Problem]>,
+}
+
+/// A backup's VolumeSnapshots, while its Job waits for them.
+#[derive(Debug, Clone, Copy)]
+pub struct PreparingSnapshots<'a> {
+    pub job_name: &'a str,
+    pub ready: usize,
+    pub taken: usize,
+}
+
+/// Sets every condition of a BackupPlan but `SnapshotsListed`: `Ready`, `Running` (a run, its
+/// VolumeSnapshots being prepared, a place in the queue, or idle), `LastBackupSucceeded` and
+/// `VolumesSelected`. Called once, at the end of a reconcile.
+pub fn set_plan_conditions(
+    status: &mut BackupPlanStatus,
+    conditions: PlanConditions,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    set_backup_plan_conditions(
+        status,
+        conditions.problems,
+        conditions.ready_message,
+        generation,
+        now,
+    );
+    if let Some(preparing) = conditions.preparing {
+        set_condition(
+            &mut status.conditions,
+            types::RUNNING,
+            ConditionStatus::True,
+            Reason::PreparingSnapshots,
+            format!(
+                "Job {} starts when its VolumeSnapshots are ready ({} of {})",
+                preparing.job_name, preparing.ready, preparing.taken
+            ),
+            generation,
+            now,
+        );
+    }
+    if status.active_run.is_none() {
+        show_queued(status, generation, now);
+    }
+    if let Some(unmatched) = conditions.unmatched_selectors {
+        show_selection(status, unmatched, generation, now);
+    }
+}
+
+/// The `Running` condition of a plan whose run waits for a slot.
+fn show_queued(status: &mut BackupPlanStatus, generation: Option<i64>, now: Timestamp) {
+    let Some(queued) = &status.queued else {
+        return;
+    };
+    let message = format!(
+        "a {} waits for a slot, number {} of {} in the queue: {}",
+        queued.kind.label(),
+        queued.position,
+        queued.waiting,
+        queued.message
+    );
+    set_condition(
+        &mut status.conditions,
+        types::RUNNING,
+        ConditionStatus::False,
+        Reason::Queued,
+        message,
+        generation,
+        now,
+    );
+}
+
+/// `VolumesSelected=False` while a selector matches nothing (the plan's other volumes and
+/// databases are backed up meanwhile); no condition while every selector matches.
+fn show_selection(
+    status: &mut BackupPlanStatus,
+    unmatched: &[Problem],
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    if unmatched.is_empty() {
+        status
+            .conditions
+            .retain(|c| c.type_ != types::VOLUMES_SELECTED);
+        return;
+    }
+    let message = unmatched
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    set_condition(
+        &mut status.conditions,
+        types::VOLUMES_SELECTED,
+        ConditionStatus::False,
+        Reason::SelectorMatchedNothing,
+        format!("{message}; the plan's other volumes and databases are backed up"),
+        generation,
+        now,
+    );
+}
+
+/// Records a finished restore Job on the Restore's status.
+pub fn finish_restore(
+    status: &mut RestoreStatus,
+    end: &JobEnd,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let succeeded = end.outcome.is_success();
+    status.phase = Some(if succeeded {
+        RestorePhase::Succeeded
+    } else {
+        RestorePhase::Failed
+    });
+    status.start_time = status.start_time.clone().or(end.start_time.map(Time));
+    status.completion_time = Some(Time(end.completion_time.unwrap_or(now)));
+    if let Some(result) = &end.result {
+        status.snapshot_id = result.snapshot_id.clone().or(status.snapshot_id.take());
+        let taken = result.snapshot_time.as_deref().and_then(|t| t.parse().ok());
+        status.snapshot_time = taken.map(Time).or(status.snapshot_time.take());
+        status.files_restored = Some(to_i64(result.files));
+        status.bytes_restored = Some(to_i64(result.bytes_read));
+    }
+    let message = end
+        .message
+        .clone()
+        .unwrap_or_else(|| "the restore finished".into());
+    status.message = Some(message.clone());
+    set_condition(
+        &mut status.conditions,
+        types::COMPLETE,
+        ConditionStatus::from_bool(succeeded),
+        end.reason,
+        message,
+        generation,
+        now,
+    );
+}
+
+#[cfg(test)]
+mod tests;
