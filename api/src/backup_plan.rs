@@ -158,7 +158,7 @@ pub struct Repository {
 }
 
 /// PersistentVolumeClaims to back up: one by name, or all that match a label selector.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(validation = Rule::new("has(self.claimName) != has(self.selector)")
     .message("set exactly one of claimName or selector"))]
 #[serde(rename_all = "camelCase")]
@@ -175,16 +175,48 @@ pub struct BackupVolume {
     /// (`cache` leaves out every file or directory named `cache`, `logs/*.log` the logs of every
     /// `logs` directory). `*` and `?` stay within one name, `**` spans any number of directories,
     /// `[a-z]` is a class, `\` escapes; a matched directory is left out whole; a trailing `/`
-    /// changes nothing. `!pattern` takes back what the patterns before it left out. Patterns
-    /// restic refuses, one that leaves out the whole volume, and a first pattern starting with
-    /// `!` are refused.
+    /// changes nothing. `!pattern` takes back what the patterns before it left out. Every pattern
+    /// is inside the volume, a leading `/` included. Refused: a `..` component, a control
+    /// character, a pattern restic refuses (`*[`, `a/[]`, a `\` at the end), one that leaves out
+    /// the whole volume (`/`, `**`, `*`), and a first pattern starting with `!`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 256),
         inner(length(min = 1, max = 4096), regex(pattern = PATH_PATTERN))
     )]
     pub excludes: Vec<String>,
+    /// Leave out the contents of this volume's folders tagged as caches: a `CACHEDIR.TAG` file
+    /// starting with the signature of the Cache Directory Tagging Specification (the folder and
+    /// the tag file are kept). restic's `--exclude-caches`, acting only inside this volume.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclude_caches: bool,
+    /// `FILE` or `FILE:HEADER`: leave out the contents of every folder of this volume that holds
+    /// a file named FILE, starting with HEADER when one is given (the folder and FILE are kept).
+    /// restic's `--exclude-if-present`, acting only inside this volume. FILE is a name: not
+    /// empty, no `/`, not `.` or `..`; no control characters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 256)))]
+    #[x_kube(validation = Rule::new(TAG_FILES_RULE).message(
+        "excludeIfPresent: each entry is FILE or FILE:HEADER, FILE a file name (not empty, no '/', not '.' or '..') and no control characters"
+    ))]
+    pub exclude_if_present: Vec<String>,
+    /// Leave out this volume's files larger than this size: digits, then optionally `b`, `k`,
+    /// `m`, `g` or `t` (any case, powers of 1024), e.g. `500M` (quote a plain number: `"4096"`).
+    /// restic's `--exclude-larger-than`, acting only inside this volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 24))]
+    #[x_kube(validation = Rule::new(SIZE_RULE).message(
+        "excludeLargerThan: digits, then optionally b, k, m, g or t (powers of 1024), e.g. 500M"
+    ))]
+    pub exclude_larger_than: Option<String>,
 }
+
+/// CEL, on `excludeIfPresent`: every entry is `FILE[:HEADER]` with FILE a file name (not empty,
+/// no `/`, not `.` or `..`) and no control character anywhere.
+pub const TAG_FILES_RULE: &str = "self.all(f, f.matches('^([^/:.[:cntrl:]]|[.][^/:.[:cntrl:]]|[.][.][^/:[:cntrl:]])[^/:[:cntrl:]]*(:[^[:cntrl:]]*)?$'))";
+
+/// CEL, on `excludeLargerThan`: a size in restic's syntax.
+pub const SIZE_RULE: &str = "self.matches('^[0-9]+[bBkKmMgGtT]?$')";
 
 impl BackupVolume {
     /// A volume by claim name.
@@ -193,6 +225,9 @@ impl BackupVolume {
             claim_name: Some(name.into()),
             selector: None,
             excludes: Vec::new(),
+            exclude_caches: false,
+            exclude_if_present: Vec::new(),
+            exclude_larger_than: None,
         }
     }
 }

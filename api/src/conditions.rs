@@ -95,6 +95,9 @@ reasons! {
     InvalidName => "InvalidName",
     /// A path or pattern has a control character or a `..` component.
     InvalidPath => "InvalidPath",
+    /// A volume's `excludeIfPresent` entry is not `FILE[:HEADER]` with a file name, or its
+    /// `excludeLargerThan` is not a size.
+    InvalidSelection => "InvalidSelection",
     /// The repository URL has a `.`/`..` segment, a user, a query, a fragment or a backslash.
     InvalidRepositoryUrl => "InvalidRepositoryURL",
     /// A Secret named as a credential is a service-account token.

@@ -108,7 +108,10 @@ pub struct RestoreVolume {
     /// it, `**/*.pdf` every PDF at any depth, `uploads/*/thumbs` the thumbnails of each upload.
     /// `*` and `?` stay within one name, `**` spans directories; the directories above what is
     /// restored are restored too. `!pattern` takes back what the patterns before it selected.
-    /// A plain path the snapshot lacks fails the restore. Empty restores all.
+    /// A plain path the snapshot lacks fails the restore. Empty restores all. Every pattern is
+    /// inside the volume, a leading `/` included; refused: a `..` component, a control character,
+    /// a pattern restic refuses (`*[`, `a/[]`, a `\` at the end) and a first pattern starting
+    /// with `!`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 256),

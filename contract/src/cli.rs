@@ -88,6 +88,95 @@ impl DatabaseArg {
     }
 }
 
+/// The selection options of `backup` that act only inside one of its paths (a volume's folder):
+/// `--exclude-caches-in PATH`, `--exclude-if-present-in PATH=FILE[:HEADER]` and
+/// `--exclude-larger-than-in PATH=SIZE`, restic's `--exclude-caches`, `--exclude-if-present` and
+/// `--exclude-larger-than` with a scope. What they leave out of PATH is what the unscoped option
+/// leaves out of a backup of PATH alone; nothing outside PATH is touched.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopedSelection {
+    /// Leave out the contents of folders tagged as caches (`CACHEDIR.TAG`).
+    pub exclude_caches: bool,
+    /// `FILE[:HEADER]`: leave out the contents of folders holding FILE (starting with HEADER).
+    pub exclude_if_present: Vec<String>,
+    /// A size in restic's syntax ([`parse_size`]): leave out files larger than it.
+    pub exclude_larger_than: Option<String>,
+}
+
+impl ScopedSelection {
+    /// Whether no option is set: nothing is passed.
+    pub fn is_empty(&self) -> bool {
+        !self.exclude_caches
+            && self.exclude_if_present.is_empty()
+            && self.exclude_larger_than.is_none()
+    }
+
+    /// Adds `other`'s options (a volume selected by two entries of a plan): the caches are left
+    /// out if either says so, every tag file counts, and the smaller size limit wins.
+    pub fn merge(&mut self, other: &ScopedSelection) {
+        self.exclude_caches |= other.exclude_caches;
+        for tag in &other.exclude_if_present {
+            if !self.exclude_if_present.contains(tag) {
+                self.exclude_if_present.push(tag.clone());
+            }
+        }
+        let bytes = |size: &Option<String>| size.as_deref().and_then(|s| parse_size(s).ok());
+        let smaller = match (
+            bytes(&self.exclude_larger_than),
+            bytes(&other.exclude_larger_than),
+        ) {
+            (Some(mine), Some(theirs)) => theirs < mine,
+            // A size that does not parse is kept, for the operator to refuse.
+            _ => self.exclude_larger_than.is_none(),
+        };
+        if smaller {
+            self.exclude_larger_than = other.exclude_larger_than.clone();
+        }
+    }
+
+    fn push_args(&self, path: &str, args: &mut Vec<String>) {
+        if self.exclude_caches {
+            args.push("--exclude-caches-in".into());
+            args.push(path.to_owned());
+        }
+        for tag in &self.exclude_if_present {
+            args.push("--exclude-if-present-in".into());
+            args.push(format!("{path}={tag}"));
+        }
+        if let Some(size) = &self.exclude_larger_than {
+            args.push("--exclude-larger-than-in".into());
+            args.push(format!("{path}={size}"));
+        }
+    }
+}
+
+/// A size as restic writes it: digits, then optionally `b`, `k`, `m`, `g` or `t` (any case,
+/// powers of 1024), e.g. `500k` or `2G`; at most `i64::MAX` bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('b') => (&text[..text.len() - 1], 1u64),
+        Some('k') => (&text[..text.len() - 1], 1 << 10),
+        Some('m') => (&text[..text.len() - 1], 1 << 20),
+        Some('g') => (&text[..text.len() - 1], 1 << 30),
+        Some('t') => (&text[..text.len() - 1], 1 << 40),
+        Some(_) => (text, 1),
+        None => return Err("expected a size, got an empty string".into()),
+    };
+    // A leading `+` is taken, as restic's parser takes it.
+    let unsigned = digits.strip_prefix('+').unwrap_or(digits);
+    if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{text:?} is not a size: digits, then optionally b, k, m, g or t (e.g. 500k, 2G)"
+        ));
+    }
+    unsigned
+        .parse::<u64>()
+        .ok()
+        .and_then(|value| value.checked_mul(unit))
+        .filter(|bytes| *bytes <= i64::MAX as u64)
+        .ok_or_else(|| format!("{text:?} is too large (at most 8E, 2^63-1 bytes)"))
+}
+
 /// Retention rules: `--keep-last N`, `--keep-hourly N`, … of `backup` and `forget`. A snapshot is
 /// kept when any rule keeps it; no rule at all keeps everything (`backup` then forgets nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -130,7 +219,8 @@ impl KeepRules {
 }
 
 /// `neverwiped-sidecar backup PATH... --repo REPO --result-file PATH [--host NAME] [--tag K=V]...
-/// [--exclude PATTERN]... [--limit-upload BYTES_PER_SEC] [--remove-locks-of-host HOSTNAME]
+/// [--exclude PATTERN]... [--exclude-caches-in PATH]... [--exclude-if-present-in PATH=FILE[:HEADER]]...
+/// [--exclude-larger-than-in PATH=SIZE]... [--limit-upload BYTES_PER_SEC] [--remove-locks-of-host HOSTNAME]
 /// [--database NAME=URI]... [--database-password-file NAME=PATH]... [--keep-last N]...
 /// [--retry-lock DURATION]`
 ///
@@ -151,6 +241,8 @@ pub struct BackupArgs {
     /// `(key, value)` pairs, each passed as `--tag key=value`.
     pub tags: Vec<(String, String)>,
     pub excludes: Vec<String>,
+    /// Selection options scoped to one of `paths` each (`--exclude-caches-in PATH`, ...).
+    pub scoped: Vec<(String, ScopedSelection)>,
     pub upload_limit_bytes_per_sec: Option<u64>,
     /// `--remove-locks-of-host`: the host name whose locks are all left by processes that are gone.
     pub remove_locks_of_host: Option<String>,
@@ -180,6 +272,9 @@ impl BackupArgs {
         for pattern in &self.excludes {
             args.push("--exclude".into());
             args.push(pattern.clone());
+        }
+        for (path, selection) in &self.scoped {
+            selection.push_args(path, &mut args);
         }
         if let Some(limit) = self.upload_limit_bytes_per_sec {
             args.push("--limit-upload".into());
@@ -409,6 +504,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sizes_take_restic_suffixes_and_refuse_the_rest() {
+        assert_eq!(parse_size("40"), Ok(40));
+        assert_eq!(parse_size("1k"), Ok(1024));
+        assert_eq!(parse_size("2M"), Ok(2 << 20));
+        assert_eq!(parse_size("3b"), Ok(3));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert_eq!(parse_size("+5k"), Ok(5 << 10));
+        for refused in [
+            "",
+            "k",
+            "1.5G",
+            "-1",
+            "+",
+            "1 G",
+            "1Gi",
+            "G1",
+            "99999999999t",
+        ] {
+            assert!(parse_size(refused).is_err(), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn merged_selections_keep_every_tag_and_the_smaller_size() {
+        let mut first = ScopedSelection {
+            exclude_caches: false,
+            exclude_if_present: vec!["a".into()],
+            exclude_larger_than: Some("1G".into()),
+        };
+        first.merge(&ScopedSelection {
+            exclude_caches: true,
+            exclude_if_present: vec!["a".into(), "b".into()],
+            exclude_larger_than: Some("500m".into()),
+        });
+        assert_eq!(
+            first,
+            ScopedSelection {
+                exclude_caches: true,
+                exclude_if_present: vec!["a".into(), "b".into()],
+                exclude_larger_than: Some("500m".into()),
+            }
+        );
+        first.merge(&ScopedSelection::default());
+        assert_eq!(first.exclude_larger_than.as_deref(), Some("500m"));
+        assert!(ScopedSelection::default().is_empty());
+    }
+
+    #[test]
     fn backup_args_follow_the_documented_order() {
         let args = BackupArgs {
             paths: vec!["/data/app".into(), "/data/db".into()],
@@ -417,6 +560,14 @@ mod tests {
             host: Some("shop/nightly".into()),
             tags: vec![("plan".into(), "nightly".into())],
             excludes: vec!["/data/app/**/cache".into()],
+            scoped: vec![(
+                "/data/app".into(),
+                ScopedSelection {
+                    exclude_caches: true,
+                    exclude_if_present: vec![".nobackup".into(), "TAG:sig".into()],
+                    exclude_larger_than: Some("2G".into()),
+                },
+            )],
             upload_limit_bytes_per_sec: Some(1_000_000),
             remove_locks_of_host: Some("nightly-0123456789abcdef".into()),
             databases: vec![DatabaseArg {
@@ -449,6 +600,14 @@ mod tests {
                 "plan=nightly",
                 "--exclude",
                 "/data/app/**/cache",
+                "--exclude-caches-in",
+                "/data/app",
+                "--exclude-if-present-in",
+                "/data/app=.nobackup",
+                "--exclude-if-present-in",
+                "/data/app=TAG:sig",
+                "--exclude-larger-than-in",
+                "/data/app=2G",
                 "--limit-upload",
                 "1000000",
                 "--remove-locks-of-host",

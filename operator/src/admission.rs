@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::{BackupPlanSpec, CredentialsSecretRef, PodSettings, Repository, RestoreSpec};
+use crate::api::{
+    BackupPlanSpec, BackupVolume, CredentialsSecretRef, PodSettings, Repository, RestoreSpec,
+};
 use crate::conditions::Reason;
 use crate::tenant_policy::TenantPolicy;
 use crate::volume_patterns::{self, PatternFault, PatternField};
@@ -84,6 +86,12 @@ pub enum Refusal {
         value: String,
         fault: PatternFault,
     },
+    #[error("{field}: {value:?} is refused: {fault}")]
+    InvalidSelection {
+        field: String,
+        value: String,
+        fault: String,
+    },
     #[error("spec.repository.url: {url:?} is refused: {fault}")]
     InvalidRepositoryUrl { url: String, fault: PathFault },
     #[error("Secret {name:?} named by {field} is of type {SERVICE_ACCOUNT_TOKEN_TYPE}; the operator never passes a service account's token to a Job: name a Secret that holds only the credential")]
@@ -110,6 +118,7 @@ impl Refusal {
         match self {
             Refusal::InvalidName { .. } => Reason::InvalidName,
             Refusal::InvalidPath { .. } | Refusal::InvalidPattern { .. } => Reason::InvalidPath,
+            Refusal::InvalidSelection { .. } => Reason::InvalidSelection,
             Refusal::InvalidRepositoryUrl { .. } => Reason::InvalidRepositoryUrl,
             Refusal::ServiceAccountToken { .. } => Reason::SecretTypeNotAllowed,
             Refusal::RepositoryNotAllowed { .. } => Reason::RepositoryNotAllowed,
@@ -144,6 +153,7 @@ pub fn check_backup_plan(
             PatternField::Exclude,
             &volume.excludes,
         );
+        found.selection(&field, volume);
     }
     if let Some(class) = &spec.volume_snapshot_class_name {
         found.name(
@@ -344,6 +354,27 @@ impl Findings {
             self.refusals.push(Refusal::InvalidPattern {
                 field: format!("{field}[{index}]"),
                 value: patterns[index].clone(),
+                fault,
+            });
+        }
+    }
+
+    /// A plan volume's `excludeIfPresent` and `excludeLargerThan`.
+    fn selection(&mut self, field: &str, volume: &BackupVolume) {
+        for (index, spec) in volume.exclude_if_present.iter().enumerate() {
+            if let Some(fault) = volume_patterns::tag_file_fault(spec) {
+                self.refusals.push(Refusal::InvalidSelection {
+                    field: format!("{field}.excludeIfPresent[{index}]"),
+                    value: spec.clone(),
+                    fault: fault.to_owned(),
+                });
+            }
+        }
+        let size = volume.exclude_larger_than.as_deref();
+        if let Some((size, fault)) = size.and_then(|s| Some((s, volume_patterns::size_fault(s)?))) {
+            self.refusals.push(Refusal::InvalidSelection {
+                field: format!("{field}.excludeLargerThan"),
+                value: size.to_owned(),
                 fault,
             });
         }

@@ -137,6 +137,103 @@ fn excludes_and_includes_with_a_parent_component_or_a_control_character_are_refu
 }
 
 #[test]
+fn tag_files_that_are_not_names_and_sizes_that_do_not_parse_are_refused_by_field() {
+    let mut spec = plan();
+    spec.volumes[0].exclude_if_present = vec![
+        ".nobackup".into(),
+        ":header".into(),
+        "a/b".into(),
+        "..".into(),
+    ];
+    spec.volumes[0].exclude_larger_than = Some("99999999999T".into());
+    let refusals = check_backup_plan(&spec, &SecretTypes::new(), &Default::default());
+    let fields: Vec<String> = refusals
+        .iter()
+        .map(|r| match r {
+            Refusal::InvalidSelection { field, .. } => field.clone(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.volumes[0].excludeIfPresent[1]",
+            "spec.volumes[0].excludeIfPresent[2]",
+            "spec.volumes[0].excludeIfPresent[3]",
+            "spec.volumes[0].excludeLargerThan",
+        ]
+    );
+    assert_eq!(
+        refusals[0].to_string(),
+        "spec.volumes[0].excludeIfPresent[1]: \":header\" is refused: the file name before ':' is empty"
+    );
+    assert_eq!(
+        refusals[3].to_string(),
+        "spec.volumes[0].excludeLargerThan: \"99999999999T\" is refused: \"99999999999T\" is too large (at most 8E, 2^63-1 bytes)"
+    );
+    assert_eq!(reasons_of(&refusals[..1]), [Reason::InvalidSelection]);
+    spec.volumes[0].exclude_if_present = vec!["CACHEDIR.TAG:Signature: 8a47".into()];
+    spec.volumes[0].exclude_larger_than = Some("500M".into());
+    spec.volumes[0].exclude_caches = true;
+    assert_eq!(
+        check_backup_plan(&spec, &SecretTypes::new(), &Default::default()),
+        []
+    );
+}
+
+#[test]
+fn includes_that_restic_refuses_or_that_take_back_first_are_refused_and_absolute_ones_stay_inside()
+{
+    let mut restore = restore();
+    restore.volumes[0].includes = vec![
+        "!uploads/tmp".into(),
+        "uploads/[".into(),
+        "a/[]".into(),
+        "x\\".into(),
+        "/etc/passwd".into(),
+    ];
+    let refusals = check_restore(&restore, None, &SecretTypes::new(), &Default::default());
+    let found: Vec<(String, PatternFault)> = refusals
+        .iter()
+        .map(|r| match r {
+            Refusal::InvalidPattern { field, fault, .. } => (field.clone(), *fault),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "spec.volumes[0].includes[0]".into(),
+                PatternFault::NothingToTakeBack
+            ),
+            (
+                "spec.volumes[0].includes[1]".into(),
+                PatternFault::Malformed
+            ),
+            (
+                "spec.volumes[0].includes[2]".into(),
+                PatternFault::Malformed
+            ),
+            (
+                "spec.volumes[0].includes[3]".into(),
+                PatternFault::Malformed
+            ),
+        ]
+    );
+    // An absolute pattern names a path inside the volume, never outside every source.
+    let scoped = |field, pattern| volume_patterns::scoped(field, "/restore/data/data", pattern);
+    assert_eq!(
+        scoped(PatternField::Include, "/etc/passwd"),
+        "/restore/data/data/etc/passwd"
+    );
+    assert_eq!(
+        scoped(PatternField::Exclude, "/etc/passwd"),
+        "/restore/data/data/etc/passwd"
+    );
+}
+
+#[test]
 fn names_follow_kubernetes_rules() {
     for valid in ["data", "a", "data-0", "pg.data", "0a"] {
         assert!(is_dns_subdomain(valid), "{valid}");
@@ -342,7 +439,7 @@ fn a_volume_selected_by_labels_needs_no_claim_name() {
     spec.volumes = vec![BackupVolume {
         claim_name: None,
         selector: Some(Default::default()),
-        excludes: vec![],
+        ..BackupVolume::default()
     }];
     assert_eq!(
         check_backup_plan(&spec, &SecretTypes::new(), &Default::default()),

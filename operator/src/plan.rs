@@ -12,6 +12,8 @@ use kube::core::{Selector, SelectorExt};
 use crate::api::{BackupPlanSpec, CredentialsSecretRef, Repository};
 use crate::conditions::Reason;
 use crate::schedule::{parse_duration, DurationError, Schedule, ScheduleError};
+use crate::volume_patterns::volume_selection;
+use neverwiped_contract::cli::ScopedSelection;
 
 pub use crate::api::pending_manual_trigger;
 
@@ -135,6 +137,9 @@ pub struct ResolvedClaim {
     pub name: String,
     /// Exclude patterns relative to the volume's root, from every entry that selected it.
     pub excludes: Vec<String>,
+    /// `excludeCaches`, `excludeIfPresent` and `excludeLargerThan` of every entry that selected
+    /// it, merged ([`ScopedSelection::merge`]).
+    pub selection: ScopedSelection,
 }
 
 /// A BackupPlan with everything it names found.
@@ -232,7 +237,7 @@ pub fn resolve_claims(
     spec: &BackupPlanSpec,
     claims: &[PersistentVolumeClaim],
 ) -> Result<(Vec<ResolvedClaim>, Vec<Problem>), Vec<Problem>> {
-    let mut resolved: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut resolved: BTreeMap<String, (Vec<String>, ScopedSelection)> = BTreeMap::new();
     let mut problems = Vec::new();
     let live = |claim: &&PersistentVolumeClaim| claim.metadata.deletion_timestamp.is_none();
     for (index, volume) in spec.volumes.iter().enumerate() {
@@ -277,12 +282,13 @@ pub fn resolve_claims(
             }
         }
         for name in matched {
-            let excludes = resolved.entry(name).or_default();
+            let (excludes, selection) = resolved.entry(name).or_default();
             for pattern in &volume.excludes {
                 if !excludes.contains(pattern) {
                     excludes.push(pattern.clone());
                 }
             }
+            selection.merge(&volume_selection(volume));
         }
     }
     let (unmatched, mut problems): (Vec<Problem>, Vec<Problem>) = problems
@@ -292,7 +298,11 @@ pub fn resolve_claims(
     if problems.is_empty() && (unmatched.is_empty() || something_else) {
         let resolved = resolved
             .into_iter()
-            .map(|(name, excludes)| ResolvedClaim { name, excludes })
+            .map(|(name, (excludes, selection))| ResolvedClaim {
+                name,
+                excludes,
+                selection,
+            })
             .collect();
         Ok((resolved, unmatched))
     } else {
@@ -418,7 +428,8 @@ mod tests {
             resolved.claims,
             [ResolvedClaim {
                 name: "data".into(),
-                excludes: vec![]
+                excludes: vec![],
+                selection: ScopedSelection::default(),
             }]
         );
     }
@@ -468,7 +479,7 @@ mod tests {
                 match_labels: Some([("backup".to_string(), "yes".to_string())].into()),
                 ..LabelSelector::default()
             }),
-            excludes: vec![],
+            ..BackupVolume::default()
         });
         let problems = resolve_plan(&spec, &all_secrets(), &[claim("other", &[])]).unwrap_err();
         let reasons: Vec<_> = problems.iter().map(Problem::reason).collect();
@@ -495,6 +506,7 @@ mod tests {
                     ..LabelSelector::default()
                 }),
                 excludes: vec!["*.tmp".into()],
+                ..BackupVolume::default()
             },
         ];
         let claims = [
@@ -508,11 +520,13 @@ mod tests {
             [
                 ResolvedClaim {
                     name: "data".into(),
-                    excludes: vec!["cache".into(), "*.tmp".into()]
+                    excludes: vec!["cache".into(), "*.tmp".into()],
+                    selection: ScopedSelection::default(),
                 },
                 ResolvedClaim {
                     name: "logs".into(),
-                    excludes: vec!["*.tmp".into()]
+                    excludes: vec!["*.tmp".into()],
+                    selection: ScopedSelection::default(),
                 },
             ]
         );

@@ -5,6 +5,8 @@
 //! a relative restic pattern does. An include is always anchored at the volume's root (with or
 //! without its leading `/`): it names what to restore. A leading `!` stays in front.
 
+use crate::api::BackupVolume;
+use neverwiped_contract::cli::{parse_size, ScopedSelection};
 use neverwiped_contract::pattern::{split_path, Pattern};
 
 /// Which field a pattern comes from.
@@ -78,9 +80,60 @@ pub fn faults(field: PatternField, patterns: &[String]) -> Vec<(usize, PatternFa
     found
 }
 
+/// A plan volume's `excludeCaches`, `excludeIfPresent` and `excludeLargerThan`, as the sidecar's
+/// options scoped to the volume's folder take them.
+pub fn volume_selection(volume: &BackupVolume) -> ScopedSelection {
+    ScopedSelection {
+        exclude_caches: volume.exclude_caches,
+        exclude_if_present: volume.exclude_if_present.clone(),
+        exclude_larger_than: volume.exclude_larger_than.clone(),
+    }
+}
+
+/// Why an `excludeIfPresent` entry (`FILE[:HEADER]`) is refused, if it is.
+pub fn tag_file_fault(spec: &str) -> Option<&'static str> {
+    let name = spec.split_once(':').map_or(spec, |(name, _)| name);
+    if spec.chars().any(char::is_control) {
+        Some("it has a control character")
+    } else if name.is_empty() {
+        Some("the file name before ':' is empty")
+    } else if name.contains('/') {
+        Some("FILE is a file name in each folder, not a path: it has a '/'")
+    } else if name == "." || name == ".." {
+        Some("FILE is a file name in each folder: '.' and '..' are folders")
+    } else {
+        None
+    }
+}
+
+/// Why an `excludeLargerThan` is refused, if it is.
+pub fn size_fault(size: &str) -> Option<String> {
+    if size.starts_with('+') {
+        return Some(format!(
+            "{size:?} is not a size: digits, then optionally b, k, m, g or t (e.g. 500k, 2G)"
+        ));
+    }
+    parse_size(size).err()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{faults, scoped, PatternFault, PatternField};
+    use super::{faults, scoped, size_fault, tag_file_fault, PatternFault, PatternField};
+
+    #[test]
+    fn tag_files_are_names_and_sizes_take_restics_syntax() {
+        for good in [".nobackup", "CACHEDIR.TAG:Signature: 8a47", "...", "a:b:c"] {
+            assert_eq!(tag_file_fault(good), None, "{good}");
+        }
+        for bad in ["", ":header", "a/b", "/x", ".", "..:h", "a\nb"] {
+            assert!(tag_file_fault(bad).is_some(), "{bad:?}");
+        }
+        assert_eq!(size_fault("500M"), None);
+        assert_eq!(size_fault("4096"), None);
+        for bad in ["", "1.5G", "+1", "5 M", "1Gi", "99999999999t"] {
+            assert!(size_fault(bad).is_some(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn excludes_are_anchored_or_match_at_any_depth_and_includes_are_anchored() {

@@ -193,6 +193,64 @@ fn the_api_server_refuses_plan_strings_that_would_become_paths_urls_or_options()
     }
 }
 
+#[test]
+fn the_api_server_refuses_a_malformed_size_or_tag_file_with_the_field_and_the_rule() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_test_crds();
+    let namespace = TestNamespace::create("admission-selection");
+    let ns = namespace.name.as_str();
+    create(
+        ns,
+        &plan("selection", |p| {
+            let volume = &mut p["spec"]["volumes"][0];
+            volume["excludeCaches"] = json!(true);
+            volume["excludeIfPresent"] =
+                json!([".nobackup", "CACHEDIR.TAG:Signature: 8a47", "..."]);
+            volume["excludeLargerThan"] = json!("500M");
+        }),
+    )
+    .expect("a plan with valid selection options is accepted");
+    let tag_rule = "each entry is FILE or FILE:HEADER";
+    let size_rule = "digits, then optionally b, k, m, g or t";
+    let cases: [(&str, Value, &str); 6] = [
+        (
+            "empty",
+            json!({"excludeIfPresent": [""]}),
+            "spec.volumes[0].excludeIfPresent",
+        ),
+        (
+            "no-name",
+            json!({"excludeIfPresent": [":header"]}),
+            tag_rule,
+        ),
+        (
+            "path",
+            json!({"excludeIfPresent": ["a/.nobackup"]}),
+            tag_rule,
+        ),
+        ("dotdot", json!({"excludeIfPresent": [".."]}), tag_rule),
+        ("fraction", json!({"excludeLargerThan": "1.5G"}), size_rule),
+        (
+            "binary",
+            json!({"excludeLargerThan": "1Gi"}),
+            "spec.volumes[0].excludeLargerThan",
+        ),
+    ];
+    for (name, fields, expected) in cases {
+        let result = create(
+            ns,
+            &plan(name, |p| {
+                for (key, value) in fields.as_object().unwrap() {
+                    p["spec"]["volumes"][0][key] = value.clone();
+                }
+            }),
+        );
+        assert_refused(result, expected, name);
+    }
+}
+
 // --- The operator's own checks, on objects the API server already stores --------------------
 
 use jiff::Timestamp;
@@ -369,6 +427,7 @@ fn an_exclude_naming_a_variable_reaches_the_sidecar_literally() {
                 "$(NEVERWIPED_PASSWORD_FILE)".into(),
                 "/$(NEVERWIPED_GATE_USERNAME)".into(),
             ],
+            selection: Default::default(),
         }],
         node_name: None,
         deadline: jiff::SignedDuration::from_hours(1),

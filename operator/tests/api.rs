@@ -52,6 +52,10 @@ fn the_backupplan_example_parses_and_passes_the_schema_rules() {
         plan.spec.retention.as_ref().and_then(|r| r.keep_daily),
         Some(7)
     );
+    let uploads = &plan.spec.volumes[0];
+    assert!(uploads.exclude_caches);
+    assert_eq!(uploads.exclude_if_present, [".nobackup"]);
+    assert_eq!(uploads.exclude_larger_than.as_deref(), Some("2G"));
     // The operator accepts it too.
     neverwiped_operator::schedule::Schedule::parse(&plan.spec.schedule, &plan.spec.time_zone)
         .unwrap();
@@ -125,6 +129,47 @@ fn a_volume_needs_exactly_one_of_claim_name_and_selector() {
     );
     let neither = plan(json!({"volumes": [{"excludes": ["cache"]}]}));
     assert!(cel::<BackupPlan>(&neither, None).is_err());
+}
+
+#[test]
+fn a_volume_refuses_a_malformed_size_or_tag_file_with_the_rule() {
+    let with = |fields: Value| {
+        let mut volume = json!({"claimName": "data"});
+        for (key, value) in fields.as_object().unwrap() {
+            volume[key] = value.clone();
+        }
+        plan(json!({"volumes": [volume]}))
+    };
+    let valid = with(json!({
+        "excludeCaches": true,
+        "excludeIfPresent": [".nobackup", "CACHEDIR.TAG:Signature: 8a47", "...", "..a", "a:b:c"],
+        "excludeLargerThan": "500M"
+    }));
+    assert_eq!(cel::<BackupPlan>(&valid, None), Ok(()));
+    for size in ["4096", "1k", "2G", "3t", "7B"] {
+        let plan = with(json!({"excludeLargerThan": size}));
+        assert_eq!(cel::<BackupPlan>(&plan, None), Ok(()), "{size}");
+    }
+    for tag in ["", ":header", "a/b", "/x", ".", "..", "..:h", "a\nb"] {
+        let plan = with(json!({"excludeIfPresent": ["ok", tag]}));
+        let errors = cel::<BackupPlan>(&plan, None).expect_err(tag);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("excludeIfPresent: each entry is FILE or FILE:HEADER")),
+            "{tag:?}: {errors:?}"
+        );
+    }
+    for size in ["", "1.5G", "1Gi", "+1", "G", "5 M", "-1"] {
+        let plan = with(json!({"excludeLargerThan": size}));
+        let errors = cel::<BackupPlan>(&plan, None).expect_err(size);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("excludeLargerThan: digits, then optionally")),
+            "{size:?}: {errors:?}"
+        );
+    }
 }
 
 #[test]

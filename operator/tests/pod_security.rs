@@ -881,6 +881,7 @@ fn backup(mover: &Mover, mounted: &[(&str, &str)], node: Option<&str>, databases
                 source_claim: (*source).into(),
                 mounted_claim: (*mounted).into(),
                 excludes: vec![],
+                selection: Default::default(),
             })
             .collect(),
         node_name: node.map(Into::into),
@@ -1148,6 +1149,7 @@ fn every_pod_of_the_quickstart_meets_restricted() {
                 source_claim: claim.clone(),
                 mounted_claim: claim,
                 excludes: vec![],
+                selection: Default::default(),
             }
         })
         .collect();

@@ -2070,7 +2070,7 @@ async fn retry_lock_waits_for_another_holder_and_gives_up_after_its_duration() {
 #[test]
 fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
     use neverwiped_contract::cli::{
-        BackupArgs, CheckArgs, DatabaseArg, KeepRules, PruneArgs, RestoreArgs,
+        BackupArgs, CheckArgs, DatabaseArg, KeepRules, PruneArgs, RestoreArgs, ScopedSelection,
     };
     let work = tempfile::tempdir().unwrap();
     let missing = work.path().join("no-repository");
@@ -2100,6 +2100,14 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             host: Some("shop/nightly".into()),
             tags: vec![("plan".into(), "nightly".into())],
             excludes: vec!["/x/**/cache".into()],
+            scoped: vec![(
+                text(work.path()).into(),
+                ScopedSelection {
+                    exclude_caches: true,
+                    exclude_if_present: vec![".nobackup:sig".into()],
+                    exclude_larger_than: Some("1G".into()),
+                },
+            )],
             upload_limit_bytes_per_sec: Some(1_000_000),
             remove_locks_of_host: Some("nightly-0123".into()),
             databases: databases.clone(),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::{Resource, ResourceExt};
-use neverwiped_contract::cli::{self, BackupArgs, DatabaseArg, KeepRules};
+use neverwiped_contract::cli::{self, BackupArgs, DatabaseArg, KeepRules, ScopedSelection};
 
 use super::pod::{FinishedPod, PodBuilder, Privileges};
 use super::{
@@ -28,6 +28,8 @@ pub struct BackupVolumeMount {
     pub mounted_claim: String,
     /// Exclude patterns relative to the volume's root.
     pub excludes: Vec<String>,
+    /// The size and tag-file options that act only inside this volume.
+    pub selection: ScopedSelection,
 }
 
 /// One backup run of a plan: what the reconciler decided.
@@ -94,6 +96,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     volumes.sort_by(|a, b| a.source_claim.cmp(&b.source_claim));
     let mut paths = Vec::new();
     let mut excludes = Vec::new();
+    let mut scoped = Vec::new();
     for (index, volume) in volumes.iter().enumerate() {
         let path = format!("{DATA_ROOT}/{}", volume.source_claim);
         pod.mount_claim(&format!("data-{index}"), &volume.mounted_claim, &path, true);
@@ -103,6 +106,9 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
                 .iter()
                 .map(|pattern| scoped_exclude(&path, pattern)),
         );
+        if !volume.selection.is_empty() {
+            scoped.push((literal(&path), literal_selection(&volume.selection)));
+        }
         paths.push(path);
     }
 
@@ -116,6 +122,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         host: Some(format!("{namespace}/{plan_name}")),
         tags: vec![("plan".into(), plan_name.clone())],
         excludes,
+        scoped,
         upload_limit_bytes_per_sec: spec
             .limits
             .as_ref()
@@ -178,6 +185,19 @@ fn scoped_exclude(volume_path: &str, pattern: &str) -> String {
         volume_path,
         pattern,
     ))
+}
+
+/// A volume's scoped options with `$` escaped: Kubernetes expands `$(VAR)` in arguments.
+fn literal_selection(selection: &ScopedSelection) -> ScopedSelection {
+    ScopedSelection {
+        exclude_caches: selection.exclude_caches,
+        exclude_if_present: selection
+            .exclude_if_present
+            .iter()
+            .map(|t| literal(t))
+            .collect(),
+        exclude_larger_than: selection.exclude_larger_than.as_deref().map(literal),
+    }
 }
 
 /// The `--database` arguments of a plan's databases, their credentials mounted into `pod`.

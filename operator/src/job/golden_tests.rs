@@ -51,6 +51,14 @@ fn golden_backup_job() {
 }
 
 #[test]
+fn golden_backup_job_with_selection_per_volume() {
+    assert_golden(
+        "backup-selection",
+        &backup_job(&plan(), &super::selection_tests::run(), &settings()),
+    );
+}
+
+#[test]
 fn golden_prune_job() {
     let run = maintenance_run(MaintenanceKind::Prune);
     assert_golden("prune", &maintenance_job(&plan(), &run, &settings()));

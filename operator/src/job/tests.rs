@@ -2,11 +2,9 @@
 use super::pod::UNPRIVILEGED_UID;
 use super::*;
 use crate::api::{
-    BackupPlan, CredentialsSecretRef, NonEmptyTargetPolicy, PodSettings, Restore, SecretKeyRef,
-};
-use crate::api::{
-    BackupPlanSpec, CopyMethod, DatabaseSource, Limits, Repository, RestoreDatabase, RestoreSpec,
-    RestoreVolume,
+    BackupPlan, BackupPlanSpec, CopyMethod, CredentialsSecretRef, DatabaseSource, Limits,
+    NonEmptyTargetPolicy, PodSettings, Repository, Restore, RestoreDatabase, RestoreSpec,
+    RestoreVolume, SecretKeyRef,
 };
 use crate::fixtures::plan_spec;
 use crate::mover::{Mover, MoverIdentity};
@@ -64,11 +62,13 @@ pub(super) fn run() -> BackupRun {
                 source_claim: "logs".into(),
                 mounted_claim: "logs".into(),
                 excludes: vec!["*.gz".into()],
+                selection: Default::default(),
             },
             BackupVolumeMount {
                 source_claim: "data".into(),
                 mounted_claim: "data".into(),
                 excludes: vec!["cache".into(), "/lost+found".into()],
+                selection: Default::default(),
             },
         ],
         node_name: Some("node-7".into()),

@@ -11,7 +11,7 @@ pub mod source;
 mod uploader;
 mod walker;
 
-pub use skip::{SkipRules, SourceDevices, TagFile};
+pub use skip::{ScopedSkip, SkipRules, SourceDevices, TagFile};
 pub use source::{CountedReader, Source, StreamSource};
 pub use uploader::{Throttle, UploadStats};
 pub use walker::WalkStats;
@@ -86,6 +86,8 @@ pub struct BackupOptions {
     pub exclude_if_present: Vec<TagFile>,
     /// Do not cross file-system boundaries below each source (a mount point is kept, empty).
     pub one_file_system: bool,
+    /// Size and tag-file rules that act only below one folder each.
+    pub scoped_skips: Vec<ScopedSkip>,
     pub parent: ParentChoice,
     pub upload_limit_bytes_per_sec: Option<u64>,
     /// Compress-and-seal threads; 0 means one per core.
@@ -136,6 +138,7 @@ impl BackupOptions {
             exclude_larger_than: None,
             exclude_if_present: Vec::new(),
             one_file_system: false,
+            scoped_skips: Vec::new(),
             parent: ParentChoice::Latest,
             upload_limit_bytes_per_sec: None,
             workers: 0,
@@ -503,6 +506,7 @@ async fn run_pipeline(
     if options.one_file_system {
         skip_rules.one_file_system = Some(SourceDevices::of(&tree.disk_paths));
     }
+    skip_rules.scoped = options.scoped_skips.clone();
     let parts = WalkerParts {
         jobs: job_tx,
         buffers: blob_buffers,

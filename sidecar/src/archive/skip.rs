@@ -112,6 +112,19 @@ impl SourceDevices {
     }
 }
 
+/// Size and tag-file rules that act only at and below one folder (`backup
+/// --exclude-larger-than-in`, `--exclude-if-present-in`, `--exclude-caches-in`): what they leave
+/// out below `root` is what the unscoped rules leave out of a backup of `root` alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopedSkip {
+    /// The folder, absolute, as the walk names it.
+    pub root: PathBuf,
+    /// Leave out every entry but folders larger than this many bytes below `root`.
+    pub larger_than: Option<u64>,
+    /// Tag files that count in `root` and the folders below it.
+    pub tag_files: Vec<TagFile>,
+}
+
 /// Everything that leaves an entry out of a backup.
 #[derive(Debug, Clone, Default)]
 pub struct SkipRules {
@@ -121,9 +134,11 @@ pub struct SkipRules {
     pub tag_files: Vec<TagFile>,
     /// With `--one-file-system`: the sources' devices, beyond which the walk does not go.
     pub one_file_system: Option<SourceDevices>,
-    /// Folders checked for tag files (which of `tag_files` each holds), the innermost last: the
-    /// folders above the walk's place.
-    tagged: Vec<(PathBuf, Vec<bool>)>,
+    /// Rules that act only below their folder.
+    pub scoped: Vec<ScopedSkip>,
+    /// Folders checked for tag files (the names of the tag files each holds), the innermost
+    /// last: the folders above the walk's place.
+    tagged: Vec<(PathBuf, Vec<String>)>,
 }
 
 impl SkipRules {
@@ -134,6 +149,7 @@ impl SkipRules {
             larger_than,
             tag_files,
             one_file_system: None,
+            scoped: Vec::new(),
             tagged: Vec::new(),
         }
     }
@@ -151,10 +167,12 @@ impl SkipRules {
             return true;
         }
         let is_dir = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
-        if let Some(limit) = self.larger_than {
-            if !is_dir && stat.st_size as u64 > limit {
-                return true;
-            }
+        if !is_dir
+            && self
+                .size_limit(path)
+                .is_some_and(|limit| stat.st_size as u64 > limit)
+        {
+            return true;
         }
         if let Some(devices) = &self.one_file_system {
             if devices.leaves_out(path, stat.st_dev, is_dir) {
@@ -162,20 +180,32 @@ impl SkipRules {
             }
         }
         match (path.parent(), path.file_name()) {
-            (Some(dir), Some(name)) if !self.tag_files.is_empty() => {
-                // Each tag file leaves out all of its folder but itself.
-                let tagged = self.tags_of(dir, notices);
-                self.tag_files
-                    .iter()
-                    .zip(tagged)
-                    .any(|(tag, tagged)| tagged && name != tag.name.as_str())
-            }
+            // Each tag file leaves out all of its folder but itself.
+            (Some(dir), Some(name)) if self.has_tag_files() => self
+                .tags_of(dir, notices)
+                .iter()
+                .any(|tag| name != tag.as_str()),
             _ => false,
         }
     }
 
-    /// Which tag files tag `dir`; remembered for the folders above the walk's place.
-    fn tags_of(&mut self, dir: &Path, notices: &mut Vec<String>) -> Vec<bool> {
+    /// The smallest size limit that acts at `path`.
+    fn size_limit(&self, path: &Path) -> Option<u64> {
+        let scoped = self
+            .scoped
+            .iter()
+            .filter(|scope| path.starts_with(&scope.root))
+            .filter_map(|scope| scope.larger_than);
+        self.larger_than.into_iter().chain(scoped).min()
+    }
+
+    fn has_tag_files(&self) -> bool {
+        !self.tag_files.is_empty() || self.scoped.iter().any(|s| !s.tag_files.is_empty())
+    }
+
+    /// The names of the tag files that tag `dir` (those that count there); remembered for the
+    /// folders above the walk's place.
+    fn tags_of(&mut self, dir: &Path, notices: &mut Vec<String>) -> Vec<String> {
         while let Some((last, _)) = self.tagged.last() {
             if dir.starts_with(last) {
                 break;
@@ -187,11 +217,23 @@ impl SkipRules {
                 return tagged.clone();
             }
         }
-        let tagged: Vec<bool> = self
-            .tag_files
+        let scoped = self
+            .scoped
             .iter()
-            .map(|tag| tag.tags(dir, notices))
-            .collect();
+            .filter(|scope| dir.starts_with(&scope.root))
+            .flat_map(|scope| &scope.tag_files);
+        // A tag file given twice (by a scope and beside it) is checked once.
+        let mut checked: Vec<&TagFile> = Vec::new();
+        let mut tagged: Vec<String> = Vec::new();
+        for tag in self.tag_files.iter().chain(scoped) {
+            if checked.contains(&tag) {
+                continue;
+            }
+            checked.push(tag);
+            if tag.tags(dir, notices) && !tagged.contains(&tag.name) {
+                tagged.push(tag.name.clone());
+            }
+        }
         self.tagged.push((dir.to_path_buf(), tagged.clone()));
         tagged
     }

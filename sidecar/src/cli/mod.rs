@@ -20,6 +20,7 @@ pub mod output;
 mod patterns;
 mod repair;
 pub mod result_file;
+mod scoped_selection;
 mod secrets;
 mod select;
 mod stats;
@@ -347,7 +348,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         opened => opened?,
     };
     maintenance::remove_locks_of(&repo, args.remove_locks_of_host.as_deref()).await?;
-    let mut sources: Vec<Source> = paths.into_iter().map(Source::Path).collect();
+    let mut sources: Vec<Source> = paths.iter().cloned().map(Source::Path).collect();
     sources.extend(database_sources);
     if args.stdin {
         sources.push(Source::Stream(StreamSource {
@@ -362,9 +363,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     }
     options.tags = args.tags.clone();
     options.excludes = args.excludes.filter()?;
-    options.exclude_larger_than = args.selection.exclude_larger_than;
-    options.exclude_if_present = args.selection.tag_files();
-    options.one_file_system = args.selection.one_file_system;
+    args.selection.apply(&mut options, &paths)?;
     options.upload_limit_bytes_per_sec = args.limit_upload;
     if let Some(bytes) = args.upload_memory {
         options.upload_memory_bytes = bytes;

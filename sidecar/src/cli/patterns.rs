@@ -2,7 +2,7 @@
 
 use clap::Args;
 use neverwiped::archive::skip::CACHEDIR_TAG;
-use neverwiped::archive::TagFile;
+use neverwiped::archive::{BackupOptions, TagFile};
 use neverwiped::filter::{PathFilter, PatternKind, PatternOptions};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -115,6 +115,8 @@ pub struct SelectionArgs {
     /// mounted on is kept, empty.
     #[arg(long, short = 'x')]
     pub one_file_system: bool,
+    #[command(flatten)]
+    pub scoped: super::scoped_selection::ScopedSelectionArgs,
 }
 
 impl SelectionArgs {
@@ -130,26 +132,20 @@ impl SelectionArgs {
         }
         tags
     }
+
+    /// Sets these options in a backup's `options`, for a backup of `paths`.
+    pub fn apply(&self, options: &mut BackupOptions, paths: &[PathBuf]) -> anyhow::Result<()> {
+        options.exclude_larger_than = self.exclude_larger_than;
+        options.exclude_if_present = self.tag_files();
+        options.one_file_system = self.one_file_system;
+        options.scoped_skips = self.scoped.skips(paths)?;
+        Ok(())
+    }
 }
 
 /// A size as restic writes it: digits, then `b`, `k`, `m`, `g` or `t` (any case, powers of 1024).
 fn parse_size(text: &str) -> Result<u64, String> {
-    let (digits, unit) = match text.chars().last().map(|c| c.to_ascii_lowercase()) {
-        Some('b') => (&text[..text.len() - 1], 1u64),
-        Some('k') => (&text[..text.len() - 1], 1 << 10),
-        Some('m') => (&text[..text.len() - 1], 1 << 20),
-        Some('g') => (&text[..text.len() - 1], 1 << 30),
-        Some('t') => (&text[..text.len() - 1], 1 << 40),
-        Some(_) => (text, 1),
-        None => return Err("expected a size, got an empty string".into()),
-    };
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (e.g. 500k, 2G)"))?;
-    value
-        .checked_mul(unit)
-        .filter(|bytes| *bytes <= i64::MAX as u64)
-        .ok_or_else(|| format!("{text:?} is too large"))
+    neverwiped_contract::cli::parse_size(text)
 }
 
 #[cfg(test)]

@@ -391,3 +391,108 @@ fn files_from_lists_back_up_what_restic_backs_up() {
         bad.stderr
     );
 }
+
+/// Two sources, each with its own scoped options (`--exclude-caches-in`,
+/// `--exclude-if-present-in`, `--exclude-larger-than-in`): our one backup holds, for each source,
+/// exactly what restic's backup of that source alone with the unscoped options holds; one
+/// source's options leave out nothing of the other.
+#[test]
+fn scoped_options_select_per_source_what_restic_selects_for_that_source_alone() {
+    let Some(both) = Both::new(
+        "restic_selection::scoped_options_select_per_source_what_restic_selects_for_that_source_alone",
+    ) else {
+        return;
+    };
+    let source = both.source();
+    let signature = b"Signature: 8a477f597d28d172789f06886806bc55\n";
+    for side in ["a", "b"] {
+        let root = source.join(side);
+        write(&root.join("keep/small"), b"1234");
+        write(&root.join("keep/large"), &[b'l'; 2000]);
+        write(&root.join("cache/CACHEDIR.TAG"), signature);
+        write(&root.join("cache/data"), b"cached");
+        write(&root.join("deep/nobackup/.nobackup"), b"");
+        write(&root.join("deep/nobackup/z"), b"z");
+        write(&root.join("marked/TAGME"), b"KEEPOUT");
+        write(&root.join("marked/m"), b"m");
+        write(&root.join("six"), b"sixsix");
+    }
+    // A tag file in a source's own folder leaves out that source's contents, as restic's does.
+    write(&source.join("b/.nobackup-root"), b"");
+
+    let restic_a = both.restic_backup(&os(&[
+        "selsrc/a",
+        "--exclude-caches",
+        "--exclude-if-present",
+        "TAGME:KEEPOUT",
+        "--exclude-larger-than",
+        "5",
+    ]));
+    let restic_b = both.restic_backup(&os(&[
+        "selsrc/b/",
+        "--exclude-if-present",
+        ".nobackup",
+        "--exclude-larger-than",
+        "1k",
+    ]));
+    assert_eq!(
+        (restic_a.code, restic_b.code),
+        (0, 0),
+        "{}{}",
+        restic_a.stderr,
+        restic_b.stderr
+    );
+    let ours = both.our_backup(&os(&[
+        "selsrc/a",
+        "selsrc/b/",
+        "--exclude-caches-in",
+        "selsrc/a",
+        "--exclude-if-present-in",
+        "selsrc/a=TAGME:KEEPOUT",
+        "--exclude-larger-than-in",
+        "selsrc/a=5",
+        "--exclude-if-present-in",
+        "selsrc/b=.nobackup",
+        "--exclude-larger-than-in",
+        "./selsrc/b/=1k",
+    ]));
+    assert_eq!(ours.code, 0, "{}", ours.stderr);
+    let restic: BTreeSet<String> = restic_a.entries.union(&restic_b.entries).cloned().collect();
+    assert_eq!(ours.entries, restic, "ours: {}", ours.stderr);
+    // Each side's options acted on it alone.
+    for (left_out, kept) in [
+        ("a/cache/data", "b/cache/data"),
+        ("a/marked/m", "b/marked/m"),
+        ("a/six", "b/six"),
+        ("b/deep/nobackup/z", "a/deep/nobackup/z"),
+        ("b/keep/large", "a/keep/small"),
+    ] {
+        assert!(!ours.entries.contains(left_out), "{left_out} is left out");
+        assert!(ours.entries.contains(kept), "{kept} is kept");
+    }
+
+    // The same with the root of `b` tagged: its contents go, `a` keeps its own.
+    let tagged_root = both.our_backup(&os(&[
+        "selsrc/a",
+        "selsrc/b",
+        "--exclude-if-present-in",
+        "selsrc/b=.nobackup-root",
+    ]));
+    assert!(tagged_root.entries.contains("a/cache/data"));
+    assert!(tagged_root.entries.contains("b/.nobackup-root"));
+    assert!(
+        !tagged_root.entries.contains("b/six"),
+        "{:?}",
+        tagged_root.entries
+    );
+
+    let outside = both.our_backup(&os(&["selsrc/a", "--exclude-caches-in", "selsrc/b"]));
+    assert_eq!(outside.code, 1);
+    assert!(
+        outside
+            .stderr
+            .contains("--exclude-caches-in selsrc/b: not one of the backup's paths nor inside one"),
+        "{}",
+        outside.stderr
+    );
+}

@@ -136,6 +136,7 @@ pub fn start<'a>(
                 source_claim: c.name.clone(),
                 mounted_claim: c.name.clone(),
                 excludes: c.excludes.clone(),
+                selection: c.selection.clone(),
             })
             .collect(),
         node_name: ready.direct_node.clone(),

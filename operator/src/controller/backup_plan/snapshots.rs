@@ -208,6 +208,7 @@ pub fn advance<'a>(
             source_claim: claim.name.clone(),
             mounted_claim: mounted,
             excludes: claim.excludes.clone(),
+            selection: claim.selection.clone(),
         });
     }
     let started = preparing

@@ -17,7 +17,7 @@ fn selecting(labels: &[(&str, &str)]) -> BackupVolume {
             ),
             ..LabelSelector::default()
         }),
-        excludes: vec![],
+        ..BackupVolume::default()
     }
 }
 
