@@ -32,9 +32,10 @@ pub mod env {
     pub const DB_USERNAME_PREFIX: &str = "NEVERWIPED_DB_USERNAME_";
 }
 
-/// The repository argument for a restic REST server (the gate) at `url`.
+/// The repository argument for a restic REST server (the gate) at `url`, as written in the plan
+/// (admission has parsed it as a [`RestLocation`](crate::location::RestLocation)).
 pub fn rest_repository(url: &str) -> String {
-    format!("rest:{url}")
+    format!("{}{url}", crate::location::REST_PREFIX)
 }
 
 /// One `--database NAME=URI` of a backup or restore, with its password file.
