@@ -18,7 +18,7 @@ use neverwiped::backend::rest::{self, RestConfig, RestOptions};
 use neverwiped::backend::retry::RetryPolicy;
 use neverwiped::crypto::KdfParams;
 use neverwiped::repository::Repository;
-use neverwiped_contract::location::RestLocation;
+use neverwiped_contract::location::RepositoryLocation;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::{RbacFront, RestServer, TestNamespace};
@@ -122,8 +122,11 @@ fn tree_facts(root: &Path) -> BTreeMap<PathBuf, String> {
 
 /// Backs up `paths` into the repository at `url` under `host`; returns the snapshot's id.
 async fn back_up(url: &str, server: &RestServer, host: &str, paths: &[PathBuf]) -> String {
+    let RepositoryLocation::Rest(location) = RepositoryLocation::parse(url).unwrap() else {
+        panic!("{url} names no gate");
+    };
     let config = RestConfig {
-        url: RestLocation::parse(url).unwrap().url().clone(),
+        url: location.url().clone(),
         username: Some(server.username.clone()),
         password: Some(server.password.clone()),
         ..RestConfig::default()
