@@ -2,6 +2,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::{CustomResource, KubeSchema};
+use neverwiped_contract::location::{LocationError, RestLocation};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -155,6 +156,13 @@ pub struct Repository {
     /// PEM CA certificate(s) to verify the gate's TLS certificate, when a private CA signed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_secret_ref: Option<SecretKeyRef>,
+}
+
+impl Repository {
+    /// The URL, parsed: refused under the rules the CRD and admission apply, with the rule.
+    pub fn location(&self) -> Result<RestLocation, LocationError> {
+        RestLocation::parse(&self.url)
+    }
 }
 
 /// PersistentVolumeClaims to back up: one by name, or all that match a label selector.

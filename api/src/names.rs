@@ -2,6 +2,8 @@
 //! arguments of the Jobs. The CRD schema enforces them when an object is written; the operator
 //! checks them again (its `admission` module) for objects stored before a rule existed.
 
+use neverwiped_contract::location;
+
 /// A DNS-1123 subdomain (at most 253 characters): the names of PersistentVolumeClaims, Secrets,
 /// StorageClasses, VolumeSnapshotClasses, PriorityClasses and BackupPlans. It has no `/`, and no
 /// `..` (every dot-separated label is non-empty), so it is safe as a path component.
@@ -27,10 +29,10 @@ pub const PATH_PATTERN: &str = concat!(
     r"(/([^/.\x00-\x1f\x7f][^/\x00-\x1f\x7f]*|\.([^/.\x00-\x1f\x7f][^/\x00-\x1f\x7f]*|\.[^/\x00-\x1f\x7f]+)?)?)*$"
 );
 
-/// The repository URL: `http(s)://` and no white space or control characters.
-pub const REPOSITORY_URL_PATTERN: &str = r"^https?://[^\s\x00-\x1f\x7f]+$";
+/// The repository URL: `http(s)://` and no white space or control characters (the pattern of
+/// [`neverwiped_contract::location::RestLocation`], the one parser of repository URLs).
+pub const REPOSITORY_URL_PATTERN: &str = location::URL_PATTERN;
 
 /// CEL, on the repository URL: no `.` or `..` segment (also percent-encoded), no user, query or
 /// fragment, no backslash, so that a cluster's allowed URL prefixes cannot be walked out of.
-pub const REPOSITORY_URL_RULE: &str =
-    r"!self.matches('(?i)(/|%2f)([.]|%2e){1,2}(/|%2f|$)') && !self.matches('[?#@\\\\]')";
+pub const REPOSITORY_URL_RULE: &str = location::URL_RULE;

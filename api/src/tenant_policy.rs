@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Toleration;
+use neverwiped_contract::location::RestLocation;
 use serde::Deserialize;
 
 /// The environment variable holding the policy as JSON (the chart's `policy` values).
@@ -34,9 +35,10 @@ impl<T> From<Option<T>> for Allowed<T> {
 pub struct TenantPolicy {
     /// URL prefixes a repository URL must start with, e.g. `https://gate.example.com/`. A prefix
     /// matches only up to a `/`: `https://gate.example.com` does not allow
-    /// `https://gate.example.com.evil.test/`.
+    /// `https://gate.example.com.evil.test/`. Each is parsed as a repository URL, and compared
+    /// with the parsed URL (scheme, host and port, then whole path segments).
     #[serde(default)]
-    pub allowed_repository_prefixes: Allowed<Vec<String>>,
+    pub allowed_repository_prefixes: Allowed<Vec<RestLocation>>,
     /// Tolerations a pod may have: each of the pod's must match one rule.
     #[serde(default)]
     pub allowed_tolerations: Allowed<Vec<TolerationRule>>,
@@ -88,11 +90,16 @@ impl TenantPolicy {
         Ok(serde_json::from_str(text)?)
     }
 
-    /// Whether backups may be sent to `url`.
+    /// Whether backups may be sent to `url`; a URL that is no repository URL is never allowed.
     pub fn allows_repository(&self, url: &str) -> bool {
+        RestLocation::parse(url).is_ok_and(|location| self.allows_location(&location))
+    }
+
+    /// Whether backups may be sent to `location`.
+    pub fn allows_location(&self, location: &RestLocation) -> bool {
         match &self.allowed_repository_prefixes {
             Allowed::Any => true,
-            Allowed::Only(prefixes) => prefixes.iter().any(|prefix| url_has_prefix(url, prefix)),
+            Allowed::Only(prefixes) => prefixes.iter().any(|prefix| location.is_under(prefix)),
         }
     }
 
@@ -158,15 +165,6 @@ impl TolerationRule {
             && field_matches(&self.value, toleration.value.as_deref())
             && field_matches(&self.effect, toleration.effect.as_deref())
     }
-}
-
-/// `url` starts with `prefix`, and the prefix ends at a `/` (its own last character, or the next
-/// one of the URL), so a host name or path segment is never matched by its beginning only.
-fn url_has_prefix(url: &str, prefix: &str) -> bool {
-    let Some(rest) = url.strip_prefix(prefix) else {
-        return false;
-    };
-    prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/')
 }
 
 /// `host` equals `pattern`, or `pattern` is `*.SUFFIX` and `host` is a name under `SUFFIX`.
@@ -252,6 +250,23 @@ mod tests {
         assert!(gate.allows_repository("https://b.example/team-a/shop"));
         assert!(!gate.allows_repository("https://b.example/team-ab/shop"));
         assert!(!gate.allows_repository("http://gate.example.com/shop"));
+    }
+
+    #[test]
+    fn repository_prefixes_are_compared_parsed_and_a_prefix_that_is_no_url_is_refused() {
+        let gate =
+            policy(r#"{"allowedRepositoryPrefixes": ["https://Gate.Example.com:443/team-a"]}"#);
+        assert!(gate.allows_repository("https://gate.example.com/team-a/shop"));
+        assert!(!gate.allows_repository("https://gate.example.com/team-a/../team-b"));
+        assert!(!gate.allows_repository("https://user@gate.example.com/team-a/shop"));
+        let error =
+            TenantPolicy::from_json(r#"{"allowedRepositoryPrefixes": ["gate.example.com"]}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(
+            error.contains("the scheme must be http or https"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -61,9 +61,10 @@ pub fn push_key_hint(args: &mut Vec<String>, key_id: Option<&str>) {
     }
 }
 
-/// The repository argument for a restic REST server (the gate) at `url`.
+/// The repository argument for a restic REST server (the gate) at `url`, as written in the plan
+/// (admission has parsed it as a [`RestLocation`](crate::location::RestLocation)).
 pub fn rest_repository(url: &str) -> String {
-    format!("rest:{url}")
+    format!("{}{url}", crate::location::REST_PREFIX)
 }
 
 /// One `--database NAME=URI` of a backup or restore, with its password file.

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod cli;
+pub mod location;
 pub mod pattern;
 pub mod text;
 

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use neverwiped_contract::location::{self, LocationFault, RestLocation};
+
 use crate::api::{
     BackupPlanSpec, BackupVolume, CredentialsSecretRef, PodSettings, Repository, RestoreSpec,
 };
@@ -49,6 +51,8 @@ pub enum PathFault {
     ParentComponent,
     DotSegment,
     UserQueryOrFragment,
+    /// Not `http(s)://` with a host, or too short or long (the CRD's pattern and length).
+    NotRepositoryUrl,
 }
 
 impl std::fmt::Display for PathFault {
@@ -60,6 +64,9 @@ impl std::fmt::Display for PathFault {
             }
             PathFault::DotSegment => "it has a '.' or '..' segment (also percent-encoded)",
             PathFault::UserQueryOrFragment => "it has a user, a query, a fragment or a backslash",
+            PathFault::NotRepositoryUrl => {
+                "it is not an http(s)://host[:port]/path URL of 8 to 2048 characters"
+            }
         })
     }
 }
@@ -291,27 +298,20 @@ pub fn path_fault(path: &str) -> Option<PathFault> {
     }
 }
 
-/// Why a repository URL is refused, if it is: a `.` or `..` segment (as written or
-/// percent-encoded) would let an HTTP client normalise it out of an allowed prefix; a user,
-/// query or fragment would change what the prefix means.
+/// Why a repository URL is refused, if it is, under the rules of its one parser
+/// ([`RestLocation::parse`]): a `.` or `..` segment (as written or percent-encoded) would let an
+/// HTTP client normalise it out of an allowed prefix; a user, query or fragment would change what
+/// the prefix means.
 pub fn repository_url_fault(url: &str) -> Option<PathFault> {
-    if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Some(PathFault::ControlCharacter);
-    }
-    if url.contains(['?', '#', '@', '\\']) {
-        return Some(PathFault::UserQueryOrFragment);
-    }
-    let decoded = url
-        .to_ascii_lowercase()
-        .replace("%2f", "/")
-        .replace("%2e", ".");
-    let after_scheme = decoded
-        .split_once("://")
-        .map_or(decoded.as_str(), |(_, rest)| rest);
-    after_scheme
-        .split('/')
-        .any(|segment| segment == "." || segment == "..")
-        .then_some(PathFault::DotSegment)
+    let error = RestLocation::parse(url).err()?;
+    Some(match error.fault {
+        LocationFault::ControlCharacter => PathFault::ControlCharacter,
+        LocationFault::UserQueryOrFragment | LocationFault::Credentials => {
+            PathFault::UserQueryOrFragment
+        }
+        LocationFault::DotSegment => PathFault::DotSegment,
+        _ => PathFault::NotRepositoryUrl,
+    })
 }
 
 /// The refusals found so far, and the Secrets named (by name, with the field that names it).
@@ -392,7 +392,7 @@ impl Findings {
     fn repository(&mut self, repository: &Repository, field: &str, policy: &TenantPolicy) {
         let url = &repository.url;
         if let Some(fault) = repository_url_fault(url) {
-            let url = url.clone();
+            let url = location::redact_userinfo(url);
             self.refusals
                 .push(Refusal::InvalidRepositoryUrl { url, fault });
         } else if !policy.allows_repository(url) {

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
 use neverwiped::backend::retry::RetryPolicy;
 use neverwiped::backend::BackendError;
+use neverwiped::open::{GateLogin, OpenError, OpenOptions, SecretSource};
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::text;
 use neverwiped_api::tenant_policy::{TenantPolicy, POLICY_ENV};
@@ -14,7 +14,6 @@ use neverwiped_api::BackupPlan;
 use neverwiped_contract::cli::env;
 use neverwiped_contract::is_key_id;
 use url::Url;
-use zeroize::Zeroizing;
 
 use crate::cluster::Cluster;
 
@@ -55,51 +54,50 @@ pub async fn open(
 ) -> Result<PlanRepository> {
     let plan = cluster.plan(namespace, name).await?;
     let spec = &plan.spec.repository;
-    // The same check as the sidecar's: the URL must be an http(s) repository address.
-    let url = parse_rest_address(&spec.url)?;
+    // The same parser as the operator's and the sidecar's.
+    let location = spec.location()?;
     // Whoever may edit the plan may point it anywhere: the gate login goes only where the
     // cluster admin's policy allows, and the person running this is told where.
     let policy = tenant_policy()?;
-    if !policy.allows_repository(&spec.url) {
+    if !policy.allows_location(&location) {
         bail!(
             "BackupPlan {namespace}/{name} names the repository {}, outside the tenant policy's \
              allowedRepositoryPrefixes ({POLICY_ENV}): its credentials are not sent there",
-            text::escaped(&spec.url)
+            text::escaped(location.as_str())
         );
     }
     eprintln!(
         "reading BackupPlan {namespace}/{name}'s repository on the gate at {}",
-        text::escaped(&gate_host(&url))
+        text::escaped(&gate_host(location.url()))
     );
+    let password_ref = &spec.password_secret_ref;
     let password = cluster
         .secret_value(
             namespace,
-            &spec.password_secret_ref.name,
-            &spec.password_secret_ref.key,
+            &password_ref.name,
+            &password_ref.key,
             "spec.repository.passwordSecretRef",
         )
         .await?;
-    let password = without_trailing_newline(password);
-    let (username, gate_password) = match &spec.credentials_secret_ref {
-        None => (None, None),
+    let login = match &spec.credentials_secret_ref {
+        None => GateLogin::default(),
         Some(credentials) => {
             let field = "spec.repository.credentialsSecretRef";
             let secret = &credentials.name;
+            // A user name is taken as it is, as Kubernetes puts it into a Job's variable.
             let username = cluster
                 .secret_value(namespace, secret, &credentials.username_key, field)
                 .await?;
-            let gate_password = cluster
+            let username = String::from_utf8(username.to_vec()).with_context(|| {
+                format!("the gate user name in the Secret {secret:?} is not UTF-8")
+            })?;
+            let password = cluster
                 .secret_value(namespace, secret, &credentials.password_key, field)
                 .await?;
-            let text = |bytes: Zeroizing<Vec<u8>>, what: &str| {
-                String::from_utf8(bytes.to_vec()).with_context(|| {
-                    format!("the gate {what} in the Secret {secret:?} is not UTF-8")
-                })
-            };
-            (
-                Some(text(username, "user name")?),
-                Some(text(without_trailing_newline(gate_password), "password")?),
-            )
+            GateLogin {
+                username: Some(username),
+                password: Some(SecretSource::Memory(password)),
+            }
         }
     };
     let ca_certificate_pem = match &spec.ca_secret_ref {
@@ -111,22 +109,26 @@ pub async fn open(
                 .to_vec(),
         ),
     };
-    let config = RestConfig {
-        url,
-        username,
-        password: gate_password,
+    let options = OpenOptions {
+        retry: RetryPolicy::with_budget(retry_budget),
         ca_certificate_pem,
-        ..RestConfig::default()
+        // As the sidecar's `--key-hint`: the key the password opens, tried first (the
+        // environment's, else the one the plan's status recorded).
+        key_hint: key_hint(std::env::var(env::KEY_HINT).ok(), &plan),
+        ..OpenOptions::default()
     };
-    let backend = rest::open(
-        config,
-        RestOptions::default(),
-        RetryPolicy::with_budget(retry_budget),
-    )?;
-    let key_hint = key_hint(std::env::var(env::KEY_HINT).ok(), &plan);
-    let repo = Repository::open_with_key_hint(backend, &password, key_hint.as_deref())
-        .await
-        .map_err(|error| gate_error(error, &plan, namespace, name))?;
+    let repo = match neverwiped::open(
+        &location.into(),
+        &SecretSource::Memory(password),
+        &login,
+        &options,
+    )
+    .await
+    {
+        Ok(repo) => repo,
+        Err(OpenError::Repository(error)) => return Err(gate_error(error, &plan, namespace, name)),
+        Err(other) => return Err(other.into()),
+    };
     Ok(PlanRepository {
         host: plan_host(namespace, name),
         namespace: namespace.to_owned(),
@@ -186,32 +188,14 @@ fn gate_error(
     ))
 }
 
-/// Secret files lose one trailing newline in the sidecar (`echo pw > file`); so do they here.
-fn without_trailing_newline(mut bytes: Zeroizing<Vec<u8>>) -> Zeroizing<Vec<u8>> {
-    if bytes.ends_with(b"\n") {
-        bytes.pop();
-        if bytes.ends_with(b"\r") {
-            bytes.pop();
-        }
-    }
-    bytes
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_lose_one_trailing_newline_as_in_the_sidecar() {
-        let cut = |text: &[u8]| without_trailing_newline(Zeroizing::new(text.to_vec())).to_vec();
-        assert_eq!(cut(b"pass word\r\n"), b"pass word");
-        assert_eq!(cut(b"pw\n\n"), b"pw\n");
-        assert_eq!(cut(b"pw"), b"pw");
-    }
+    use neverwiped_contract::location::RestLocation;
 
     #[test]
     fn the_gate_host_is_shown_without_path() {
-        let host = |address: &str| gate_host(&parse_rest_address(address).unwrap());
+        let host = |address: &str| gate_host(RestLocation::parse(address).unwrap().url());
         assert_eq!(
             host("https://gate.example.com:8443/shop/repo"),
             "https://gate.example.com:8443"
@@ -221,7 +205,7 @@ mod tests {
 
     #[test]
     fn a_login_in_the_url_is_refused_before_anything_is_shown() {
-        assert!(parse_rest_address("https://u:p@gate.example.com:8443/shop/repo").is_err());
+        assert!(RestLocation::parse("https://u:p@gate.example.com:8443/shop/repo").is_err());
     }
 
     fn plan_whose_last_run_opened_with(key_id: Option<&str>) -> BackupPlan {

@@ -17,10 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use neverwiped::archive::{self, BackupOptions, Source};
-use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
+use neverwiped::backend::rest::{self, RestConfig, RestOptions};
 use neverwiped::backend::retry::RetryPolicy;
 use neverwiped::crypto::KdfParams;
 use neverwiped::repository::Repository;
+use neverwiped_contract::location::RepositoryLocation;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::{Persona, RestServer, TestNamespace, GATE_SECRET, PASSWORD_SECRET};
@@ -124,8 +125,11 @@ fn tree_facts(root: &Path) -> BTreeMap<PathBuf, String> {
 
 /// Backs up `paths` into the repository at `url` under `host`; returns the snapshot's id.
 async fn back_up(url: &str, server: &RestServer, host: &str, paths: &[PathBuf]) -> String {
+    let RepositoryLocation::Rest(location) = RepositoryLocation::parse(url).unwrap() else {
+        panic!("{url} names no gate");
+    };
     let config = RestConfig {
-        url: parse_rest_address(url).unwrap(),
+        url: location.url().clone(),
         username: Some(server.username.clone()),
         password: Some(server.password.clone()),
         ..RestConfig::default()

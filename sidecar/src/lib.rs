@@ -25,6 +25,7 @@ pub mod key_search;
 pub mod locking;
 pub mod maintenance;
 pub mod mount;
+pub mod open;
 pub mod progress;
 pub mod repository;
 pub mod restore;
@@ -34,3 +35,4 @@ pub mod text;
 pub mod views;
 
 pub use error::{Error, Result};
+pub use open::open;

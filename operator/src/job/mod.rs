@@ -63,8 +63,8 @@ pub const ANNOTATION_TRIGGER: &str = "neverwiped.io/trigger";
 pub const ANNOTATION_MANUAL_TRIGGER: &str = "neverwiped.io/manual-trigger";
 /// Annotation: the deadline of the run, as written in the spec.
 pub const ANNOTATION_DEADLINE: &str = "neverwiped.io/deadline";
-/// Annotation: the host (and port) of the repository a Job reads or writes ([`repository_host`]),
-/// which the per-host limit counts. An annotation: a host with a port is no label value.
+/// Annotation: the host (and port) of the repository a Job reads or writes
+/// ([`neverwiped_contract::location::RestLocation::host`]), which the per-host limit counts. An annotation: a host with a port is no label value.
 pub const ANNOTATION_REPOSITORY_HOST: &str = "neverwiped.io/repository-host";
 /// Annotation: the node a Job's pod must run on (it reads volumes attached there). An
 /// annotation: a node name may be longer than a label value.
@@ -145,18 +145,6 @@ fn lock_wait(deadline: SignedDuration) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("annotation {ANNOTATION_TRIGGER} is {0:?}, not one of Schedule, CatchUp, Manual")]
 pub struct UnknownTrigger(pub Option<String>);
-
-/// The host (and port) of a repository URL, lower-cased, without user information: what the
-/// per-host limit counts.
-pub fn repository_host(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("rest:").unwrap_or(url);
-    let (_, after_scheme) = rest.split_once("://")?;
-    let authority = after_scheme.split(['/', '?', '#']).next()?;
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
 
 /// A run trigger from its name in annotations (see [`trigger_name`]).
 pub fn parse_trigger(name: Option<&str>) -> Result<RunTrigger, UnknownTrigger> {

@@ -14,10 +14,11 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use neverwiped_contract::cli::{self, env};
+use neverwiped_contract::location::RestLocation;
 
 use super::{
-    repository_host, JobSettings, ANNOTATION_NODE, ANNOTATION_REPOSITORY_HOST, RESULT_FILE,
-    SECRETS_ROOT, SIDECAR_CONTAINER,
+    JobSettings, ANNOTATION_NODE, ANNOTATION_REPOSITORY_HOST, RESULT_FILE, SECRETS_ROOT,
+    SIDECAR_CONTAINER,
 };
 use crate::api::{CredentialsSecretRef, PodSettings, SecretKeyRef};
 use crate::mover::MoverIdentity;
@@ -368,8 +369,8 @@ fn job_of(pod: FinishedPod<'_>, pod_spec: PodSpec) -> Job {
     if let Some(node) = &pod.node_name {
         annotations.insert(ANNOTATION_NODE.into(), node.clone());
     }
-    if let Some(host) = repository_host(pod.repository_url) {
-        annotations.insert(ANNOTATION_REPOSITORY_HOST.into(), host);
+    if let Ok(location) = RestLocation::parse(pod.repository_url) {
+        annotations.insert(ANNOTATION_REPOSITORY_HOST.into(), location.host());
     }
     Job {
         metadata: ObjectMeta {

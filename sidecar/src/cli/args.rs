@@ -1,8 +1,10 @@
 //! The command line, following restic's conventions where users already know them.
 
 pub use super::forget::{ForgetArgs, KeepArgs};
+use super::location_arg::RepositoryLocationParser;
 use clap::{Args, Parser, Subcommand};
 use neverwiped_contract::cli::env;
+use neverwiped_contract::location::RepositoryLocation;
 use neverwiped_contract::Operation;
 use std::path::PathBuf;
 
@@ -45,8 +47,9 @@ Exit codes:
 )]
 pub struct Cli {
     /// The repository: a folder, or rest:http(s)://host[:port]/path/ for the gate.
-    #[arg(long, short = 'r', env = env::REPOSITORY, global = true, help_heading = GLOBAL)]
-    pub repo: Option<String>,
+    #[arg(long, short = 'r', env = env::REPOSITORY, global = true, help_heading = GLOBAL,
+          value_parser = RepositoryLocationParser)]
+    pub repo: Option<RepositoryLocation>,
 
     /// File holding the repository password (or set NEVERWIPED_PASSWORD).
     #[arg(long, short = 'p', env = env::PASSWORD_FILE, global = true, help_heading = GLOBAL)]

@@ -12,6 +12,7 @@ mod find;
 mod forget;
 pub mod hardening;
 mod listing;
+mod location_arg;
 mod locks;
 mod ls;
 mod maintenance;
@@ -33,14 +34,14 @@ use args::{BackupArgs, Cli, Command, RestoreArgs};
 use neverwiped::archive::{
     self, BackupOptions, ParentChoice, Source, StoredSnapshot, StreamSource,
 };
-use neverwiped::backend::local::LocalBackend;
-use neverwiped::backend::rest::{self, parse_rest_address, RestConfig, RestOptions};
 use neverwiped::backend::retry::{self, RetryPolicy};
 use neverwiped::backend::SharedBackend;
 use neverwiped::crypto::KdfParams;
+use neverwiped::open::{self, OpenError, OpenOptions};
 use neverwiped::progress::Progress;
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::restore::{self, RestoreOptions};
+use neverwiped_contract::location::RepositoryLocation;
 use neverwiped_contract::{CheckStats, ExitStatus, HostSnapshots, PruneStats, RepositoryStats};
 use output::{bytes, ProgressDisplay};
 use std::os::unix::ffi::OsStrExt;
@@ -124,67 +125,50 @@ pub fn exit_status_of(error: &anyhow::Error) -> ExitStatus {
         .unwrap_or(ExitStatus::Failed)
 }
 
-fn open_backend(cli: &Cli) -> Result<SharedBackend> {
-    let address = cli
-        .repo
-        .as_deref()
-        .context("no repository given: use --repo or NEVERWIPED_REPOSITORY")?;
-    refuse_bare_url(address)?;
-    if address.starts_with("rest:") {
-        let url = parse_rest_address(address)?;
-        let (username, password) = secrets::gate_credentials()?;
-        let ca_certificate_pem = match &cli.cacert {
-            Some(path) => Some(
-                std::fs::read(path)
-                    .with_context(|| format!("cannot read the CA file {}", path.display()))?,
-            ),
-            None => None,
-        };
-        let config = RestConfig {
-            url,
-            username,
-            password,
-            ca_certificate_pem,
-            ..RestConfig::default()
-        };
-        let mut retry =
-            RetryPolicy::with_budget(cli.retry_budget.unwrap_or(retry::DEFAULT_RETRY_BUDGET));
-        if let Some(first_delay_ms) = cli.retry_delay_ms {
-            retry.first_delay = std::time::Duration::from_millis(first_delay_ms);
-        }
-        return Ok(rest::open(config, RestOptions::default(), retry)?);
-    }
-    Ok(Arc::new(LocalBackend::new(address)))
+fn location(cli: &Cli) -> Result<&RepositoryLocation> {
+    cli.repo
+        .as_ref()
+        .context("no repository given: use --repo or NEVERWIPED_REPOSITORY")
 }
 
-/// A URL without `rest:` would otherwise name a local folder such as `./http:/host/...`.
-fn refuse_bare_url(address: &str) -> Result<()> {
-    let Some((scheme, _)) = address.split_once("://") else {
-        return Ok(());
+/// How the command line asks to talk to the repository: `--cacert`, the retry flags and
+/// `--key-hint`.
+fn open_options(cli: &Cli) -> Result<OpenOptions> {
+    let ca_certificate_pem = match &cli.cacert {
+        Some(path) => Some(
+            std::fs::read(path)
+                .with_context(|| format!("cannot read the CA file {}", path.display()))?,
+        ),
+        None => None,
     };
-    if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") {
-        anyhow::bail!(
-            "the repository {address:?} is a URL: write rest:{address} for a REST server (the gate)"
-        );
+    let mut retry =
+        RetryPolicy::with_budget(cli.retry_budget.unwrap_or(retry::DEFAULT_RETRY_BUDGET));
+    if let Some(first_delay_ms) = cli.retry_delay_ms {
+        retry.first_delay = std::time::Duration::from_millis(first_delay_ms);
     }
-    if !scheme.is_empty()
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-    {
-        anyhow::bail!(
-            "the repository {address:?} has the scheme {scheme}://, which is not supported: give a folder or rest:http(s)://host[:port]/path/"
-        );
-    }
-    Ok(())
+    Ok(OpenOptions {
+        retry,
+        ca_certificate_pem,
+        key_hint: cli.key_hint.clone(),
+        ..OpenOptions::default()
+    })
+}
+
+fn open_backend(cli: &Cli) -> Result<SharedBackend> {
+    let location = location(cli)?;
+    open::open_backend(location, &secrets::gate_login(), &open_options(cli)?)
+        .map_err(OpenError::into_anyhow)
 }
 
 /// Opens the repository, trying `--key-hint` first, and enters the key that opened it in
 /// `record`, for the result.
 async fn open_repository(cli: &Cli, record: &RunRecord) -> Result<Repository> {
-    let backend = open_backend(cli)?;
-    let password = secrets::repository_password(cli.password_file.as_deref())?;
-    let repo = Repository::open_with_key_hint(backend, &password, cli.key_hint.as_deref()).await?;
+    let location = location(cli)?;
+    let password = secrets::repository_password_source(cli.password_file.as_deref())?;
+    let options = open_options(cli)?;
+    let repo = open::open(location, &password, &secrets::gate_login(), &options)
+        .await
+        .map_err(OpenError::into_anyhow)?;
     record.opened_with(&repo);
     let repo = repo.with_lock_wait(cli.retry_lock.unwrap_or_default());
     Ok(if cli.no_lock {

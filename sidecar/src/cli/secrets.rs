@@ -1,6 +1,7 @@
 //! Secrets come from files or the environment, never from the command line.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use neverwiped::open::{GateLogin, SecretSource};
 use neverwiped_contract::cli::env;
 use std::path::Path;
 use zeroize::Zeroizing;
@@ -8,51 +9,43 @@ use zeroize::Zeroizing;
 /// Reads a secret file, dropping one trailing newline (as `echo pw > file` writes it). The bytes
 /// are wiped from memory when dropped.
 pub fn read_secret_file(path: &Path) -> Result<Zeroizing<Vec<u8>>> {
-    let mut bytes = Zeroizing::new(
-        std::fs::read(path)
-            .with_context(|| format!("cannot read the secret file {}", path.display()))?,
-    );
-    if bytes.ends_with(b"\n") {
-        bytes.pop();
-        if bytes.ends_with(b"\r") {
-            bytes.pop();
-        }
-    }
-    Ok(bytes)
+    let what = format!("the secret file {}", path.display());
+    Ok(SecretSource::File(path.to_owned()).read(&what)?)
 }
 
-/// The repository password: `--password-file`/`NEVERWIPED_PASSWORD_FILE`, else `NEVERWIPED_PASSWORD`.
+/// Where the repository password is: `--password-file`/`NEVERWIPED_PASSWORD_FILE`, else
+/// `NEVERWIPED_PASSWORD`.
+pub fn repository_password_source(password_file: Option<&Path>) -> Result<SecretSource> {
+    Ok(match password_file {
+        Some(path) => SecretSource::File(path.to_owned()),
+        None if std::env::var_os(env::PASSWORD).is_some() => {
+            SecretSource::Env(env::PASSWORD.into())
+        }
+        None => bail!("no repository password: use --password-file, NEVERWIPED_PASSWORD_FILE or NEVERWIPED_PASSWORD"),
+    })
+}
+
+/// The repository password, read from where [`repository_password_source`] says.
 pub fn repository_password(password_file: Option<&Path>) -> Result<Zeroizing<Vec<u8>>> {
-    let password = match password_file {
-        Some(path) => read_secret_file(path)?,
-        None => match std::env::var_os(env::PASSWORD) {
-            Some(value) => Zeroizing::new(std::os::unix::ffi::OsStringExt::into_vec(value)),
-            None => bail!("no repository password: use --password-file, NEVERWIPED_PASSWORD_FILE or NEVERWIPED_PASSWORD"),
-        },
-    };
+    let password = repository_password_source(password_file)?.read("the repository password")?;
     if password.is_empty() {
         bail!("the repository password is empty");
     }
     Ok(password)
 }
 
-/// The gate's basic-auth credentials from `NEVERWIPED_GATE_USERNAME` and
-/// `NEVERWIPED_GATE_PASSWORD` or `NEVERWIPED_GATE_PASSWORD_FILE`.
-pub fn gate_credentials() -> Result<(Option<String>, Option<String>)> {
-    let username = std::env::var(env::GATE_USERNAME)
-        .ok()
-        .filter(|u| !u.is_empty());
+/// The gate's basic-auth login: `NEVERWIPED_GATE_USERNAME`, and the password in
+/// `NEVERWIPED_GATE_PASSWORD_FILE` or `NEVERWIPED_GATE_PASSWORD`.
+pub fn gate_login() -> GateLogin {
     let password = match std::env::var_os(env::GATE_PASSWORD_FILE) {
-        Some(path) => Some(
-            String::from_utf8(read_secret_file(Path::new(&path))?.to_vec())
-                .context("the gate password file is not UTF-8")?,
-        ),
-        None => std::env::var(env::GATE_PASSWORD).ok(),
+        Some(path) => Some(SecretSource::File(path.into())),
+        None => std::env::var_os(env::GATE_PASSWORD)
+            .map(|_| SecretSource::Env(env::GATE_PASSWORD.into())),
     };
-    if password.is_some() && username.is_none() {
-        bail!("a gate password is set but NEVERWIPED_GATE_USERNAME is not");
+    GateLogin {
+        username: std::env::var(env::GATE_USERNAME).ok(),
+        password,
     }
-    Ok((username, password))
 }
 
 #[cfg(test)]

@@ -8,9 +8,7 @@ use kube::ResourceExt;
 use super::resolve::ReadyPlan;
 use super::triggers::RunRequest;
 use crate::api::{BackupPlan, BackupPlanStatus, QueuedRun, RunKind, RunTrigger};
-use crate::controller::queue::{
-    repository_host, Admission, Demand, Footprint, Gate, RunClass, RunKey,
-};
+use crate::controller::queue::{Admission, Demand, Footprint, Gate, RunClass, RunKey};
 
 /// The plan's place in the ledger.
 pub fn run_key(plan: &BackupPlan) -> RunKey {
@@ -26,7 +24,7 @@ pub fn footprint(plan: &BackupPlan, ready: &ReadyPlan, class: RunClass) -> Footp
             RunClass::Backup => ready.direct_node.clone(),
             _ => None,
         },
-        host: repository_host(&plan.spec.repository.url),
+        host: plan.spec.repository.location().ok().map(|url| url.host()),
     }
 }
 

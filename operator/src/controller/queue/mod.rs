@@ -22,7 +22,6 @@ use std::num::NonZeroUsize;
 
 use jiff::Timestamp;
 
-pub use crate::job::repository_host;
 pub use census::CENSUS_TIMEOUT;
 pub use ledger::{Ledger, QUEUED_RECHECK, RESERVATION_TTL, WAITER_TTL};
 pub use watch::Queue;

@@ -296,19 +296,6 @@ fn a_waiter_that_leaves_makes_room_and_a_forgotten_one_expires() {
     assert_eq!(ledger.waiting(RunClass::Backup), 0);
 }
 
-#[test]
-fn repository_hosts_leave_out_credentials_and_paths() {
-    assert_eq!(
-        repository_host("https://User:secret@Gate.Example.com:8443/shop/"),
-        Some("gate.example.com:8443".into())
-    );
-    assert_eq!(
-        repository_host("rest:http://127.0.0.1:8000/a"),
-        Some("127.0.0.1:8000".into())
-    );
-    assert_eq!(repository_host("/srv/repo"), None);
-}
-
 /// The runs that have started, and those going now, as the controller plays them.
 struct Played<'a> {
     demands: &'a [Demand],

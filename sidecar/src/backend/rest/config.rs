@@ -15,7 +15,7 @@ pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 1 << 30;
 #[derive(Clone)]
 pub struct RestConfig {
     /// The repository's URL, `http(s)://host[:port]/path/`, without credentials (see
-    /// [`super::parse_rest_address`]).
+    /// [`neverwiped_contract::location::RestLocation::url`]).
     pub url: Url,
     /// The HTTP basic-auth user, if the server asks for one.
     pub username: Option<String>,

@@ -22,16 +22,17 @@ mod body;
 mod config;
 mod tls;
 
-pub use address::parse_rest_address;
+pub use address::invalid_address;
 pub use config::{RestConfig, RestOptions, DEFAULT_CONNECTIONS, DEFAULT_MAX_OBJECT_BYTES};
 
 use super::retry::RetryPolicy;
 use super::{Backend, BackendError, BackendResult, ObjectInfo, ObjectKind, SharedBackend};
-use address::{checked_repository_url, redact_userinfo};
+use address::checked_repository_url;
 use answer::{header_u64, object_label, short_read, status_error, Answer, ERROR_BODY_BYTES};
 use async_trait::async_trait;
 use body::{read_body, BodyError, PastTheLimit};
 use bytes::Bytes;
+use neverwiped_contract::location::REST_PREFIX;
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, RANGE};
 use reqwest::{Client, Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
@@ -104,14 +105,9 @@ impl RestBackend {
 
     /// A client with chosen timeouts.
     pub fn with_options(config: RestConfig, options: RestOptions) -> BackendResult<RestBackend> {
-        let base = checked_repository_url(config.url.clone()).map_err(|reason| {
-            BackendError::InvalidAddress {
-                address: redact_userinfo(config.url.as_str()),
-                reason,
-            }
-        })?;
+        let base = checked_repository_url(&config.url)?;
         let invalid = |reason: String| BackendError::InvalidAddress {
-            address: format!("rest:{base}"),
+            address: format!("{REST_PREFIX}{base}"),
             reason,
         };
         if config.username.is_none() && config.password.is_some() {
@@ -335,7 +331,7 @@ impl RestBackend {
 #[async_trait]
 impl Backend for RestBackend {
     fn location(&self) -> String {
-        format!("rest:{}", self.base)
+        format!("{REST_PREFIX}{}", self.base)
     }
 
     async fn create(&self) -> BackendResult<()> {
