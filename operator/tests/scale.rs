@@ -51,7 +51,9 @@ impl Scale {
         plans: 60,
         namespaces: 6,
         limit: 5,
-        hold: Duration::from_millis(600),
+        // Long enough that the first wave's five Jobs are all running before the first ends, also
+        // when other test binaries load the machine (at 600 ms, a loaded run saw four at once).
+        hold: Duration::from_millis(1500),
         rest: Duration::from_secs(10),
         restart_after: Some(25),
     };
