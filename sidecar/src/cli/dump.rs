@@ -1,11 +1,11 @@
-//! `dump SNAPSHOT PATH`: a file's bytes, as stored, or a folder as a tar archive (as restic's),
+//! `dump SNAPSHOT PATH`: a file's bytes, as stored, or a folder as a tar or zip archive (as restic's),
 //! to standard output or to `--target FILE`.
 
 use super::Outcome;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use neverwiped::format::tree::NodeKind;
-use neverwiped::inspect::{archive, walk};
+use neverwiped::inspect::{archive, walk, zip};
 use neverwiped::repository::IndexedRepository;
 use neverwiped::selection::snapshot_spec;
 use std::ffi::OsString;
@@ -23,8 +23,9 @@ pub struct DumpArgs {
     /// Write to this file (created, or truncated) instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub target: Option<PathBuf>,
-    /// The archive a folder is written as: tar (restic's layout: entries named by their path
-    /// from the snapshot's root, without the leading /). A file is written as its bytes.
+    /// The archive a folder is written as, tar or zip, as restic writes each: entries named by
+    /// their path from the snapshot's root, without the leading /. A file is written as its
+    /// bytes.
     #[arg(long, value_enum, default_value = "tar")]
     pub archive: ArchiveFormat,
 }
@@ -34,6 +35,8 @@ pub struct DumpArgs {
 pub enum ArchiveFormat {
     /// POSIX tar (ustar, with PAX headers where a value does not fit).
     Tar,
+    /// Zip: files deflated, symbolic links stored with their target as content (as restic).
+    Zip,
 }
 
 fn open_output(target: &Option<PathBuf>) -> Result<Box<dyn Write>> {
@@ -97,6 +100,7 @@ async fn dump_folder(
     let mut out = open_output(&args.target)?;
     let count = match args.archive {
         ArchiveFormat::Tar => archive::write_tar(repo, root, path, &mut out).await?,
+        ArchiveFormat::Zip => zip::write_zip(repo, root, path, &mut out).await?,
     };
     Ok(Outcome {
         files: count.entries,

@@ -6,3 +6,4 @@ pub mod archive;
 pub mod diff;
 pub mod stats;
 pub mod walk;
+pub mod zip;

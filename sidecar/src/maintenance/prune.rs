@@ -23,7 +23,7 @@ use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
 use crate::format::pack::{ClosedPack, PackBuilder};
 use crate::format::tree::NodeKind;
 use crate::ids::{BlobId, ObjectId, PackId};
-use crate::repository::{open_blob, IndexedRepository};
+use crate::repository::{open_blob, IndexedRepository, Repository};
 use bytes::Bytes;
 use std::collections::HashSet;
 
@@ -274,28 +274,15 @@ pub async fn execute_prune(repo: &IndexedRepository, plan: PrunePlan) -> Result<
         report.packs_written += 1;
     }
 
-    // 2. The new index, then the object that retires the old ones.
+    // 2. The new index.
     let mut writer = IndexWriter::default();
     for pack in new_packs {
         writer.add(repo, pack).await?;
     }
     write_kept_packs(repo, &plan, &mut writer).await?;
     writer.flush(repo).await?;
-    let retire = IndexFile {
-        packs: vec![],
-        supersedes: plan.old_indexes.clone(),
-    };
-    let retiring_object = repo.write_object(ObjectKind::Index, &retire).await?;
-
-    // 3. The old index objects, then the retiring object itself (nothing it names is left).
-    for id in &plan.old_indexes {
-        repo.backend()
-            .delete(ObjectKind::Index, &id.to_hex())
-            .await?;
-    }
-    repo.backend()
-        .delete(ObjectKind::Index, &retiring_object.to_hex())
-        .await?;
+    // 3. The old index objects go (see `retire_index_objects`).
+    retire_index_objects(repo, &plan.old_indexes).await?;
 
     // 4. Packs no index in force names.
     for id in plan.delete.iter().chain(plan.repack.iter().map(|p| &p.id)) {
@@ -377,6 +364,29 @@ async fn upload_pack(repo: &IndexedRepository, builder: PackBuilder) -> Result<I
         id,
         blobs: entries.iter().map(IndexedBlob::from).collect(),
     })
+}
+
+/// Retires the index objects `old`, once a new index holds what they held: first an index object
+/// that supersedes them (so a reader that lists the old ones mid-way knows to ignore them), then
+/// the old objects, then that retiring object itself, since nothing it names is left.
+pub(super) async fn retire_index_objects(repo: &Repository, old: &[ObjectId]) -> Result<()> {
+    if old.is_empty() {
+        return Ok(());
+    }
+    let retire = IndexFile {
+        packs: vec![],
+        supersedes: old.to_vec(),
+    };
+    let retiring_object = repo.write_object(ObjectKind::Index, &retire).await?;
+    for id in old {
+        repo.backend()
+            .delete(ObjectKind::Index, &id.to_hex())
+            .await?;
+    }
+    repo.backend()
+        .delete(ObjectKind::Index, &retiring_object.to_hex())
+        .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! the new one in force, never neither. The caller holds the exclusive lock.
 
 use super::expected_pack_size;
-use super::prune::{BLOBS_PER_INDEX_OBJECT, PACKS_PER_INDEX_OBJECT};
+use super::prune::{retire_index_objects, BLOBS_PER_INDEX_OBJECT, PACKS_PER_INDEX_OBJECT};
 use crate::backend::ObjectKind;
 use crate::error::Result;
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
@@ -82,7 +82,7 @@ pub async fn repair_index(repo: &Repository, read_all_packs: bool) -> Result<Ind
     report.packs_indexed = packs.len() as u64;
     report.blobs_indexed = packs.iter().map(|p| p.blobs.len() as u64).sum();
     write_index(repo, packs).await?;
-    retire(repo, &old_objects).await?;
+    retire_index_objects(repo, &old_objects).await?;
     report.index_objects_removed = old_objects.len() as u64;
     Ok(report)
 }
@@ -123,26 +123,4 @@ async fn read_pack(repo: &Repository, id: &PackId) -> std::result::Result<Indexe
         id: *id,
         blobs: entries.iter().map(IndexedBlob::from).collect(),
     })
-}
-
-/// Retires the index objects `old` (one object superseding them all, then each removed, then that
-/// object), once the new ones are written.
-async fn retire(repo: &Repository, old: &[ObjectId]) -> Result<()> {
-    if old.is_empty() {
-        return Ok(());
-    }
-    let retire = IndexFile {
-        packs: vec![],
-        supersedes: old.to_vec(),
-    };
-    let retiring_object = repo.write_object(ObjectKind::Index, &retire).await?;
-    for id in old {
-        repo.backend()
-            .delete(ObjectKind::Index, &id.to_hex())
-            .await?;
-    }
-    repo.backend()
-        .delete(ObjectKind::Index, &retiring_object.to_hex())
-        .await?;
-    Ok(())
 }

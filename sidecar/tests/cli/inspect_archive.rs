@@ -77,3 +77,92 @@ fn dump_of_a_folder_writes_the_tar_restic_writes() {
     let target = work.path().join("ours.tar");
     assert_eq!(output.stdout, fs::read(&target).unwrap());
 }
+
+/// Lists a zip's members as JSON, one array per member: name, Unix mode, MS-DOS time, method,
+/// flags, extra fields, size and content (SHA-256).
+const LIST_ZIP: &str = r#"
+import hashlib, json, sys, zipfile
+members = []
+with zipfile.ZipFile(sys.argv[1]) as archive:
+    for m in archive.infolist():
+        data = archive.read(m)
+        assert len(data) == m.file_size, m.filename
+        members.append([m.filename, oct(m.external_attr >> 16), hex(m.external_attr & 0xffff),
+                        list(m.date_time), m.compress_type, m.flag_bits, m.extra.hex(),
+                        m.create_system, m.file_size, hashlib.sha256(data).hexdigest()])
+print(json.dumps(members))
+"#;
+
+fn zip_members(zip: &Path) -> Vec<serde_json::Value> {
+    let output = Command::new("python3")
+        .args(["-c", LIST_ZIP])
+        .arg(zip)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// `dump --archive zip` writes the zip restic 0.19 writes: every member with the same name,
+/// mode, time, method, size and content; streamed to a pipe as well; other formats refused.
+#[test]
+fn dump_of_a_folder_as_zip_writes_the_zip_restic_writes() {
+    let test = "dump_of_a_folder_as_zip_writes_the_zip_restic_writes";
+    let Some(restic_path) = restic_binary(test) else {
+        return;
+    };
+    let (work, _repo, sidecar) = initialised();
+    let source = work.path().join("stable/source");
+    build_tree(&source);
+    fs::write(source.join("docs/ünï"), b"accents\n").unwrap();
+    set_times(&source);
+    let restic = Restic::init(restic_path, work.path());
+    restic.backup(&source, &[]);
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+
+    let docs = source.join("docs");
+    let ours = work.path().join("ours.zip");
+    for folder in [&source, &docs] {
+        let theirs = work.path().join("theirs.zip");
+        let zip = ["--archive", "zip", "--target"];
+        restic.run(
+            &[
+                &["dump", "latest", text(folder)],
+                &zip[..],
+                &[text(&theirs)],
+            ]
+            .concat(),
+        );
+        sidecar
+            .run(&[&["dump", "latest", text(folder)], &zip[..], &[text(&ours)]].concat())
+            .expect_ok();
+        let (ours, theirs) = (zip_members(&ours), zip_members(&theirs));
+        assert!(theirs.len() >= 8, "{theirs:?}");
+        assert_eq!(ours, theirs, "dump --archive zip {}", folder.display());
+    }
+
+    // To standard output (a pipe, which cannot seek), the same bytes as to --target.
+    let output = sidecar
+        .command()
+        .args(["dump", "latest", text(&docs), "--archive", "zip"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(output.stdout, fs::read(&ours).unwrap());
+
+    let refused = sidecar
+        .command()
+        .args(["dump", "latest", text(&docs), "--archive", "7z"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("'7z'") && stderr.contains("tar, zip"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,316 @@
+//! A folder of a snapshot as a zip archive, as restic's `dump --archive zip` writes it (through
+//! Go's `archive/zip`): the same entries as the tar, named the same way; files deflated, folders
+//! (named with a trailing `/`) and symbolic links (whose content is the link's target) stored;
+//! Unix mode bits and file type in the external attributes; the modification time as an MS-DOS
+//! time of day (in UTC, two-second steps) and as an extended-timestamp field. The archive is
+//! streamed: sizes and checksums follow each file in a data descriptor, so standard output
+//! need not be seekable. Archives above 4 GiB (which need zip64) are refused.
+
+use crate::error::{Error, Result};
+use crate::format::tree::{Node, NodeKind};
+use crate::ids::BlobId;
+use crate::inspect::archive::{entries_below, ArchiveCount};
+use crate::repository::IndexedRepository;
+use flate2::write::DeflateEncoder;
+use flate2::Compression;
+use std::io::Write;
+
+const STORE: u16 = 0;
+const DEFLATE: u16 = 8;
+const FLAG_DATA_DESCRIPTOR: u16 = 0x8;
+const FLAG_UTF8: u16 = 0x800;
+/// Version 2.0, made by Unix (3), as Go writes after `SetMode`.
+const VERSION_MADE_BY: u16 = (3 << 8) | 20;
+const VERSION_NEEDED: u16 = 20;
+
+/// Counts what passes through to the archive, for the offsets of the central directory.
+struct Counting<'a> {
+    out: &'a mut dyn Write,
+    written: u64,
+}
+
+impl Write for Counting<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// One entry's central-directory record, kept until the end.
+struct Central {
+    header: Header,
+    crc: u32,
+    compressed: u64,
+    size: u64,
+    offset: u64,
+}
+
+struct Header {
+    name: Vec<u8>,
+    flags: u16,
+    method: u16,
+    dos_time: u16,
+    dos_date: u16,
+    extra: Vec<u8>,
+    external: u32,
+}
+
+/// Writes the entries below `folder` (`/a/b`; empty for the snapshot's root) of the tree `root`
+/// as a zip archive to `out`, each file's blobs authenticated as they are read.
+pub async fn write_zip(
+    repo: &IndexedRepository,
+    root: &BlobId,
+    folder: &[u8],
+    out: &mut dyn Write,
+) -> Result<ArchiveCount> {
+    let entries = entries_below(repo, root, folder).await?;
+    let mut out = Counting { out, written: 0 };
+    let mut central = Vec::with_capacity(entries.len());
+    let mut count = ArchiveCount::default();
+    for (path, node) in &entries {
+        let header = header(&path[1..], node);
+        let offset = out.written;
+        write_io(&mut out, &local_header(&header), &header.name)?;
+        let (crc, compressed, size) = write_content(repo, path, node, &header, &mut out).await?;
+        if header.flags & FLAG_DATA_DESCRIPTOR != 0 {
+            let mut descriptor = Vec::with_capacity(16);
+            put32(&mut descriptor, 0x0807_4b50);
+            put32(&mut descriptor, crc);
+            put32(&mut descriptor, fits32(compressed, &header.name)?);
+            put32(&mut descriptor, fits32(size, &header.name)?);
+            write_io(&mut out, &descriptor, &header.name)?;
+        }
+        count.entries += 1;
+        if matches!(node.kind, NodeKind::File { .. }) {
+            count.content_bytes += size;
+        }
+        central.push(Central {
+            header,
+            crc,
+            compressed,
+            size,
+            offset,
+        });
+    }
+    write_central_directory(&mut out, &central)?;
+    out.flush().map_err(|source| Error::Io {
+        what: "cannot write the archive".into(),
+        source,
+    })?;
+    Ok(count)
+}
+
+/// Writes an entry's content (a file's bytes deflated, a link's target stored, nothing for the
+/// rest); returns its CRC-32, compressed and uncompressed sizes.
+async fn write_content(
+    repo: &IndexedRepository,
+    path: &[u8],
+    node: &Node,
+    header: &Header,
+    out: &mut Counting<'_>,
+) -> Result<(u32, u64, u64)> {
+    let mut crc = flate2::Crc::new();
+    let start = out.written;
+    match &node.kind {
+        NodeKind::File { size, content } => {
+            let shown = String::from_utf8_lossy(path).into_owned();
+            let mut encoder = DeflateEncoder::new(&mut *out, Compression::default());
+            let mut written = 0u64;
+            for blob in content {
+                let bytes = repo.read_blob(blob, &shown).await?;
+                written += bytes.len() as u64;
+                if written > *size {
+                    return Err(damaged(&shown, *size));
+                }
+                crc.update(&bytes);
+                write_io(&mut encoder, &bytes, &header.name)?;
+            }
+            if written != *size {
+                return Err(damaged(&shown, *size));
+            }
+            encoder.try_finish().map_err(|source| Error::Io {
+                what: format!(
+                    "cannot write {} to the archive",
+                    crate::text::quoted(&header.name)
+                ),
+                source,
+            })?;
+        }
+        NodeKind::Symlink { target } => {
+            crc.update(target);
+            write_io(out, target, &header.name)?;
+        }
+        _ => {}
+    }
+    Ok((crc.sum(), out.written - start, u64::from(crc.amount())))
+}
+
+fn damaged(path: &str, size: u64) -> Error {
+    Error::Corrupt {
+        what: format!("the file {path} of the snapshot"),
+        reason: format!("its blobs do not hold the {size} bytes its entry says"),
+    }
+}
+
+fn write_io(out: &mut dyn Write, bytes: &[u8], name: &[u8]) -> Result<()> {
+    out.write_all(bytes).map_err(|source| Error::Io {
+        what: format!("cannot write {} to the archive", crate::text::quoted(name)),
+        source,
+    })
+}
+
+fn fits32(value: u64, name: &[u8]) -> Result<u32> {
+    u32::try_from(value).map_err(|_| Error::Io {
+        what: format!("cannot write {} to the archive", crate::text::quoted(name)),
+        source: std::io::Error::other(
+            "a zip archive above 4 GiB needs zip64, which is not written: use --archive tar",
+        ),
+    })
+}
+
+/// The header of one entry, as Go's `archive/zip` makes it from restic's `FileHeader`.
+fn header(name: &[u8], node: &Node) -> Header {
+    let meta = &node.meta;
+    let mut name = name.to_vec();
+    let (file_type, method) = match &node.kind {
+        NodeKind::File { .. } => (0o100000, DEFLATE),
+        NodeKind::Dir { .. } => (0o040000, STORE),
+        NodeKind::Symlink { .. } => (0o120000, STORE),
+        NodeKind::Fifo => (0o010000, STORE),
+        NodeKind::CharDevice { .. } => (0o020000, STORE),
+        NodeKind::BlockDevice { .. } => (0o060000, STORE),
+    };
+    let is_dir = matches!(node.kind, NodeKind::Dir { .. });
+    let mut flags = FLAG_DATA_DESCRIPTOR;
+    if is_dir {
+        name.push(b'/');
+        flags = 0;
+    }
+    if !name.is_ascii() && std::str::from_utf8(&name).is_ok() {
+        flags |= FLAG_UTF8;
+    }
+    let mode = meta.mode & 0o7777;
+    // The MS-DOS attributes in the low byte: folder, and read-only when the owner cannot write.
+    let dos = (u32::from(is_dir) * 0x10) | u32::from(mode & 0o200 == 0);
+    let (dos_date, dos_time) = dos_date_time(meta.mtime.secs);
+    let mut extra = Vec::with_capacity(9);
+    put16(&mut extra, 0x5455);
+    put16(&mut extra, 5);
+    extra.push(1);
+    put32(&mut extra, meta.mtime.secs as u32);
+    Header {
+        name,
+        flags,
+        method,
+        dos_time,
+        dos_date,
+        extra,
+        external: ((file_type | mode) << 16) | dos,
+    }
+}
+
+/// The MS-DOS date and time of day (UTC) of `secs` since the epoch, as Go's
+/// `timeToMsDosTime`: seconds halved (rounded down).
+fn dos_date_time(secs: i64) -> (u16, u16) {
+    let days = secs.div_euclid(86_400);
+    let of_day = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let date = day + (month << 5) + ((year - 1980) << 9);
+    let time = (of_day % 60) / 2 + ((of_day / 60 % 60) << 5) + ((of_day / 3600) << 11);
+    (date as u16, time as u16)
+}
+
+fn local_header(header: &Header) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(30 + header.name.len() + header.extra.len());
+    put32(&mut bytes, 0x0403_4b50);
+    put16(&mut bytes, VERSION_NEEDED);
+    put16(&mut bytes, header.flags);
+    put16(&mut bytes, header.method);
+    put16(&mut bytes, header.dos_time);
+    put16(&mut bytes, header.dos_date);
+    // Checksum and sizes: in the data descriptor, or zero for a folder.
+    bytes.extend([0; 12]);
+    put16(&mut bytes, header.name.len() as u16);
+    put16(&mut bytes, header.extra.len() as u16);
+    bytes.extend(&header.name);
+    bytes.extend(&header.extra);
+    bytes
+}
+
+fn write_central_directory(out: &mut Counting<'_>, central: &[Central]) -> Result<()> {
+    let start = out.written;
+    let end_name = b"the archive's central directory";
+    for entry in central {
+        let header = &entry.header;
+        let mut bytes = Vec::with_capacity(46 + header.name.len() + header.extra.len());
+        put32(&mut bytes, 0x0201_4b50);
+        put16(&mut bytes, VERSION_MADE_BY);
+        put16(&mut bytes, VERSION_NEEDED);
+        put16(&mut bytes, header.flags);
+        put16(&mut bytes, header.method);
+        put16(&mut bytes, header.dos_time);
+        put16(&mut bytes, header.dos_date);
+        put32(&mut bytes, entry.crc);
+        put32(&mut bytes, fits32(entry.compressed, &header.name)?);
+        put32(&mut bytes, fits32(entry.size, &header.name)?);
+        put16(&mut bytes, header.name.len() as u16);
+        put16(&mut bytes, header.extra.len() as u16);
+        bytes.extend([0; 6]); // comment length, disk, internal attributes
+        put32(&mut bytes, header.external);
+        put32(&mut bytes, fits32(entry.offset, &header.name)?);
+        bytes.extend(&header.name);
+        bytes.extend(&header.extra);
+        write_io(out, &bytes, &header.name)?;
+    }
+    let records = u16::try_from(central.len()).map_err(|_| Error::Io {
+        what: "cannot write the archive".into(),
+        source: std::io::Error::other(
+            "a zip archive of more than 65535 entries needs zip64, which is not written: use --archive tar",
+        ),
+    })?;
+    let mut end = Vec::with_capacity(22);
+    put32(&mut end, 0x0605_4b50);
+    put32(&mut end, 0); // disks
+    put16(&mut end, records);
+    put16(&mut end, records);
+    put32(&mut end, fits32(out.written - start, end_name)?);
+    put32(&mut end, fits32(start, end_name)?);
+    put16(&mut end, 0);
+    write_io(out, &end, end_name)
+}
+
+fn put16(bytes: &mut Vec<u8>, value: u16) {
+    bytes.extend(value.to_le_bytes());
+}
+
+fn put32(bytes: &mut Vec<u8>, value: u32) {
+    bytes.extend(value.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dos_times_are_utc_calendar_fields_in_two_second_steps() {
+        // 2023-11-14 22:13:21 UTC.
+        let (date, time) = dos_date_time(1_700_000_001);
+        assert_eq!(date, 14 | (11 << 5) | ((2023 - 1980) << 9));
+        assert_eq!(time, 10 | (13 << 5) | (22 << 11));
+        // 2000-02-29 00:00:00 UTC.
+        assert_eq!(dos_date_time(951_782_400), (29 | (2 << 5) | (20 << 9), 0));
+    }
+}
