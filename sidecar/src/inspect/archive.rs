@@ -69,14 +69,16 @@ pub async fn write_tar(
     Ok(count)
 }
 
-fn damaged(path: &str, size: u64) -> Error {
+/// A file whose blobs hold fewer or more bytes than its entry says (tar and zip alike).
+pub(super) fn damaged(path: &str, size: u64) -> Error {
     Error::Corrupt {
         what: format!("the file {path} of the snapshot"),
         reason: format!("its blobs do not hold the {size} bytes its entry says"),
     }
 }
 
-fn write_io(out: &mut dyn Write, bytes: &[u8], name: &[u8]) -> Result<()> {
+/// Writes `bytes` of the entry `name` to the archive, saying which entry a failure hit.
+pub(super) fn write_io(out: &mut dyn Write, bytes: &[u8], name: &[u8]) -> Result<()> {
     out.write_all(bytes).map_err(|source| Error::Io {
         what: format!("cannot write {} to the archive", crate::text::quoted(name)),
         source,

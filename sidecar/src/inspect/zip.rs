@@ -9,7 +9,7 @@
 use crate::error::{Error, Result};
 use crate::format::tree::{Node, NodeKind};
 use crate::ids::BlobId;
-use crate::inspect::archive::{entries_below, ArchiveCount};
+use crate::inspect::archive::{damaged, entries_below, write_io, ArchiveCount};
 use crate::repository::IndexedRepository;
 use flate2::write::DeflateEncoder;
 use flate2::Compression;
@@ -147,20 +147,6 @@ async fn write_content(
         _ => {}
     }
     Ok((crc.sum(), out.written - start, u64::from(crc.amount())))
-}
-
-fn damaged(path: &str, size: u64) -> Error {
-    Error::Corrupt {
-        what: format!("the file {path} of the snapshot"),
-        reason: format!("its blobs do not hold the {size} bytes its entry says"),
-    }
-}
-
-fn write_io(out: &mut dyn Write, bytes: &[u8], name: &[u8]) -> Result<()> {
-    out.write_all(bytes).map_err(|source| Error::Io {
-        what: format!("cannot write {} to the archive", crate::text::quoted(name)),
-        source,
-    })
 }
 
 fn fits32(value: u64, name: &[u8]) -> Result<u32> {

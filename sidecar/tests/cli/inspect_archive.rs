@@ -23,10 +23,11 @@ with tarfile.open(sys.argv[1], format=tarfile.PAX_FORMAT, encoding="utf-8",
 print(json.dumps(members))
 "#;
 
-fn members(tar: &Path) -> Vec<serde_json::Value> {
+/// The members of the archive at `path`, as the Python `script` (LIST_TAR or LIST_ZIP) lists them.
+fn listed(script: &str, path: &Path) -> Vec<serde_json::Value> {
     let output = Command::new("python3")
-        .args(["-c", LIST_TAR])
-        .arg(tar)
+        .args(["-c", script])
+        .arg(path)
         .output()
         .expect("python3 runs");
     assert!(
@@ -62,7 +63,7 @@ fn dump_of_a_folder_writes_the_tar_restic_writes() {
         sidecar
             .run(&["dump", "latest", text(folder), "--target", text(&ours)])
             .expect_ok();
-        let (ours, theirs) = (members(&ours), members(&theirs));
+        let (ours, theirs) = (listed(LIST_TAR, &ours), listed(LIST_TAR, &theirs));
         assert!(theirs.len() >= 8, "{theirs:?}");
         assert_eq!(ours, theirs, "dump {}", folder.display());
     }
@@ -92,20 +93,6 @@ with zipfile.ZipFile(sys.argv[1]) as archive:
                         m.create_system, m.file_size, hashlib.sha256(data).hexdigest()])
 print(json.dumps(members))
 "#;
-
-fn zip_members(zip: &Path) -> Vec<serde_json::Value> {
-    let output = Command::new("python3")
-        .args(["-c", LIST_ZIP])
-        .arg(zip)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
 
 /// `dump --archive zip` writes the zip restic 0.19 writes: every member with the same name,
 /// mode, time, method, size and content; streamed to a pipe as well; other formats refused.
@@ -140,7 +127,7 @@ fn dump_of_a_folder_as_zip_writes_the_zip_restic_writes() {
         sidecar
             .run(&[&["dump", "latest", text(folder)], &zip[..], &[text(&ours)]].concat())
             .expect_ok();
-        let (ours, theirs) = (zip_members(&ours), zip_members(&theirs));
+        let (ours, theirs) = (listed(LIST_ZIP, &ours), listed(LIST_ZIP, &theirs));
         assert!(theirs.len() >= 8, "{theirs:?}");
         assert_eq!(ours, theirs, "dump --archive zip {}", folder.display());
     }
