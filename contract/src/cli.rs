@@ -254,6 +254,9 @@ pub struct BackupArgs {
     pub retry_lock: Option<String>,
     /// `--init`: create the repository when there is none yet (a plan's first backup).
     pub init: bool,
+    /// `--protect-within DURATION` (e.g. `14d`): the `--keep-*` rules never remove a snapshot
+    /// younger than this. The admin's protection window, never the plan's.
+    pub protect_within: Option<String>,
 }
 
 impl BackupArgs {
@@ -293,12 +296,16 @@ impl BackupArgs {
         if self.init {
             args.push("--init".into());
         }
+        push_protect_within(&mut args, self.protect_within.as_deref());
         args
     }
 }
 
-/// `neverwiped-sidecar prune --repo REPO --result-file PATH [--remove-locks-of-host HOSTNAME]`:
-/// removes the data no snapshot uses, under an exclusive lock.
+/// `neverwiped-sidecar prune --repo REPO --result-file PATH [--remove-locks-of-host HOSTNAME]
+/// [--host NAME] [--keep-last N]... [--protect-within DURATION]`: forgets the host's snapshots
+/// that no `--keep-*` rule keeps (none given: forgets nothing), then removes the data no snapshot
+/// uses, under an exclusive lock. With `--protect-within`, no snapshot younger than the window is
+/// forgotten and no pack such a snapshot needs is deleted, whatever the rules or the index say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PruneArgs {
     pub repository: String,
@@ -308,8 +315,13 @@ pub struct PruneArgs {
     /// As for [`BackupArgs::retry_lock`].
     pub retry_lock: Option<String>,
     /// `--host NAME`: the result lists the snapshots of this host that remain (the plan's
-    /// `NAMESPACE/PLAN`, as for [`BackupArgs::host`]).
+    /// `NAMESPACE/PLAN`, as for [`BackupArgs::host`]); the `--keep-*` rules apply to its
+    /// snapshots.
     pub host: Option<String>,
+    /// Retention applied to the host's snapshots before the prune (the maintenance Job's forget).
+    pub keep: KeepRules,
+    /// As for [`BackupArgs::protect_within`].
+    pub protect_within: Option<String>,
 }
 
 impl PruneArgs {
@@ -326,6 +338,8 @@ impl PruneArgs {
             args.push("--host".into());
             args.push(host.clone());
         }
+        self.keep.push_args(&mut args);
+        push_protect_within(&mut args, self.protect_within.as_deref());
         args
     }
 }
@@ -367,6 +381,13 @@ fn push_retry_lock(args: &mut Vec<String>, wait: Option<&str>) {
     if let Some(wait) = wait {
         args.push("--retry-lock".into());
         args.push(wait.to_owned());
+    }
+}
+
+fn push_protect_within(args: &mut Vec<String>, window: Option<&str>) {
+    if let Some(window) = window {
+        args.push("--protect-within".into());
+        args.push(window.to_owned());
     }
 }
 
@@ -583,6 +604,7 @@ mod tests {
             },
             retry_lock: Some("1800s".into()),
             init: true,
+            protect_within: Some("14d".into()),
         }
         .to_args();
         assert_eq!(
@@ -624,6 +646,8 @@ mod tests {
                 "--retry-lock",
                 "1800s",
                 "--init",
+                "--protect-within",
+                "14d",
             ]
         );
     }
@@ -635,7 +659,12 @@ mod tests {
             result_file: "/dev/termination-log".into(),
             remove_locks_of_host: Some("nightly-0123".into()),
             retry_lock: None,
-            host: None,
+            host: Some("shop/nightly".into()),
+            keep: KeepRules {
+                last: Some(3),
+                ..KeepRules::default()
+            },
+            protect_within: Some("14d".into()),
         }
         .to_args();
         assert_eq!(
@@ -647,7 +676,13 @@ mod tests {
                 "--result-file",
                 "/dev/termination-log",
                 "--remove-locks-of-host",
-                "nightly-0123"
+                "nightly-0123",
+                "--host",
+                "shop/nightly",
+                "--keep-last",
+                "3",
+                "--protect-within",
+                "14d",
             ]
         );
         let check = CheckArgs {

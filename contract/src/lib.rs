@@ -166,6 +166,28 @@ pub struct CheckStats {
     pub problems: u64,
 }
 
+/// What a backup changed against its parent snapshot (the newest earlier snapshot of the same host
+/// and paths): the figures a night that looks like an attack stands out in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeStats {
+    /// Whether the backup had a parent; without one every file counts as new.
+    pub has_parent: bool,
+    /// Files that the parent does not hold.
+    pub files_new: u64,
+    /// Files the parent holds with other content or metadata.
+    pub files_changed: u64,
+    /// Files the parent holds unchanged.
+    pub files_unmodified: u64,
+    /// Files the parent holds that this snapshot does not.
+    pub files_removed: u64,
+    /// Bytes of file content in blobs the repository did not hold before, before compression.
+    pub new_bytes_raw: u64,
+    /// The same blobs' bytes after compression (before encryption): `new_bytes_compressed /
+    /// new_bytes_raw` near 1 means new data that no longer compresses.
+    pub new_bytes_compressed: u64,
+}
+
 /// How many snapshots [`HostSnapshots::newest`] lists at most.
 pub const HOST_SNAPSHOTS_LISTED: usize = 15;
 
@@ -255,6 +277,9 @@ pub struct RunResult {
     /// it: the operator passes it back as `--key-hint`, so the next run tries it first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
+    /// What a backup changed against its parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<ChangeStats>,
 }
 
 /// Whether `text` can be a key object's id as [`RunResult::key_id`] carries it: 64 lowercase hex
@@ -348,6 +373,7 @@ mod tests {
                 newest: vec![entry(1), entry(0)],
             }),
             key_id: Some("5f".repeat(32)),
+            changes: None,
         }
     }
 

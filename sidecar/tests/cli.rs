@@ -2117,6 +2117,7 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             },
             retry_lock: Some("60s".into()),
             init: false,
+            protect_within: None,
         }
         .to_args(),
         RestoreArgs {
@@ -2140,6 +2141,8 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             remove_locks_of_host: Some("nightly-0123".into()),
             retry_lock: Some("60s".into()),
             host: Some("shop/nightly".into()),
+            keep: KeepRules::default(),
+            protect_within: None,
         }
         .to_args(),
         CheckArgs {

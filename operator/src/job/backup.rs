@@ -134,6 +134,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         retry_lock: Some(lock_wait(run.deadline)),
         // A plan's first backup creates its repository.
         init: true,
+        protect_within: None,
     }
     .to_args();
     cli::push_key_hint(&mut args, super::key_hint(plan));

@@ -255,6 +255,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         check: None,
         host_snapshots: None,
         key_id: None,
+        changes: None,
     }
 }
 

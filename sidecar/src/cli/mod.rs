@@ -42,7 +42,9 @@ use neverwiped::progress::Progress;
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::restore::{self, RestoreOptions};
 use neverwiped_contract::location::RepositoryLocation;
-use neverwiped_contract::{CheckStats, ExitStatus, HostSnapshots, PruneStats, RepositoryStats};
+use neverwiped_contract::{
+    ChangeStats, CheckStats, ExitStatus, HostSnapshots, PruneStats, RepositoryStats,
+};
 use output::{bytes, ProgressDisplay};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
@@ -71,6 +73,8 @@ pub struct Outcome {
     pub check: Option<CheckStats>,
     /// The snapshots of the run's host after it (backup, forget, prune).
     pub host_snapshots: Option<HostSnapshots>,
+    /// What a backup changed against its parent.
+    pub changes: Option<ChangeStats>,
 }
 
 /// A command that failed after measuring what its result should still report (a check's
@@ -102,6 +106,7 @@ pub static NO_OUTCOME: Outcome = Outcome {
     prune: None,
     check: None,
     host_snapshots: None,
+    changes: None,
 };
 
 /// The exit status of a failed run: the engine's own classification when the error came from it.

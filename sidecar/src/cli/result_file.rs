@@ -86,6 +86,7 @@ impl ResultFile {
             check: outcome.check,
             host_snapshots: outcome.host_snapshots.clone(),
             key_id: record.and_then(|r| r.key_id.get().cloned()),
+            changes: outcome.changes,
         }
     }
 }
