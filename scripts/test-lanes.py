@@ -15,7 +15,9 @@ binaries run side by side, each one's output kept whole and printed when it ends
 are run as cargo runs them (from their package's folder, with cargo's CARGO_* variables), never
 through `cargo test -p`: that resolves features for one package alone and would build everything
 a second time. The doc tests run last through `cargo test --workspace --doc`. The longest
-binaries of the previous run (RUN_LOG before it is overwritten) start first.
+binaries of the previous run (RUN_LOG before it is overwritten) start first, and one that took
+longer than SHARD_SECONDS runs as a few processes, each given its share of the binary's tests by
+exact name (`--exact NAME...`), so that no single binary is the suite's long pole.
 
 Exits 0 when every binary passed, 1 otherwise.
 """
@@ -34,6 +36,11 @@ from pathlib import Path
 # `     Running tests/cli.rs (target/debug/deps/cli-0123abcd)`: the binary is `cli`.
 RUNNING = re.compile(r"^\s*Running .*\(.*/(?P<binary>[^/]+)-[0-9a-f]+\)\s*$")
 FINISHED = re.compile(r"^test result: .*finished in (?P<seconds>[0-9.]+)s")
+# A binary that ran longer than this in the previous run is split into shards of about this long.
+SHARD_SECONDS = 150
+# Without a previous run: a binary of integration tests holding more than this many is split.
+SHARD_TESTS = 40
+MAX_SHARDS = 3
 
 
 @dataclass
@@ -108,10 +115,39 @@ def cargo_environment(binary):
     return environment
 
 
-def run_binary(binary):
-    """(header and output, exit status) of one test binary."""
+def listed_tests(binary):
+    """The names of the tests a binary holds, as `BINARY --list` prints them."""
     done = subprocess.run(
-        [str(binary.executable)],
+        [str(binary.executable), "--list", "--format", "terse"],
+        cwd=binary.package_dir,
+        env=cargo_environment(binary),
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    return sorted(line[: -len(": test")] for line in done.stdout.splitlines() if line.endswith(": test"))
+
+
+def shards(binary, seconds):
+    """The runs of one binary: `[[]]` (all its tests in one process), or lists of exact test
+    names, dealt round the shards in name order so that each gets some of every module. An
+    integration binary is split when the previous run took it longer than SHARD_SECONDS or, with no
+    previous run (a fresh clone), when it holds more than SHARD_TESTS tests."""
+    if binary.source.startswith("src"):
+        return [[]]
+    names = listed_tests(binary)
+    count = max(int(seconds // SHARD_SECONDS), len(names) // SHARD_TESTS) + 1
+    count = min(count, MAX_SHARDS)
+    if count == 1:
+        return [[]]
+    return [names[index::count] for index in range(count) if names[index::count]]
+
+
+def run_binary(binary, names):
+    """(header and output, exit status) of one test binary, or of the named tests of it."""
+    filters = ["--exact", *names] if names else []
+    done = subprocess.run(
+        [str(binary.executable), *filters],
         cwd=binary.package_dir,
         env=cargo_environment(binary),
         stdout=subprocess.PIPE,
@@ -161,13 +197,24 @@ def main():
             sys.stdout.write(output)
             print(f"==> {what}: {verdict} in {time.monotonic() - started:.0f}s", flush=True)
 
-    def run(binary):
+    runs = [
+        (binary, names, index, len(split))
+        for binary in binaries
+        for split in [shards(binary, durations.get(binary.name, 0))]
+        for index, names in enumerate(split)
+    ]
+    # The longest shares first: a binary's previous time divided among its shards.
+    runs.sort(key=lambda run: (-durations.get(run[0].name, 0) / run[3], -len(run[1])))
+
+    def run(planned):
+        binary, names, index, count = planned
         started = time.monotonic()
-        output, status = run_binary(binary)
-        report(f"{binary.package} {binary.source}", output, status, started)
+        output, status = run_binary(binary, names)
+        part = f" (shard {index + 1} of {count}: {len(names)} tests)" if count > 1 else ""
+        report(f"{binary.package} {binary.source}{part}", output, status, started)
 
     with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
-        list(pool.map(run, binaries))
+        list(pool.map(run, runs))
     started = time.monotonic()
     report("doc tests", *run_doc_tests(), started)
     if failed:

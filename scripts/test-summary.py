@@ -61,12 +61,14 @@ def held(list_log):
 
 
 def results(run_log):
-    """libtest's closing counts of each binary that finished."""
+    """libtest's closing counts of each binary that finished, summed over its runs (a binary
+    split into shards by scripts/test-lanes.py closes once per shard)."""
     found = {}
     for binary, line in binaries(run_log):
         result = RESULT.match(line)
         if result:
-            found[binary] = {key: int(value) for key, value in result.groupdict().items()}
+            counts = found.setdefault(binary, Counter())
+            counts.update({key: int(value) for key, value in result.groupdict().items()})
     return found
 
 

@@ -140,13 +140,34 @@ lints() {
     plugin/src testkit/src
 }
 
+# The test binaries build from the moment the compilers are installed, beside the set-up's
+# downloads, installs and waits on servers; `suite` waits for them.
+build_tests_in_background() {
+  step "test binaries: cargo test --workspace --no-run, in the background while the set-up runs"
+  mkdir -p "$LOGS"
+  cargo test --workspace --no-run --quiet --message-format=json-render-diagnostics \
+    >"$LOGS/artifacts.json" 2>"$LOGS/build.log" &
+  TEST_BUILD=$!
+  # A set-up step that fails ends the run: the build goes with it.
+  trap 'kill "$TEST_BUILD" 2>/dev/null || true' EXIT
+}
+
+built_tests() {
+  if [ -z "${TEST_BUILD:-}" ]; then
+    cargo test --workspace --no-run --quiet --message-format=json-render-diagnostics >"$LOGS/artifacts.json"
+    return
+  fi
+  step "test binaries: waiting for the background build"
+  wait "$TEST_BUILD" || { cat "$LOGS/build.log"; die "the test binaries do not build"; }
+}
+
 suite() {
   step "tests: cargo test --workspace, binaries in lanes (scripts/test-lanes.py), NEVERWIPED_REQUIRE_ALL=1 (a missing dependency fails its test)"
   mkdir -p "$LOGS"
   : >"$LOGS/skips.log"
   export NEVERWIPED_REQUIRE_ALL=1 NEVERWIPED_SKIP_LOG=$LOGS/skips.log
   local tests_status=0 summary_status=0
-  cargo test --workspace --no-run --quiet --message-format=json-render-diagnostics >"$LOGS/artifacts.json"
+  built_tests
   # The binaries side by side (most of their time is waiting on servers), output per binary.
   python3 scripts/test-lanes.py "$LOGS/artifacts.json" "$LOGS/run.log" || tests_status=$?
   step "counts: what each test binary holds (cargo test -- --list) against what it ran"
@@ -180,6 +201,7 @@ main() {
   [ "$(id -u)" = 0 ] || die "run as root: it installs packages, and tests mount, chown and switch users"
   mkdir -p "$SERVICES"
   debian_packages
+  [ "${1:-}" = --setup ] || build_tests_in_background
   peers
   python_and_npm
   api_server
