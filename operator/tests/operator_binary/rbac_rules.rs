@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::{apply, create_example_world, example, example_plan};
 use crate::support::identity::{default_rbac, for_namespace, grant};
 use crate::support::{
-    api_server_or_skip, apply_crds, client, create_basic_auth_secret, kubectl, kubectl_output,
-    Operator, TestNamespace,
+    api_server_or_skip, apply_crds, client, create_basic_auth_secret, create_secret, kubectl,
+    kubectl_output, Operator, TestNamespace,
 };
 
 /// One verb on one resource, as a rule grants it.
@@ -33,7 +33,10 @@ const NOT_SHOWN_HERE: &[(&str, &str)] = &[
     ),
     ("restores/finalizers/update", "as backupplans/finalizers"),
     ("persistentvolumeclaims/delete", "removing snapshot clones"),
-    ("events/patch", "a repeated Event's series"),
+    (
+        "events/patch",
+        "a repeated Event's series: shown by without_patching_events_a_repeated_event_is_refused",
+    ),
     ("volumesnapshots/create", "copyMethod Snapshot"),
     ("volumesnapshots/delete", "removing a run's snapshot"),
 ];
@@ -248,4 +251,66 @@ fn each_verb_of_the_operators_rules_is_needed_by_a_named_operation() {
         not_refused.is_empty(),
         "without these the operator ran the example plan unrefused: {not_refused:#?}"
     );
+}
+
+/// The plan's `Ready` condition status (`True`, `False`), or nothing yet.
+fn plan_ready(namespace: &str) -> String {
+    let jsonpath = r#"-o=jsonpath={.status.conditions[?(@.type=="Ready")].status}"#;
+    let output = kubectl_output(
+        &["get", "backupplan", "nightly", "-n", namespace, jsonpath],
+        None,
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Waits until `done` holds, or fails naming `what`.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + REFUSAL_DEADLINE;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} did not happen in time");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `events patch`: an identical Event within minutes is counted in the first one's series, by a
+/// patch. The example plan whose repository Secret goes, comes back and goes again is told "not
+/// ready" twice with the same note; without the verb the second telling is refused.
+#[test]
+fn without_patching_events_a_repeated_event_is_refused() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let Some(rbac) = default_rbac() else {
+        return;
+    };
+    let patch_events = permissions(rbac)
+        .into_iter()
+        .find(|p| p.resource == "events" && p.verb == "patch")
+        .expect("the chart grants events patch");
+    let namespace = TestNamespace::create("series");
+    let ns = namespace.name.as_str();
+    let kubeconfig = grant(&without(&for_namespace(rbac, ns), &patch_events)).expect("a user");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async { create_example_world(&client().await, ns).await });
+    let remove_password = || kubectl(&["delete", "secret", "shop-repository", "-n", ns]);
+    remove_password();
+    let operator = Operator::start_as(&kubeconfig, ns, "operator", &[]);
+    apply(&example_plan(ns));
+    wait_for("Ready=False without the password", || {
+        plan_ready(ns) == "False"
+    });
+    create_secret(ns, "shop-repository", &[("password", "a password")]);
+    wait_for("Ready=True with the password", || plan_ready(ns) == "True");
+    assert!(
+        !operator.logs().lines().any(|l| refused(l, &patch_events)),
+        "no Event repeated yet, nothing patched"
+    );
+    remove_password();
+    wait_for("the repeated Event's patch refused", || {
+        operator.logs().lines().any(|l| refused(l, &patch_events))
+    });
 }
