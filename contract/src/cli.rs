@@ -8,6 +8,8 @@
 //! Nothing in these arguments is secret: passwords travel as files, usernames from Secrets as
 //! environment variables that Kubernetes expands into the arguments (`$(VAR)`).
 
+use crate::location::RepositoryLocation;
+
 /// The sidecar binary's name, as the Job's `command`.
 pub const SIDECAR_BINARY: &str = "neverwiped-sidecar";
 /// Where the sidecar image installs the binary: the Job's `command`, by absolute path, so that
@@ -59,12 +61,6 @@ pub fn push_key_hint(args: &mut Vec<String>, key_id: Option<&str>) {
         args.push("--key-hint".into());
         args.push(key_id.to_owned());
     }
-}
-
-/// The repository argument for a restic REST server (the gate) at `url`, as written in the plan
-/// (admission has parsed it as a [`RestLocation`](crate::location::RestLocation)).
-pub fn rest_repository(url: &str) -> String {
-    format!("{}{url}", crate::location::REST_PREFIX)
 }
 
 /// One `--database NAME=URI` of a backup or restore, with its password file.
@@ -233,10 +229,11 @@ impl KeepRules {
 /// caller promises that no process running under that host name still uses the repository: the
 /// operator gives every pod of one BackupPlan the same host name, and passes the flag only when no
 /// other pod of that plan is alive, so the locks of a killed run never block the next one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackupArgs {
     pub paths: Vec<String>,
-    pub repository: String,
+    /// `--repo`, as [`RepositoryLocation::to_arg`] writes it.
+    pub repository: RepositoryLocation,
     pub result_file: String,
     pub host: Option<String>,
     /// `(key, value)` pairs, each passed as `--tag key=value`.
@@ -306,9 +303,10 @@ impl BackupArgs {
 /// that no `--keep-*` rule keeps (none given: forgets nothing), then removes the data no snapshot
 /// uses, under an exclusive lock. With `--protect-within`, no snapshot younger than the window is
 /// forgotten and no pack such a snapshot needs is deleted, whatever the rules or the index say.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneArgs {
-    pub repository: String,
+    /// As for [`BackupArgs::repository`].
+    pub repository: RepositoryLocation,
     pub result_file: String,
     /// As for [`BackupArgs::remove_locks_of_host`].
     pub remove_locks_of_host: Option<String>,
@@ -347,9 +345,10 @@ impl PruneArgs {
 /// `neverwiped-sidecar check --repo REPO --result-file PATH [--read-data-subset N%]
 /// [--remove-locks-of-host HOSTNAME]`: checks the repository's structure and reads back a share of
 /// its packs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckArgs {
-    pub repository: String,
+    /// As for [`BackupArgs::repository`].
+    pub repository: RepositoryLocation,
     pub result_file: String,
     /// Percent of the packs to read back (1–100); none: structure only.
     pub read_data_percent: Option<u32>,
@@ -391,9 +390,13 @@ fn push_protect_within(args: &mut Vec<String>, window: Option<&str>) {
     }
 }
 
-fn push_repository_args(args: &mut Vec<String>, repository: &str, result_file: &str) {
+fn push_repository_args(
+    args: &mut Vec<String>,
+    repository: &RepositoryLocation,
+    result_file: &str,
+) {
     args.push("--repo".into());
-    args.push(repository.to_owned());
+    args.push(repository.to_arg());
     args.push("--result-file".into());
     args.push(result_file.to_owned());
 }
@@ -407,10 +410,11 @@ fn push_repository_args(args: &mut Vec<String>, repository: &str, result_file: &
 /// restricts the choice to the snapshots of that host and `--before` to those taken before that
 /// time. Files are restored as `DIR` + their path in the snapshot (restic's rule): a volume backed
 /// up from `/data/app` and restored with `--target /restore` lands in `/restore/data/app`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoreArgs {
     pub snapshot: String,
-    pub repository: String,
+    /// As for [`BackupArgs::repository`].
+    pub repository: RepositoryLocation,
     pub result_file: String,
     pub target: Option<String>,
     pub includes: Vec<String>,
@@ -525,6 +529,10 @@ impl RestoreArgs {
 mod tests {
     use super::*;
 
+    fn location(text: &str) -> RepositoryLocation {
+        RepositoryLocation::parse(text).unwrap()
+    }
+
     #[test]
     fn sizes_take_restic_suffixes_and_refuse_the_rest() {
         assert_eq!(parse_size("40"), Ok(40));
@@ -577,7 +585,7 @@ mod tests {
     fn backup_args_follow_the_documented_order() {
         let args = BackupArgs {
             paths: vec!["/data/app".into(), "/data/db".into()],
-            repository: rest_repository("https://gate.example/shop"),
+            repository: location("rest:https://gate.example/shop"),
             result_file: "/dev/termination-log".into(),
             host: Some("shop/nightly".into()),
             tags: vec![("plan".into(), "nightly".into())],
@@ -655,7 +663,7 @@ mod tests {
     #[test]
     fn maintenance_args_name_their_subcommand_first() {
         let prune = PruneArgs {
-            repository: "rest:http://gate/r".into(),
+            repository: location("rest:http://gate/r"),
             result_file: "/dev/termination-log".into(),
             remove_locks_of_host: Some("nightly-0123".into()),
             retry_lock: None,
@@ -686,7 +694,7 @@ mod tests {
             ]
         );
         let check = CheckArgs {
-            repository: "rest:http://gate/r".into(),
+            repository: location("rest:http://gate/r"),
             result_file: "/dev/termination-log".into(),
             read_data_percent: Some(5),
             remove_locks_of_host: None,
@@ -694,8 +702,13 @@ mod tests {
         }
         .to_args();
         let prune_of_host = PruneArgs {
+            repository: location("/srv/repository"),
+            result_file: "/dev/termination-log".into(),
+            remove_locks_of_host: None,
+            retry_lock: None,
             host: Some("shop/nightly".into()),
-            ..PruneArgs::default()
+            keep: KeepRules::default(),
+            protect_within: None,
         };
         assert!(prune_of_host
             .to_args()
@@ -711,15 +724,16 @@ mod tests {
     fn restore_args_name_the_snapshot_first() {
         let args = RestoreArgs {
             snapshot: "latest".into(),
-            repository: "rest:http://127.0.0.1:8000/r".into(),
+            repository: location("rest:http://127.0.0.1:8000/r"),
             result_file: "/dev/termination-log".into(),
             target: Some("/restore".into()),
             includes: vec!["/data/app".into()],
             host: Some("shop/nightly".into()),
             before: Some("2026-11-29T00:00:00Z".into()),
+            databases: Vec::new(),
+            databases_to_overwrite: Vec::new(),
             overwrite: Overwrite::IfNewer,
             delete: true,
-            ..RestoreArgs::default()
         }
         .to_args();
         assert_eq!(&args[..2], ["restore", "latest"]);

@@ -201,6 +201,15 @@ impl RestLocation {
         &self.url
     }
 
+    /// The same repository written as the URL the client connects to (its path ending in `/`),
+    /// as the sidecar names it in messages and results.
+    pub fn as_connected(&self) -> RestLocation {
+        RestLocation {
+            text: self.url.to_string(),
+            url: self.url.clone(),
+        }
+    }
+
     /// The host and, when one is written other than the scheme's default, the port; lower-case.
     /// What the operator's per-host limit counts.
     pub fn host(&self) -> String {

@@ -252,3 +252,15 @@ fn serde_is_the_written_string_both_ways() {
     let refused = serde_json::from_str::<RestLocation>(r#""https://u:pw@gate/x""#).unwrap_err();
     assert!(!refused.to_string().contains("pw@"), "{refused}");
 }
+
+#[test]
+fn a_location_as_connected_names_the_folder_the_client_uses() {
+    let written = RestLocation::parse("https://gate.example:8000/team/db").unwrap();
+    let connected = written.as_connected();
+    assert_eq!(
+        connected.to_arg(),
+        "rest:https://gate.example:8000/team/db/"
+    );
+    assert_eq!(connected.url(), written.url());
+    assert_eq!(written.to_arg(), "rest:https://gate.example:8000/team/db");
+}

@@ -504,7 +504,7 @@ fn a_restore_shows_the_id_and_time_of_the_snapshot_it_used() {
         completion_time: None,
     };
     let mut status = RestoreStatus::default();
-    finish_restore(&mut status, &end, Some(1), Timestamp::now());
+    finish_restore(&mut status, &end, Timestamp::now());
     assert_eq!(status.phase, Some(RestorePhase::Succeeded));
     assert_eq!(status.snapshot_id, written.snapshot_id);
     let taken = status.snapshot_time.expect("the snapshot's time").0;
@@ -522,7 +522,6 @@ fn a_restore_shows_the_id_and_time_of_the_snapshot_it_used() {
             result: Some(result),
             ..end
         },
-        Some(1),
         Timestamp::now(),
     );
     assert_eq!(status.snapshot_time, None);

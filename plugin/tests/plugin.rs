@@ -5,6 +5,8 @@
 
 #[path = "plugin/hostile_snapshots.rs"]
 mod hostile_snapshots;
+#[path = "plugin/personas.rs"]
+mod personas;
 #[path = "plugin/runs.rs"]
 mod runs;
 mod support;

@@ -2072,12 +2072,13 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
     use neverwiped_contract::cli::{
         BackupArgs, CheckArgs, DatabaseArg, KeepRules, PruneArgs, RestoreArgs, ScopedSelection,
     };
+    use neverwiped_contract::location::RepositoryLocation;
     let work = tempfile::tempdir().unwrap();
     let missing = work.path().join("no-repository");
     let password_file = work.path().join("db-password");
     fs::write(&password_file, "db secret\n").unwrap();
     let result_file = work.path().join("result.json");
-    let repository = text(&missing).to_owned();
+    let repository = RepositoryLocation::parse(text(&missing)).unwrap();
     let result = text(&result_file).to_owned();
     // One plan entry dumping two chosen databases of one server, as the operator passes it.
     let databases = vec![
@@ -2132,7 +2133,10 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
                 password_file: Some(text(&password_file).into()),
             }],
             databases_to_overwrite: vec!["shop-db".into()],
-            ..RestoreArgs::default()
+            target: None,
+            includes: Vec::new(),
+            overwrite: Default::default(),
+            delete: false,
         }
         .to_args(),
         PruneArgs {

@@ -19,9 +19,7 @@ use super::restore_review::review_restore;
 use super::{fetch_secret_keys, pod_of, Context, Error, Settings};
 use crate::admission::{check_restore, is_dns_subdomain, SecretTypes};
 use crate::api::{BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus};
-use crate::conditions::{
-    condition_state, find_condition, set_condition, types, ConditionStatus, Reason,
-};
+use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
 use crate::mover::{restore_mover, MoverChoice};
 use crate::plan::{
@@ -29,7 +27,10 @@ use crate::plan::{
 };
 use crate::restore_access::{hosts_not_allowed, AccessReview};
 use crate::schedule::parse_duration;
-use crate::status::{finish_restore, job_state, JobState};
+use crate::status::{
+    finish_restore, job_state, set_restore_conditions, JobEnd, JobState, Readiness,
+    RestoreConditions,
+};
 use crate::volumes::{created_by_restore, restore_target_claim};
 
 /// While the Job runs, its changes wake the reconciler; this only covers a missed watch event.
@@ -109,26 +110,55 @@ pub fn decide(
     if decision.status.phase.is_some_and(RestorePhase::is_finished) {
         return decision;
     }
-    decision.status.observed_generation = restore.metadata.generation;
-    match &observed.job {
+    let generation = restore.metadata.generation;
+    decision.status.observed_generation = generation;
+    let ready_before = ready_state(&decision.status);
+    // With a Job: its end, once it ended. Without: what the Restore lacks (nothing: it starts).
+    let (ended, missing) = match &observed.job {
         // The Job exists: follow it to its end.
-        Some(job) => follow(restore, job, observed, now, &mut decision),
+        Some(job) => (follow(job, observed, now, &mut decision), None),
         None => {
             let checked = check(restore, observed, &mut decision);
-            start_or_wait(restore, observed, checked, now, settings, &mut decision);
+            let lacks = start_or_wait(restore, observed, checked, now, settings, &mut decision);
+            (None, Some(lacks))
+        }
+    };
+    let readiness = missing.as_ref().map(|lacks| match lacks {
+        None => Readiness::Ready,
+        Some((reason, message)) => Readiness::NotReady {
+            reason: *reason,
+            message,
+        },
+    });
+    let conditions = RestoreConditions {
+        readiness,
+        ended: ended.as_ref(),
+    };
+    set_restore_conditions(&mut decision.status, conditions, generation, now);
+    if let Some(Some((reason, message))) = missing {
+        if ready_state(&decision.status) != ready_before {
+            decision.events.push(PlannedEvent {
+                type_: EventType::Warning,
+                reason,
+                note: message,
+            });
         }
     }
     decision
 }
 
-/// Follows the Restore's Job: records its end, or shows it running.
+/// The state of a Restore's `Ready` condition, to tell when it changes.
+fn ready_state(status: &RestoreStatus) -> Option<(ConditionStatus, Option<Reason>)> {
+    find_condition(&status.conditions, types::READY).map(condition_state)
+}
+
+/// Follows the Restore's Job: records its end (and returns it), or shows it running.
 fn follow(
-    restore: &Restore,
     job: &Job,
     observed: &ObservedRestore,
     now: Timestamp,
     decision: &mut RestoreDecision,
-) {
+) -> Option<JobEnd> {
     let end = match job_state(job, pod_of(job, &observed.pods), now) {
         JobState::Running => None,
         JobState::Ended(end) => Some(end),
@@ -142,9 +172,9 @@ fn follow(
         status.phase = Some(RestorePhase::Running);
         status.job_name = job.metadata.name.clone();
         decision.requeue_after = Some(ACTIVE_REQUEUE);
-        return;
+        return None;
     };
-    finish_restore(status, &end, restore.metadata.generation, now);
+    finish_restore(status, &end, now);
     let (type_, reason) = match end.outcome.is_success() {
         true => (EventType::Normal, Reason::RestoreSucceeded),
         false => (EventType::Warning, Reason::RestoreFailed),
@@ -155,6 +185,7 @@ fn follow(
         reason,
         note,
     });
+    Some(end)
 }
 
 /// What a Restore that has not started names, checked.
@@ -259,8 +290,8 @@ fn chosen_mover(
         .ok()
 }
 
-/// Starts the Job when everything exists; otherwise a `Ready=False` condition (and an Event when
-/// it changed), and a look again later.
+/// Starts the Job when everything exists; otherwise a look again later, and what is missing
+/// (the reason and message of `Ready=False`).
 fn start_or_wait(
     restore: &Restore,
     observed: &ObservedRestore,
@@ -268,8 +299,7 @@ fn start_or_wait(
     now: Timestamp,
     settings: &Settings,
     decision: &mut RestoreDecision,
-) {
-    let generation = restore.metadata.generation;
+) -> Option<(Reason, String)> {
     let Checked {
         mut problems,
         database_types,
@@ -287,19 +317,9 @@ fn start_or_wait(
     let hosts = hosts_not_allowed(&restore.spec, namespace, &settings.tenant_policy);
     problems.extend(hosts.into_iter().map(Problem::DatabaseHostNotAllowed));
     let mover = chosen_mover(restore, observed, settings, &mut problems);
-    let mut status = std::mem::take(&mut decision.status);
-    let ready_before = find_condition(&status.conditions, types::READY).map(condition_state);
+    let status = &mut decision.status;
     match (not_ready(&problems), &observed.plan, deadline) {
         (None, Some(plan), Some(deadline)) => {
-            set_condition(
-                &mut status.conditions,
-                types::READY,
-                ConditionStatus::True,
-                Reason::Ready,
-                "everything the Restore names exists",
-                generation,
-                now,
-            );
             let job = restore_job(
                 restore,
                 plan,
@@ -329,34 +349,18 @@ fn start_or_wait(
             status.message = None;
             decision.create_job = Some(job);
             decision.requeue_after = Some(ACTIVE_REQUEUE);
+            None
         }
         (not_ready, _, _) => {
             let (reason, message) =
                 not_ready.unwrap_or((Reason::BackupPlanNotFound, String::new()));
-            set_condition(
-                &mut status.conditions,
-                types::READY,
-                ConditionStatus::False,
-                reason,
-                message.clone(),
-                generation,
-                now,
-            );
             status.phase = Some(RestorePhase::Pending);
             status.message = Some(message.clone());
             decision.create_claims.clear();
-            let ready_after = find_condition(&status.conditions, types::READY).map(condition_state);
-            if ready_after != ready_before {
-                decision.events.push(PlannedEvent {
-                    type_: EventType::Warning,
-                    reason,
-                    note: message,
-                });
-            }
             decision.requeue_after = Some(settings.not_ready_recheck);
+            Some((reason, message))
         }
     }
-    decision.status = status;
 }
 
 /// Reconciles one Restore.

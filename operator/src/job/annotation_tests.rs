@@ -1,4 +1,5 @@
-//! What a Job says about itself in annotations, for the queue: its node and repository host.
+//! What a Job says about itself in annotations, for the queue: its node and repository host; and
+//! the repository its sidecar is given.
 
 use std::collections::BTreeMap;
 
@@ -56,4 +57,18 @@ fn maintenance_and_restore_jobs_name_their_repository_host_and_no_node() {
         assert_eq!(annotations[ANNOTATION_REPOSITORY_HOST], "gate.example.com");
         assert!(!annotations.contains_key(ANNOTATION_NODE));
     }
+}
+
+#[test]
+fn a_repository_url_reaches_the_sidecar_as_written_whatever_kubernetes_expands() {
+    let mut plan = plan();
+    let url = "https://gate.example.com/$(NEVERWIPED_GATE_USERNAME)/shop";
+    plan.spec.repository.url = url.into();
+    let job = backup_job(&plan, &run(), &settings());
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    let sidecar = pod.containers.iter().find(|c| c.name == SIDECAR_CONTAINER);
+    let args = sidecar.and_then(|c| c.args.clone()).unwrap();
+    let repo = args.iter().position(|arg| arg == "--repo").unwrap() + 1;
+    let expanded = crate::expansion::expand(&args[repo], &|_| Some("alice".into()));
+    assert_eq!(expanded, format!("rest:{url}"));
 }

@@ -117,7 +117,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     let hostname = lock_hostname(&namespace, &plan_name);
     let mut args = BackupArgs {
         paths,
-        repository: literal(&cli::rest_repository(&spec.repository.url)),
+        repository: super::repository_arg(&literal(&spec.repository.url)),
         result_file: RESULT_FILE.into(),
         host: Some(format!("{namespace}/{plan_name}")),
         tags: vec![("plan".into(), plan_name.clone())],

@@ -75,7 +75,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
         spec.repository.ca_secret_ref.as_ref(),
     );
     let hostname = lock_hostname(&namespace, &plan_name);
-    let repository = literal(&cli::rest_repository(&spec.repository.url));
+    let repository = super::repository_arg(&literal(&spec.repository.url));
     let remove_locks_of_host = run.remove_stale_locks.then(|| hostname.clone());
     let mut args = match run.kind {
         MaintenanceKind::Check => CheckArgs {

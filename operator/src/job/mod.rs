@@ -27,6 +27,8 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 
+use neverwiped_contract::location::{RepositoryLocation, RestLocation};
+
 use crate::api::{DatabaseType, RunTrigger};
 
 pub use backup::{backup_job, backup_job_name, keep_rules, BackupRun, BackupVolumeMount};
@@ -94,6 +96,18 @@ pub struct JobSettings {
 pub fn key_hint(plan: &crate::api::BackupPlan) -> Option<&str> {
     let key_id = plan.status.as_ref()?.key_id()?;
     neverwiped_contract::is_key_id(key_id).then_some(key_id)
+}
+
+/// The sidecar's `--repo` for a plan's repository URL `url`, given as a container's arguments carry
+/// it ([`crate::expansion::literal`]: every `$` doubled, which Kubernetes' expansion undoes; a
+/// doubled `$` keeps a URL valid). Admission has parsed the URL, so this parse succeeds; were it to
+/// fail, the text would go as written, which the sidecar refuses (`rest:` missing) rather than
+/// reading a folder of that name.
+fn repository_arg(url: &str) -> RepositoryLocation {
+    RestLocation::parse(url).map_or_else(
+        |_| RepositoryLocation::Local(url.to_owned()),
+        RepositoryLocation::from,
+    )
 }
 
 /// The host name of every backup pod of a plan, which the sidecar records in its repository locks:

@@ -90,7 +90,7 @@ pub fn restore_job(
     let latest = spec.snapshot == "latest";
     let mut args = RestoreArgs {
         snapshot: spec.snapshot.clone(),
-        repository: literal(&cli::rest_repository(&repository.url)),
+        repository: super::repository_arg(&literal(&repository.url)),
         result_file: RESULT_FILE.into(),
         target: (!spec.volumes.is_empty()).then(|| RESTORE_ROOT.to_owned()),
         includes,

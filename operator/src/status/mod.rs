@@ -2,6 +2,8 @@
 //! and a Restore's status. What the Job's end means is read in [`outcome`].
 
 pub mod outcome;
+mod restore;
+mod snapshots_listed;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
@@ -10,14 +12,16 @@ use neverwiped_contract::is_key_id;
 use neverwiped_contract::text::escaped;
 
 use crate::api::{
-    BackupPlanStatus, DatabaseRunRecord, MaintenanceRecord, RepositoryStatus, RestorePhase,
-    RestoreStatus, RunKind, RunRecord, RunTrigger,
+    BackupPlanStatus, DatabaseRunRecord, MaintenanceRecord, RepositoryStatus, RunKind, RunRecord,
+    RunTrigger,
 };
 use crate::conditions::{set_condition, set_condition_as_stored, types, ConditionStatus, Reason};
 use crate::job::scheduled_time_of;
 use crate::plan::{not_ready, Problem};
 
 pub use outcome::{job_end, job_finished, job_state, pod_blocked, JobEnd, JobState};
+pub use restore::{finish_restore, set_restore_conditions, Readiness, RestoreConditions};
+pub use snapshots_listed::withheld_message;
 
 /// How many finished runs `status.history` keeps.
 pub const HISTORY_LIMIT: usize = 10;
@@ -238,8 +242,7 @@ fn set_backup_plan_conditions(
 }
 
 /// What a BackupPlan's conditions are made of: gathered while a reconcile decides, applied once
-/// at its end by [`set_plan_conditions`]. (`SnapshotsListed` is set where a listing is read,
-/// `controller/backup_plan/listing.rs`: it compares the listing with the runs recorded before it.)
+/// at its end by [`set_plan_conditions`].
 #[derive(Debug, Clone, Copy)]
 pub struct PlanConditions<'a> {
     /// What is wrong with the spec; nothing: `Ready=True` with `ready_message`.
@@ -250,6 +253,10 @@ pub struct PlanConditions<'a> {
     /// The volume selectors that matched no claim, when the spec resolved; `None` leaves
     /// `VolumesSelected` as it was.
     pub unmatched_selectors: Option<&'a [Problem]>,
+    /// A finished Job's listing of the plan's snapshots was recorded in this reconcile:
+    /// `SnapshotsListed` compares it with the last successful backup (otherwise it stays as it
+    /// was).
+    pub listing_recorded: bool,
 }
 
 /// A backup's VolumeSnapshots, while its Job waits for them.
@@ -260,15 +267,23 @@ pub struct PreparingSnapshots<'a> {
     pub taken: usize,
 }
 
-/// Sets every condition of a BackupPlan but `SnapshotsListed`: `Ready`, `Running` (a run, its
-/// VolumeSnapshots being prepared, a place in the queue, or idle), `LastBackupSucceeded` and
-/// `VolumesSelected`. Called once, at the end of a reconcile.
+/// Sets every condition of a BackupPlan: `Ready`, `Running` (a run, its VolumeSnapshots being
+/// prepared, a place in the queue, or idle), `LastBackupSucceeded`, `VolumesSelected` and
+/// `SnapshotsListed`. Called once, at the end of a reconcile. Returns the note of a Warning Event
+/// when the listing newly withholds the last successful backup's snapshot.
+#[must_use]
 pub fn set_plan_conditions(
     status: &mut BackupPlanStatus,
     conditions: PlanConditions,
     generation: Option<i64>,
     now: Timestamp,
-) {
+) -> Option<String> {
+    // `SnapshotsListed` records `status.observedGeneration` as it stood before this reconcile,
+    // which moves it to `generation` only after this call.
+    let withheld = conditions
+        .listing_recorded
+        .then(|| snapshots_listed::set_snapshots_listed(status, now))
+        .flatten();
     set_backup_plan_conditions(
         status,
         conditions.problems,
@@ -296,6 +311,7 @@ pub fn set_plan_conditions(
     if let Some(unmatched) = conditions.unmatched_selectors {
         show_selection(status, unmatched, generation, now);
     }
+    withheld
 }
 
 /// The `Running` condition of a plan whose run waits for a slot.
@@ -346,44 +362,6 @@ fn show_selection(
         ConditionStatus::False,
         Reason::SelectorMatchedNothing,
         format!("{message}; the plan's other volumes and databases are backed up"),
-        generation,
-        now,
-    );
-}
-
-/// Records a finished restore Job on the Restore's status.
-pub fn finish_restore(
-    status: &mut RestoreStatus,
-    end: &JobEnd,
-    generation: Option<i64>,
-    now: Timestamp,
-) {
-    let succeeded = end.outcome.is_success();
-    status.phase = Some(if succeeded {
-        RestorePhase::Succeeded
-    } else {
-        RestorePhase::Failed
-    });
-    status.start_time = status.start_time.clone().or(end.start_time.map(Time));
-    status.completion_time = Some(Time(end.completion_time.unwrap_or(now)));
-    if let Some(result) = &end.result {
-        status.snapshot_id = result.snapshot_id.clone().or(status.snapshot_id.take());
-        let taken = result.snapshot_time.as_deref().and_then(|t| t.parse().ok());
-        status.snapshot_time = taken.map(Time).or(status.snapshot_time.take());
-        status.files_restored = Some(to_i64(result.files));
-        status.bytes_restored = Some(to_i64(result.bytes_read));
-    }
-    let message = end
-        .message
-        .clone()
-        .unwrap_or_else(|| "the restore finished".into());
-    status.message = Some(message.clone());
-    set_condition(
-        &mut status.conditions,
-        types::COMPLETE,
-        ConditionStatus::from_bool(succeeded),
-        end.reason,
-        message,
         generation,
         now,
     );

@@ -1,5 +1,5 @@
 use super::*;
-use crate::api::{ActiveRun, RunOutcome, RunTrigger};
+use crate::api::{ActiveRun, RestorePhase, RestoreStatus, RunOutcome, RunTrigger};
 use crate::job::{
     run_trigger_of, ANNOTATION_DEADLINE, ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER,
     SIDECAR_CONTAINER,
@@ -121,21 +121,32 @@ fn a_successful_run_is_recorded_from_the_sidecars_result() {
     );
 }
 
+/// The end of a Job (condition `job_condition`) whose sidecar exited with `exit` and reported
+/// `status` with one warning, `first`, of `total`.
+fn end_with_warnings(
+    status: ExitStatus,
+    total: u64,
+    first: &str,
+    exit: (i32, &str),
+    job_condition: (&str, &str),
+) -> JobEnd {
+    let mut reported = result(status);
+    reported.warnings_total = total;
+    reported.warnings = vec![first.into()];
+    let message = reported.to_termination_message();
+    let job = job(Some(job_condition));
+    job_end(&job, Some(&pod(terminated(exit.0, exit.1, &message)))).unwrap()
+}
+
 #[test]
 fn a_partial_run_succeeds_with_warnings_and_says_which_file() {
-    let mut partial = result(ExitStatus::Partial);
-    partial.warnings_total = 2;
-    partial.warnings = vec!["/data/app/secret.key: permission denied".into()];
-    let job = job(Some(("Failed", "BackoffLimitExceeded")));
-    let end = job_end(
-        &job,
-        Some(&pod(terminated(
-            3,
-            "Error",
-            &partial.to_termination_message(),
-        ))),
-    )
-    .unwrap();
+    let end = end_with_warnings(
+        ExitStatus::Partial,
+        2,
+        "/data/app/secret.key: permission denied",
+        (3, "Error"),
+        ("Failed", "BackoffLimitExceeded"),
+    );
     assert_eq!(end.outcome, RunOutcome::SucceededWithWarnings);
     assert_eq!(end.reason, Reason::SucceededWithWarnings);
     assert!(end
@@ -162,19 +173,13 @@ fn names_in_a_runs_messages_reach_the_status_as_printable_text() {
 
 #[test]
 fn a_complete_run_with_warnings_succeeds_with_warnings_and_says_the_first() {
-    let mut warned = result(ExitStatus::Success);
-    warned.warnings_total = 1;
-    warned.warnings = vec!["retention not applied: 403 Forbidden".into()];
-    let job = job(Some(("Complete", "CompletionsReached")));
-    let end = job_end(
-        &job,
-        Some(&pod(terminated(
-            0,
-            "Completed",
-            &warned.to_termination_message(),
-        ))),
-    )
-    .unwrap();
+    let end = end_with_warnings(
+        ExitStatus::Success,
+        1,
+        "retention not applied: 403 Forbidden",
+        (0, "Completed"),
+        ("Complete", "CompletionsReached"),
+    );
     assert_eq!(end.outcome, RunOutcome::SucceededWithWarnings);
     assert_eq!(end.reason, Reason::SucceededWithWarnings);
     assert!(end
@@ -441,6 +446,17 @@ fn conditions_tell_ready_running_and_last_result() {
         .all(|c| c.observed_generation == Some(5)));
 }
 
+/// A reconcile that sees the restore Job's end: the record, then the conditions.
+fn finish(status: &mut RestoreStatus, end: &JobEnd) {
+    let now = at("2026-12-01T00:00:00Z");
+    finish_restore(status, end, now);
+    let conditions = RestoreConditions {
+        readiness: None,
+        ended: Some(end),
+    };
+    set_restore_conditions(status, conditions, Some(1), now);
+}
+
 #[test]
 fn a_finished_restore_reports_phase_counts_and_snapshot() {
     let mut restored = result(ExitStatus::Success);
@@ -456,7 +472,7 @@ fn a_finished_restore_reports_phase_counts_and_snapshot() {
     )
     .unwrap();
     let mut status = RestoreStatus::default();
-    finish_restore(&mut status, &end, Some(1), at("2026-12-01T00:00:00Z"));
+    finish(&mut status, &end);
     assert_eq!(status.phase, Some(RestorePhase::Succeeded));
     assert_eq!(status.snapshot_id.as_deref(), Some("4f2a9c1b0d"));
     assert_eq!(status.bytes_restored, Some(5_000_000_000));
@@ -477,7 +493,7 @@ fn a_finished_restore_reports_phase_counts_and_snapshot() {
     )
     .unwrap();
     let mut status = RestoreStatus::default();
-    finish_restore(&mut status, &end, Some(1), at("2026-12-01T00:00:00Z"));
+    finish(&mut status, &end);
     assert_eq!(status.phase, Some(RestorePhase::Failed));
     assert_eq!(status.conditions[0].reason, "RestoreFailed");
     assert_eq!(

@@ -1,7 +1,8 @@
 //! Each rule of the chart's operator ClusterRole and leader Role is needed: with one verb of one
 //! rule taken away, the operator running the example plan and the example Restore is refused that
 //! verb on that resource by the API server (its log carries the 403), or the verb is in
-//! [`NOT_SHOWN_HERE`] with the operation that needs it, which this scenario does not reach. No
+//! [`NOT_SHOWN_HERE`] with the operation that needs it, which this scenario does not reach: a
+//! `copyMethod: Snapshot` run and a repeated Event show four of those in tests of their own. No
 //! rule grants `*`.
 
 use std::time::{Duration, Instant};
@@ -11,9 +12,12 @@ use serde_json::Value;
 use super::{apply, create_example_world, example, example_plan};
 use crate::support::identity::{default_rbac, for_namespace, grant};
 use crate::support::{
-    api_server_or_skip, apply_crds, client, create_basic_auth_secret, kubectl, kubectl_output,
-    Operator, TestNamespace,
+    api_server_or_skip, apply_crds, client, create_basic_auth_secret, create_secret, csi,
+    finish_job, kubectl, kubectl_output, run_result, Ending, Operator, TestNamespace,
 };
+use kube::Api;
+use neverwiped_contract::{ExitStatus, Operation};
+use neverwiped_operator::csi::VolumeSnapshot;
 
 /// One verb on one resource, as a rule grants it.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,10 +36,23 @@ const NOT_SHOWN_HERE: &[(&str, &str)] = &[
         "owner references that block deletion, checked only by OwnerReferencesPermissionEnforcement, which the test API server does not run",
     ),
     ("restores/finalizers/update", "as backupplans/finalizers"),
-    ("persistentvolumeclaims/delete", "removing snapshot clones"),
-    ("events/patch", "a repeated Event's series"),
-    ("volumesnapshots/create", "copyMethod Snapshot"),
-    ("volumesnapshots/delete", "removing a run's snapshot"),
+    (
+        "persistentvolumeclaims/delete",
+        "removing a run's snapshot clones: shown by each_verb_only_a_snapshot_run_uses_is_needed",
+    ),
+    (
+        "events/patch",
+        "a repeated Event's series: shown by without_patching_events_a_repeated_event_is_refused",
+    ),
+    ("volumesnapshots/create", "copyMethod Snapshot: as above"),
+    ("volumesnapshots/delete", "removing a run's snapshot: as above"),
+];
+
+/// The verbs only a `copyMethod: Snapshot` run uses.
+const SNAPSHOT_RUN: &[&str] = &[
+    "volumesnapshots/create",
+    "volumesnapshots/delete",
+    "persistentvolumeclaims/delete",
 ];
 
 /// The verb shown by deleting the plan once its Job exists.
@@ -183,6 +200,16 @@ fn example_restore(namespace: &str) -> Value {
     restore
 }
 
+/// The chart's rendered RBAC objects, once the API server and the CRDs are there; `None` (after
+/// a recorded skip) otherwise.
+fn chart_rules() -> Option<&'static [Value]> {
+    if !api_server_or_skip() {
+        return None;
+    }
+    apply_crds();
+    default_rbac()
+}
+
 fn job_exists(namespace: &str, name: &str) -> bool {
     let output = kubectl_output(&["get", "job", name, "-n", namespace, "-o", "name"], None);
     output.status.success()
@@ -190,11 +217,7 @@ fn job_exists(namespace: &str, name: &str) -> bool {
 
 #[test]
 fn each_verb_of_the_operators_rules_is_needed_by_a_named_operation() {
-    if !api_server_or_skip() {
-        return;
-    }
-    apply_crds();
-    let Some(rbac) = default_rbac() else {
+    let Some(rbac) = chart_rules() else {
         return;
     };
     let all = permissions(rbac);
@@ -247,5 +270,139 @@ fn each_verb_of_the_operators_rules_is_needed_by_a_named_operation() {
     assert!(
         not_refused.is_empty(),
         "without these the operator ran the example plan unrefused: {not_refused:#?}"
+    );
+}
+
+/// The plan's `Ready` condition status (`True`, `False`), or nothing yet.
+fn plan_ready(namespace: &str) -> String {
+    let jsonpath = r#"-o=jsonpath={.status.conditions[?(@.type=="Ready")].status}"#;
+    let output = kubectl_output(
+        &["get", "backupplan", "nightly", "-n", namespace, jsonpath],
+        None,
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Waits until `done` holds, or fails naming `what`.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + REFUSAL_DEADLINE;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} did not happen in time");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `events patch`: an identical Event within minutes is counted in the first one's series, by a
+/// patch. The example plan whose repository Secret goes, comes back and goes again is told "not
+/// ready" twice with the same note; without the verb the second telling is refused.
+#[test]
+fn without_patching_events_a_repeated_event_is_refused() {
+    let Some(rbac) = chart_rules() else {
+        return;
+    };
+    let patch_events = permissions(rbac)
+        .into_iter()
+        .find(|p| p.resource == "events" && p.verb == "patch")
+        .expect("the chart grants events patch");
+    let namespace = TestNamespace::create("series");
+    let ns = namespace.name.as_str();
+    let kubeconfig = grant(&without(&for_namespace(rbac, ns), &patch_events)).expect("a user");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async { create_example_world(&client().await, ns).await });
+    let remove_password = || kubectl(&["delete", "secret", "shop-repository", "-n", ns]);
+    remove_password();
+    let operator = Operator::start_as(&kubeconfig, ns, "operator", &[]);
+    apply(&example_plan(ns));
+    wait_for("Ready=False without the password", || {
+        plan_ready(ns) == "False"
+    });
+    create_secret(ns, "shop-repository", &[("password", "a password")]);
+    wait_for("Ready=True with the password", || plan_ready(ns) == "True");
+    assert!(
+        !operator.logs().lines().any(|l| refused(l, &patch_events)),
+        "no Event repeated yet, nothing patched"
+    );
+    remove_password();
+    wait_for("the repeated Event's patch refused", || {
+        operator.logs().lines().any(|l| refused(l, &patch_events))
+    });
+}
+
+/// Runs a `copyMethod: Snapshot` plan's backup with `permission` taken away, playing the CSI
+/// snapshot controller and the Job controller: the snapshot is cut, the clone's Job ends, and
+/// the snapshot and clone are removed. Whether the operator was refused `permission`.
+fn refused_in_a_snapshot_run(rbac: &[Value], permission: &Permission) -> bool {
+    let namespace = TestNamespace::create("snaprule");
+    let ns = namespace.name.as_str();
+    let kubeconfig = grant(&without(&for_namespace(rbac, ns), permission)).expect("a user");
+    let driver = csi::Driver::install(ns);
+    csi::create_claim(ns, "uploads", Some(&driver.storage_class));
+    create_secret(ns, "repository", &[("password", "pw")]);
+    let operator = Operator::start_as(&kubeconfig, ns, "operator", &[]);
+    apply(&csi::plan(ns, "nightly", "Snapshot", &["uploads"]));
+    let (run, job) = ("nightly-manual-1-0", "nightly-manual-1");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let client = client().await;
+        let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), ns);
+        let (mut cut, mut ended) = (false, false);
+        let deadline = Instant::now() + REFUSAL_DEADLINE;
+        loop {
+            if operator.logs().lines().any(|l| refused(l, permission)) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            if !cut && matches!(snapshots.get_opt(run).await, Ok(Some(_))) {
+                csi::snapshotter_makes_ready(&client, ns, run, "1Gi").await;
+                cut = true;
+            }
+            if cut && !ended && job_exists(ns, job) {
+                let result = Box::new(run_result(Operation::Backup, ExitStatus::Success));
+                let ending = Ending::Result {
+                    exit_code: 0,
+                    result,
+                };
+                finish_job(&client, ns, job, ending).await;
+                ended = true;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+}
+
+#[test]
+fn each_verb_only_a_snapshot_run_uses_is_needed() {
+    let Some(rbac) = chart_rules() else {
+        return;
+    };
+    csi::apply_snapshot_crds();
+    let named = |p: &Permission| format!("{}/{}", p.resource, p.verb);
+    let verbs: Vec<Permission> = permissions(rbac)
+        .into_iter()
+        .filter(|p| SNAPSHOT_RUN.contains(&named(p).as_str()))
+        .collect();
+    assert_eq!(verbs.len(), SNAPSHOT_RUN.len(), "the chart grants each");
+    let not_refused: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = verbs
+            .iter()
+            .map(|p| scope.spawn(move || (named(p), refused_in_a_snapshot_run(rbac, p))))
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().expect("a run"))
+            .filter(|(_, refused)| !refused)
+            .map(|(name, _)| name)
+            .collect()
+    });
+    assert!(
+        not_refused.is_empty(),
+        "without these the operator ran a snapshot backup unrefused: {not_refused:?}"
     );
 }

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod chart_render;
+pub mod csi;
 pub mod identity;
 pub mod kubelet;
 

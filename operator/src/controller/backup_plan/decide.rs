@@ -10,8 +10,8 @@ use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
 use super::occupant::Occupant;
 use super::resolve::{resolve, ReadyPlan};
-use super::{maintenance, runs, snapshots, triggers};
-use crate::api::{BackupPlan, BackupPlanStatus};
+use super::{listing, maintenance, runs, snapshots, triggers};
+use crate::api::{BackupPlan, BackupPlanStatus, PlanSnapshots};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::controller::effects::PlannedEvent;
 use crate::controller::queue::{Gate, Open, RunClass, QUEUED_RECHECK};
@@ -113,8 +113,12 @@ pub fn decide_with(
             _ => None,
         },
         unmatched_selectors: ready.as_ref().ok().map(|r| &r.plan.unmatched_selectors[..]),
+        listing_recorded: decision.status.snapshots.as_ref() != plan_status_snapshots(plan),
     };
-    set_plan_conditions(&mut decision.status, conditions, generation, now);
+    let withheld = set_plan_conditions(&mut decision.status, conditions, generation, now);
+    decision
+        .events
+        .extend(withheld.map(listing::withheld_event));
     let current_run = occupant.active_run().map(|run| run.job_name.as_str());
     (decision.delete_snapshots, decision.delete_claims) =
         snapshots::over(plan, observed, current_run);
@@ -132,6 +136,11 @@ pub fn decide_with(
         .filter(|_| !plan.spec.suspend)
         .and_then(|r| r.plan.schedule.interval_after(now));
     decision
+}
+
+/// The listing of the plan's snapshots in its status as fetched.
+fn plan_status_snapshots(plan: &BackupPlan) -> Option<&PlanSnapshots> {
+    plan.status.as_ref().and_then(|s| s.snapshots.as_ref())
 }
 
 /// For a ready plan: starts a due backup, or moves a prepared one on, or starts a due prune or

@@ -1,6 +1,7 @@
 use super::*;
 use crate::api::{RunOutcome, RunRecord, RunTrigger};
-use crate::conditions::find_condition;
+use crate::conditions::{find_condition, types};
+use crate::status::{set_plan_conditions, withheld_message, PlanConditions};
 
 fn at(text: &str) -> Timestamp {
     text.parse().unwrap()
@@ -64,6 +65,22 @@ fn a_listing_with_the_last_success_or_newer_snapshots_withholds_nothing() {
         withheld_message(&newer_only, "bbbb2222", at("2026-12-01T02:30:00Z")),
         None
     );
+}
+
+/// The conditions' builder at the end of a reconcile that recorded a listing; the Event it asks
+/// for.
+fn compare_with_last_success(
+    status: &mut BackupPlanStatus,
+    now: Timestamp,
+) -> Option<PlannedEvent> {
+    let conditions = PlanConditions {
+        problems: &[],
+        ready_message: "",
+        preparing: None,
+        unmatched_selectors: None,
+        listing_recorded: true,
+    };
+    set_plan_conditions(status, conditions, None, now).map(withheld_event)
 }
 
 #[test]

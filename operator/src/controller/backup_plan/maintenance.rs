@@ -86,8 +86,7 @@ pub fn observe(
             };
             let record = maintenance_record(job, &end);
             record_repository(status, &end, now);
-            let withheld = super::listing::record_snapshots(status, &end, now);
-            decision.events.extend(withheld);
+            super::listing::record_snapshots(status, &end, now);
             decision.events.push(finished_event(kind, &record));
             decision.finished_maintenance.push((kind, record.clone()));
             status_of(status, kind).last_run = Some(record);

@@ -80,9 +80,7 @@ pub fn observe(
         let trigger = decision.trigger(&job_name, run_trigger_of(job));
         let record = backup_run_record(job, trigger, &end);
         record_repository(&mut decision.status, &end, now);
-        decision
-            .events
-            .extend(record_snapshots(&mut decision.status, &end, now));
+        record_snapshots(&mut decision.status, &end, now);
         decision.record_backup(end.reason, record, now);
     }
     // A run whose status was not written (the apply failed after the create) is still acted on.

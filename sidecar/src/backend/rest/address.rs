@@ -14,11 +14,16 @@ pub fn invalid_address(error: LocationError) -> BackendError {
 }
 
 /// Checks `url` under the rules of every repository URL ([`RestLocation::parse`]), and returns it
-/// with its path ending in `/` so that object paths can be joined to it.
-pub(super) fn checked_repository_url(url: &Url) -> BackendResult<Url> {
+/// as a location whose URL (and text) ends in `/`, so that object paths can be joined to it.
+pub(super) fn checked_repository_location(url: &Url) -> BackendResult<RestLocation> {
     RestLocation::parse(url.as_str())
-        .map(|location| location.url().clone())
+        .map(|location| location.as_connected())
         .map_err(invalid_address)
+}
+
+#[cfg(test)]
+fn checked_repository_url(url: &Url) -> BackendResult<Url> {
+    checked_repository_location(url).map(|location| location.url().clone())
 }
 
 #[cfg(test)]

@@ -27,12 +27,12 @@ pub use config::{RestConfig, RestOptions, DEFAULT_CONNECTIONS, DEFAULT_MAX_OBJEC
 
 use super::retry::RetryPolicy;
 use super::{Backend, BackendError, BackendResult, ObjectInfo, ObjectKind, SharedBackend};
-use address::checked_repository_url;
+use address::checked_repository_location;
 use answer::{header_u64, object_label, short_read, status_error, Answer, ERROR_BODY_BYTES};
 use async_trait::async_trait;
 use body::{read_body, BodyError, PastTheLimit};
 use bytes::Bytes;
-use neverwiped_contract::location::REST_PREFIX;
+use neverwiped_contract::location::RestLocation;
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, RANGE};
 use reqwest::{Client, Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
@@ -90,8 +90,8 @@ struct BodyLimit {
 /// HTTP client (and its connection pool) serves every call.
 #[derive(Debug)]
 pub struct RestBackend {
-    /// The repository's URL, ending in `/`, without credentials.
-    base: Url,
+    /// The repository, its URL ending in `/`, without credentials.
+    location: RestLocation,
     client: Client,
     credentials: Option<Credentials>,
     options: RestOptions,
@@ -105,9 +105,9 @@ impl RestBackend {
 
     /// A client with chosen timeouts.
     pub fn with_options(config: RestConfig, options: RestOptions) -> BackendResult<RestBackend> {
-        let base = checked_repository_url(&config.url)?;
+        let location = checked_repository_location(&config.url)?;
         let invalid = |reason: String| BackendError::InvalidAddress {
-            address: format!("{REST_PREFIX}{base}"),
+            address: location.to_arg(),
             reason,
         };
         if config.username.is_none() && config.password.is_some() {
@@ -123,7 +123,7 @@ impl RestBackend {
         let client = tls::build_client(config.ca_certificate_pem.as_deref(), &options, connections)
             .map_err(invalid)?;
         Ok(RestBackend {
-            base,
+            location,
             client,
             credentials,
             options,
@@ -150,7 +150,8 @@ impl RestBackend {
     }
 
     fn join(&self, relative: &str) -> BackendResult<Url> {
-        self.base
+        self.location
+            .url()
             .join(relative)
             .map_err(|error| BackendError::InvalidAddress {
                 address: format!("{}{relative}", self.location()),
@@ -331,7 +332,7 @@ impl RestBackend {
 #[async_trait]
 impl Backend for RestBackend {
     fn location(&self) -> String {
-        format!("{REST_PREFIX}{}", self.base)
+        self.location.to_arg()
     }
 
     async fn create(&self) -> BackendResult<()> {
@@ -342,7 +343,7 @@ impl Backend for RestBackend {
             });
         }
         let what = "creating the repository";
-        let mut url = self.base.clone();
+        let mut url = self.location.url().clone();
         url.set_query(Some("create=true"));
         let request = self.request(Method::POST, url);
         let limit = self.whole_object();
