@@ -1,6 +1,8 @@
 //! The CLI as a user meets it: `neverwiped-sidecar` run as a separate process, with secrets from
 //! files and the environment only, its exit codes, its JSON result file, its messages.
 
+#[path = "cli/backup_changes.rs"]
+mod backup_changes;
 #[path = "cli/dry_run.rs"]
 mod dry_run;
 #[path = "cli/exact_names.rs"]

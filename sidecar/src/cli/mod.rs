@@ -404,6 +404,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         repository: maintenance::repository_stats(&repo).await,
         snapshots_forgotten,
         host_snapshots: maintenance::host_snapshots(&repo, Some(&report.snapshot.hostname)).await,
+        changes: Some(report.changes),
         ..Outcome::default()
     })
 }
