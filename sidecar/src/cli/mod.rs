@@ -421,7 +421,9 @@ async fn apply_retention(
     if policy.is_empty() {
         return Ok(None);
     }
-    let groups = neverwiped::maintenance::forget::forget(repo, &policy, Some(host), false).await?;
+    let window = args.keep.window();
+    let groups =
+        neverwiped::maintenance::forget::forget(repo, &policy, Some(host), false, window).await?;
     let removed = groups
         .iter()
         .flat_map(|group| &group.verdicts)
