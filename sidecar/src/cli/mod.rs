@@ -422,8 +422,14 @@ async fn apply_retention(
         return Ok(None);
     }
     let window = args.keep.window();
-    let groups =
-        neverwiped::maintenance::forget::forget(repo, &policy, Some(host), false, window).await?;
+    let groups = neverwiped::maintenance::forget::forget_protecting(
+        repo,
+        &policy,
+        Some(host),
+        false,
+        window,
+    )
+    .await?;
     let removed = groups
         .iter()
         .flat_map(|group| &group.verdicts)

@@ -39,8 +39,18 @@ pub struct ForgetRequest {
 }
 
 /// Applies `policy` to each group of snapshots (same host and paths), optionally only those of
-/// `host`, and removes the snapshots it does not keep unless `dry_run`; none inside `protect`.
+/// `host`, and removes the snapshots it does not keep unless `dry_run`.
 pub async fn forget(
+    repo: &Repository,
+    policy: &KeepPolicy,
+    host: Option<&str>,
+    dry_run: bool,
+) -> Result<Vec<ForgetGroup>> {
+    forget_protecting(repo, policy, host, dry_run, None).await
+}
+
+/// [`forget`], removing no snapshot inside `protect`.
+pub async fn forget_protecting(
     repo: &Repository,
     policy: &KeepPolicy,
     host: Option<&str>,
