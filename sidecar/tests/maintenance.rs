@@ -3,6 +3,9 @@
 
 mod support;
 
+#[path = "maintenance/gate_pair.rs"]
+mod gate_pair;
+
 use support::fixtures;
 
 use async_trait::async_trait;

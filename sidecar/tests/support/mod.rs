@@ -90,6 +90,41 @@ pub struct RestServerOptions {
     pub tls: Option<TestCertificate>,
 }
 
+/// Two rest-servers on one data folder, as a gate is run for tenants who must not delete
+/// history: `tenant` append-only with the backups' login, `admin` full with the maintenance
+/// login (each its own htpasswd file and password).
+pub struct GatePair {
+    pub tenant: RestServer,
+    pub admin: RestServer,
+}
+
+impl GatePair {
+    pub fn start(test: &str) -> Option<GatePair> {
+        let tenant = RestServer::start(
+            test,
+            RestServerOptions {
+                auth: true,
+                append_only: true,
+                ..Default::default()
+            },
+        )?;
+        let admin = RestServer::start_on(
+            test,
+            RestServerOptions {
+                auth: true,
+                ..Default::default()
+            },
+            Some(tenant.data_dir()),
+        )?;
+        Some(GatePair { tenant, admin })
+    }
+
+    /// The one data folder both serve.
+    pub fn data_dir(&self) -> PathBuf {
+        self.tenant.data_dir()
+    }
+}
+
 /// How to run `rclone serve restic`.
 #[derive(Clone, Copy, Default)]
 pub struct RcloneServerOptions {
@@ -115,6 +150,16 @@ impl RestServer {
     /// Starts a rest-server serving a fresh temporary folder, or returns `None` (after printing
     /// why) when rest-server is not installed and this is not CI.
     pub fn start(test: &str, options: RestServerOptions) -> Option<RestServer> {
+        RestServer::start_on(test, options, None)
+    }
+
+    /// [`RestServer::start`] serving `data` (another server's [`TestServer::data_dir`]) instead
+    /// of a fresh folder.
+    pub fn start_on(
+        test: &str,
+        options: RestServerOptions,
+        data: Option<PathBuf>,
+    ) -> Option<RestServer> {
         let binary = find_binary(
             test,
             "rest-server",
@@ -128,7 +173,7 @@ impl RestServer {
                 let mut command = Command::new(&binary);
                 command
                     .arg("--path")
-                    .arg(dir.data())
+                    .arg(data.clone().unwrap_or_else(|| dir.data()))
                     .arg("--listen")
                     .arg(format!("127.0.0.1:{port}"));
                 match &dir.password {
