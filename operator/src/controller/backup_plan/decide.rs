@@ -115,6 +115,13 @@ pub fn decide_with(
         unmatched_selectors: ready.as_ref().ok().map(|r| &r.plan.unmatched_selectors[..]),
     };
     set_plan_conditions(&mut decision.status, conditions, generation, now);
+    maintenance::show_protection(
+        plan,
+        &settings.job.protection,
+        &mut decision,
+        generation,
+        now,
+    );
     let current_run = occupant.active_run().map(|run| run.job_name.as_str());
     (decision.delete_snapshots, decision.delete_claims) =
         snapshots::over(plan, observed, current_run);
@@ -215,6 +222,7 @@ fn start_or_advance<'a>(
                 (decision.status.prune, decision.status.check) = before;
                 return Occupant::Idle;
             }
+            decision.password_copy = crate::job::password_copy(plan, &started.job);
             decision.create = Some(started.job);
             decision.events.push(started.event);
             Occupant::Maintenance(started.active)
