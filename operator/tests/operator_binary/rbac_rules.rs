@@ -36,6 +36,14 @@ const NOT_SHOWN_HERE: &[(&str, &str)] = &[
     ("events/patch", "a repeated Event's series"),
     ("volumesnapshots/create", "copyMethod Snapshot"),
     ("volumesnapshots/delete", "removing a run's snapshot"),
+    (
+        "secrets/create",
+        "a protected plan's password copy, in the operator's namespace only (the Role `-maintenance`): maintenance::protected",
+    ),
+    (
+        "secrets/delete",
+        "removing a finished protected prune's password copy: maintenance::protected",
+    ),
 ];
 
 /// The verb shown by deleting the plan once its Job exists.
