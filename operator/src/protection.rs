@@ -245,6 +245,13 @@ impl Protection {
         Ok(protection)
     }
 
+    /// Where protected plans' prune Jobs may be: the operator's namespace, when any maintenance
+    /// credentials are configured (else the operator looks for none, and asks nothing more of the
+    /// API server than before they existed).
+    pub fn jobs_namespace(&self) -> Option<&str> {
+        (!self.credentials.is_empty() && !self.namespace.is_empty()).then_some(&self.namespace)
+    }
+
     /// What applies to a plan in `namespace` whose repository is `url`: the maintenance login of
     /// the longest prefix `url` lies under (compared parsed, whole path segments), and the longest
     /// window of the default, the namespace's and every prefix's that `url` lies under. A URL that

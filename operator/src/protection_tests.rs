@@ -18,6 +18,10 @@ fn no_values_protect_nothing() {
         protection("{}").for_plan("shop", "https://g.example/x"),
         plan
     );
+    // Without credentials the operator looks for no Jobs in its namespace.
+    assert_eq!(none.jobs_namespace(), None);
+    let windows_only = protection(r#"{"protectionWindow": {"default": "14d"}}"#);
+    assert_eq!(windows_only.jobs_namespace(), None);
 }
 
 #[test]
@@ -40,6 +44,7 @@ fn the_login_of_the_longest_prefix_applies_compared_parsed() {
             {"urlPrefix": "https://gate.example.com/finance", "secretName": "finance-maintenance"}
         ]}"#,
     );
+    assert_eq!(values.jobs_namespace(), Some("neverwiped-system"));
     let secret = |url: &str| {
         values
             .for_plan("shop", url)

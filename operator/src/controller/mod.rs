@@ -332,7 +332,10 @@ where
                 crate::job::LABEL_OPERATION
             )),
         );
-    let plans = watch_remote_prunes(plans, &client, &ctx.settings.job.protection.namespace);
+    let plans = match ctx.settings.job.protection.jobs_namespace() {
+        Some(own_namespace) => watch_remote_prunes(plans, &client, own_namespace),
+        None => plans,
+    };
     // The gate opens once every plan listed at start has been looked at (see `queue::census`).
     let census = {
         let store = plans.store();
@@ -397,9 +400,6 @@ fn watch_remote_prunes(
     client: &Client,
     own_namespace: &str,
 ) -> Controller<BackupPlan> {
-    if own_namespace.is_empty() {
-        return plans;
-    }
     plans.watches(
         Api::<Job>::namespaced(client.clone(), own_namespace),
         watcher::Config::default().labels(crate::job::LABEL_PLAN_NAMESPACE),

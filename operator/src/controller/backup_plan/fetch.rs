@@ -65,13 +65,14 @@ pub fn remote_selector(namespace: &str, plan_name: &str) -> String {
 }
 
 /// Reads what `plan` names and what the operator created for it: in its namespace, and its prune
-/// Jobs and their pods in `own_namespace`, the operator's. The requests go out together (the
+/// Jobs and their pods in `own_namespace`, the operator's (when maintenance credentials are
+/// configured). The requests go out together (the
 /// pods after the Jobs): a plan woken because a slot freed starts its Job after two round trips,
 /// not seven.
 pub async fn fetch(
     client: &Client,
     plan: &BackupPlan,
-    own_namespace: &str,
+    own_namespace: Option<&str>,
 ) -> Result<ObservedPlan, Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let name = plan.name_any();
@@ -115,9 +116,9 @@ pub async fn fetch(
         Ok::<_, Error>((jobs, pods))
     };
     let remote = async {
-        if own_namespace.is_empty() || own_namespace == namespace {
+        let Some(own_namespace) = own_namespace.filter(|own| *own != namespace) else {
             return Ok((Vec::new(), Vec::new()));
-        }
+        };
         let by_plan = ListParams::default().labels(&remote_selector(&namespace, &name));
         let jobs = Api::<Job>::namespaced(client.clone(), own_namespace)
             .list(&by_plan)

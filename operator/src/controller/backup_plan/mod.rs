@@ -101,7 +101,7 @@ async fn set_finalizers(
 
 /// Fetches what a plan names, [`decide`]s, and applies the decision.
 pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let own_namespace = &ctx.settings.job.protection.namespace;
+    let own_namespace = ctx.settings.job.protection.jobs_namespace();
     let observed = fetch(&ctx.client, &plan, own_namespace).await?;
     let now = Timestamp::now();
     let decision = ctx.queue.with_gate(now, &admit::run_key(&plan), |gate| {
@@ -159,7 +159,9 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
     for delete in deletes {
         delete_object(client, &namespace, &delete).await?;
     }
-    delete_remote_jobs(client, plan, &ctx.settings.job.protection.namespace).await?;
+    if let Some(own_namespace) = ctx.settings.job.protection.jobs_namespace() {
+        delete_remote_jobs(client, plan, own_namespace).await?;
+    }
     ctx.queue.forget(&admit::run_key(plan), Timestamp::now());
     ctx.metrics.remove_plan(&PlanLabels {
         namespace,
@@ -176,7 +178,7 @@ async fn delete_remote_jobs(
     own_namespace: &str,
 ) -> Result<(), Error> {
     let namespace = plan.namespace().unwrap_or_default();
-    if own_namespace.is_empty() || own_namespace == namespace {
+    if own_namespace == namespace {
         return Ok(());
     }
     let selector = fetch::remote_selector(&namespace, &plan.name_any());
