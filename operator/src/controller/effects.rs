@@ -2,9 +2,9 @@
 //! what is missing, apply the status, publish the Events, delete what is over. The pure deciders
 //! return [`Effects`]; [`execute`] is the only place that writes them.
 
-use k8s_openapi::api::batch::v1::Job;
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::ByteString;
