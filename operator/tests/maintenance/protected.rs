@@ -245,6 +245,16 @@ async fn a_protected_plans_prune_runs_in_the_operators_namespace_out_of_the_tena
         tenant_secrets,
         "no copy in the tenant's namespace"
     );
+    // The chart lets the operator write Secrets in its own namespace only.
+    let account = format!("system:serviceaccount:{own_ns}:op");
+    let may = |verb: &str, namespace: &str| {
+        let args = [
+            "auth", "can-i", verb, "secrets", "-n", namespace, "--as", &account,
+        ];
+        String::from_utf8_lossy(&kubectl_output(&args, None).stdout).trim() == "yes"
+    };
+    assert!(may("create", own_ns) && may("delete", own_ns));
+    assert!(!may("create", ns) && !may("delete", ns) && !may("update", ns));
     assert!(job_names(
         &client,
         ns,
