@@ -51,6 +51,10 @@ reasons! {
     // Ready=True.
     /// The spec is valid and everything it names exists.
     Ready => "Ready",
+    /// Ready, but no maintenance credentials cover the plan's repository: its backups' own login
+    /// forgets and prunes, so whoever holds it can delete the plan's history (the cluster admin's
+    /// protection window still holds; `docs/security.md`). Also a Warning Event.
+    BackupLoginCanDeleteHistory => "BackupLoginCanDeleteHistory",
 
     // Ready=False: what only the operator can judge. Each comes with a message naming the field
     // and what to do.

@@ -12,6 +12,10 @@
 //! - `NEVERWIPED_WATCH_NAMESPACE`: reconcile only this namespace's resources (default: all).
 //! - `NEVERWIPED_TENANT_POLICY`: the cluster admin's limits on plans and Restores, as JSON
 //!   (the chart's `policy` values; default: none).
+//! - `NEVERWIPED_MAINTENANCE`: maintenance credentials per repository URL prefix and protection
+//!   windows, as JSON (the chart's `maintenance` values, [`crate::protection`]; default: none).
+//! - `POD_NAMESPACE` (default: the service account's): the operator's namespace, where protected
+//!   plans' prune Jobs run.
 //! - `NEVERWIPED_MAX_RUNNING_BACKUPS` (`25`), `NEVERWIPED_MAX_RUNNING_MAINTENANCE` (`5`),
 //!   `NEVERWIPED_MAX_RUNNING_PER_NODE` (`3`), `NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST` (`10`):
 //!   how many backup Jobs, prune and check Jobs, Jobs pinned to one node and Jobs using one
@@ -36,6 +40,7 @@ use jiff::SignedDuration;
 use crate::controller::queue::Limits;
 use crate::controller::Settings;
 use crate::leader::LeaderSettings;
+use crate::protection::{Protection, MAINTENANCE_ENV};
 use crate::schedule::parse_duration;
 use crate::tenant_policy::{TenantPolicy, POLICY_ENV};
 
@@ -90,8 +95,19 @@ impl OperatorEnvironment {
                 .unwrap_or_else(|| "neverwiped-operator".into());
             format!("{host}-{pid}")
         });
-        let settings = settings(&vars, identity.clone())?;
-        let leader = leader(&vars, service_account_namespace, identity)?;
+        let own_namespace = own_namespace(&vars, service_account_namespace);
+        let mut settings = settings(&vars, identity.clone())?;
+        settings.job.protection = Protection::parse(
+            &vars.get(MAINTENANCE_ENV).unwrap_or_default(),
+            &own_namespace,
+        )
+        .map_err(|error| {
+            vars.fault(
+                MAINTENANCE_ENV,
+                format!("the chart's maintenance values as JSON: {error}"),
+            )
+        })?;
+        let leader = leader(&vars, &own_namespace, identity)?;
         Ok(OperatorEnvironment {
             settings,
             leader,
@@ -214,9 +230,21 @@ fn limits(vars: &Variables) -> Result<Limits, EnvironmentError> {
     })
 }
 
+/// The operator's own namespace: `POD_NAMESPACE`, else the service account's, else `default`.
+fn own_namespace(vars: &Variables, service_account_namespace: Option<&str>) -> String {
+    vars.get("POD_NAMESPACE")
+        .or_else(|| {
+            service_account_namespace
+                .map(str::trim)
+                .filter(|namespace| !namespace.is_empty())
+                .map(String::from)
+        })
+        .unwrap_or_else(|| "default".into())
+}
+
 fn leader(
     vars: &Variables,
-    service_account_namespace: Option<&str>,
+    own_namespace: &str,
     identity: String,
 ) -> Result<Option<LeaderSettings>, EnvironmentError> {
     if vars.choice("NEVERWIPED_LEADER_ELECTION", &["true", "false"])? == Some("false") {
@@ -224,14 +252,7 @@ fn leader(
     }
     let namespace = vars
         .get("NEVERWIPED_LEASE_NAMESPACE")
-        .or_else(|| vars.get("POD_NAMESPACE"))
-        .or_else(|| {
-            service_account_namespace
-                .map(str::trim)
-                .filter(|namespace| !namespace.is_empty())
-                .map(String::from)
-        })
-        .unwrap_or_else(|| "default".into());
+        .unwrap_or_else(|| own_namespace.to_owned());
     let name = vars
         .get("NEVERWIPED_LEASE_NAME")
         .unwrap_or_else(|| "neverwiped-operator".into());

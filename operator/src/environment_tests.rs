@@ -125,6 +125,11 @@ fn a_value_that_does_not_parse_names_its_variable_and_what_it_expects() {
             "{not json",
             "policy values as JSON",
         ),
+        (
+            "NEVERWIPED_MAINTENANCE",
+            r#"{"credentials": [{"urlPrefix": "https://gate.example.evil", "secretName": "Bad"}]}"#,
+            "credentials[0].secretName",
+        ),
     ];
     for (variable, value, expected) in cases {
         let error = read(&[IMAGE, (variable, value)]).unwrap_err();
@@ -152,4 +157,25 @@ fn an_empty_value_is_unset() {
         Limits::default().backups
     );
     assert!(!environment.json_logs);
+}
+
+#[test]
+fn maintenance_values_are_read_for_the_operators_own_namespace() {
+    let values = r#"{"credentials": [{"urlPrefix": "https://gate.example.com/", "secretName": "gate-admin"}],
+        "protectionWindow": {"default": "14d"}}"#;
+    let environment = read(&[
+        IMAGE,
+        ("NEVERWIPED_MAINTENANCE", values),
+        ("POD_NAMESPACE", "backup-system"),
+    ])
+    .unwrap();
+    let protection = &environment.settings.job.protection;
+    assert_eq!(protection.namespace, "backup-system");
+    let plan = protection.for_plan("shop", "https://gate.example.com/shop");
+    assert_eq!(plan.credentials.unwrap().secret_name, "gate-admin");
+    assert_eq!(plan.protect_within().as_deref(), Some("14d"));
+    let lookup = |name: &str| (name == IMAGE.0).then(|| IMAGE.1.to_string());
+    let environment = OperatorEnvironment::read(lookup, Some("ops\n"), 1).unwrap();
+    assert_eq!(environment.settings.job.protection.namespace, "ops");
+    assert!(environment.settings.job.protection.credentials.is_empty());
 }

@@ -24,6 +24,7 @@ pub mod leader;
 pub mod metrics;
 pub mod mover;
 pub mod plan;
+pub mod protection;
 pub mod recorder;
 pub mod restore_access;
 pub mod schedule;

@@ -4,6 +4,9 @@
 
 mod support;
 
+#[path = "maintenance/protected.rs"]
+mod protected;
+
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;

@@ -821,6 +821,7 @@ fn settings() -> JobSettings {
         image: "neverwiped/sidecar:dev".into(),
         image_pull_policy: None,
         default_resources: None,
+        protection: Default::default(),
     }
 }
 

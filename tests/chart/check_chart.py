@@ -266,6 +266,8 @@ def default_values_render_the_operator_and_nothing_optional() -> None:
         ("ClusterRoleBinding", "neverwiped-operator"),
         ("Role", "neverwiped-operator-leader"),
         ("RoleBinding", "neverwiped-operator-leader"),
+        ("Role", "neverwiped-operator-maintenance"),
+        ("RoleBinding", "neverwiped-operator-maintenance"),
         ("Deployment", "neverwiped-operator"),
         ("Service", "neverwiped-operator-metrics"),
         ("ValidatingAdmissionPolicy", "neverwiped-read-access"),
@@ -455,6 +457,12 @@ def rbac_is_exactly_the_documented_minimum() -> None:
     expect(leader["metadata"]["namespace"] == NAMESPACE, "the leader Role is in the release's")
     expect(rules_of(leader) == leases, f"leader Role: {rules_of(leader)}")
     binds(rendered, rendered.one("RoleBinding", "neverwiped-operator-leader"), leader)
+    copies = {("", "secrets", "create"), ("", "secrets", "delete")}
+    maintenance = rendered.one("Role", "neverwiped-operator-maintenance")
+    expect(maintenance["metadata"]["namespace"] == NAMESPACE,
+           "the maintenance Role is in the release's namespace")
+    expect(rules_of(maintenance) == copies, f"maintenance Role: {rules_of(maintenance)}")
+    binds(rendered, rendered.one("RoleBinding", "neverwiped-operator-maintenance"), maintenance)
 
     # One namespace: a Role there, and a ClusterRole for the cluster-scoped lists only.
     rendered = Rendered(NAMESPACED)
@@ -469,10 +477,17 @@ def rbac_is_exactly_the_documented_minimum() -> None:
            f"Role + ClusterRole vs docs: {sorted((namespaced_rules | cluster_rules) ^ rest)}")
     binds(rendered, rendered.one("RoleBinding", "neverwiped-operator"), role)
     binds(rendered, rendered.one("ClusterRoleBinding"), cluster_role)
+    # The protected prunes run in the release's namespace, outside the watched one.
+    maintenance = rendered.one("Role", "neverwiped-operator-maintenance")
+    expect(rules_of(maintenance) == copies | {
+        ("batch", "jobs", verb) for verb in ["get", "list", "watch", "create", "delete"]
+    } | {("", "pods", "list"), ("", "secrets", "get")},
+           f"maintenance Role, one namespace: {sorted(rules_of(maintenance))}")
 
     # No leader election: no Lease rights; no RBAC at all when rbac.create is false.
     rendered = Rendered({"leaderElection": {"enabled": False}})
-    expect(not rendered.all("Role") and not rendered.all("RoleBinding"),
+    expect(not any(o["metadata"]["name"].endswith("-leader")
+                   for o in rendered.all("Role") + rendered.all("RoleBinding")),
            "without leader election there is no leader Role")
     rendered = Rendered({"rbac": {"create": False}})
     expect(not any(o["apiVersion"].startswith("rbac.") for o in rendered.objects),
@@ -931,6 +946,21 @@ def the_restore_requester_policy_lets_only_the_creator_name_themself() -> None:
                                       "neverwiped-restore-requester")
     expect(scoped["spec"]["matchResources"] == {"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "shop"}}}, "with watchNamespace: that namespace only")
+
+
+@check
+def the_maintenance_values_reach_the_operator_as_json() -> None:
+    expect("NEVERWIPED_MAINTENANCE" not in Rendered(None).operator_env(),
+           "no maintenance credentials or window by default")
+    values = {"credentials": [{"urlPrefix": "https://gate.example.com/",
+                               "secretName": "gate-maintenance"}],
+              "protectionWindow": {"default": "14d", "namespaces": {"shop": "30d"},
+                                   "urlPrefixes": []}}
+    env = Rendered({"maintenance": values}).operator_env()
+    expect(json.loads(env["NEVERWIPED_MAINTENANCE"]) == values,
+           f"maintenance values: {env.get('NEVERWIPED_MAINTENANCE')}")
+    window_only = Rendered({"maintenance": {"protectionWindow": {"default": "7d"}}})
+    expect("NEVERWIPED_MAINTENANCE" in window_only.operator_env(), "a window alone is passed")
 
 
 @check

@@ -73,6 +73,7 @@ impl Settings {
                 image: image.into(),
                 image_pull_policy: None,
                 default_resources: None,
+                protection: Default::default(),
             },
             catch_up_window: crate::schedule::DEFAULT_CATCH_UP_WINDOW,
             finished_jobs_to_keep: 3,
@@ -172,6 +173,9 @@ pub enum Error {
         kind: &'static str,
         field: &'static str,
     },
+    /// A protected plan's prune Job cannot get its copy of the repository password.
+    #[error("cannot copy the repository password for Job {job}: {problem}")]
+    PasswordCopy { job: String, problem: String },
 }
 
 impl Error {
@@ -181,6 +185,7 @@ impl Error {
             Error::Kube(kube::Error::Api(_)) => "api",
             Error::Kube(_) => "client",
             Error::Incomplete { .. } => "incomplete_object",
+            Error::PasswordCopy { .. } => "password_copy",
         }
     }
 }
@@ -327,6 +332,10 @@ where
                 crate::job::LABEL_OPERATION
             )),
         );
+    let plans = match ctx.settings.job.protection.jobs_namespace() {
+        Some(own_namespace) => watch_remote_prunes(plans, &client, own_namespace),
+        None => plans,
+    };
     // The gate opens once every plan listed at start has been looked at (see `queue::census`).
     let census = {
         let store = plans.store();
@@ -382,6 +391,25 @@ where
             }
         });
     futures::join!(plans, census);
+}
+
+/// Watches the protected plans' prunes, which run in the operator's namespace (`own_namespace`),
+/// found by their labels.
+fn watch_remote_prunes(
+    plans: Controller<BackupPlan>,
+    client: &Client,
+    own_namespace: &str,
+) -> Controller<BackupPlan> {
+    plans.watches(
+        Api::<Job>::namespaced(client.clone(), own_namespace),
+        watcher::Config::default().labels(crate::job::LABEL_PLAN_NAMESPACE),
+        |job| {
+            let labels = job.labels();
+            let plan = labels.get(crate::job::LABEL_PLAN)?;
+            let namespace = labels.get(crate::job::LABEL_PLAN_NAMESPACE)?;
+            Some(ObjectRef::<BackupPlan>::new(plan).within(namespace))
+        },
+    )
 }
 
 /// The Restore controller.

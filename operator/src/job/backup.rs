@@ -80,6 +80,20 @@ pub fn keep_rules(retention: Option<&Retention>) -> KeepRules {
     }
 }
 
+/// A backup's keep rules and the admin's window: a plan with maintenance credentials never
+/// forgets with its own login (its prune does), so its backups get no keep rules.
+fn retention(plan: &BackupPlan, settings: &JobSettings) -> (KeepRules, Option<String>) {
+    let namespace = plan.namespace().unwrap_or_default();
+    let protection = settings
+        .protection
+        .for_plan(&namespace, &plan.spec.repository.url);
+    let keep = match protection.credentials {
+        Some(_) => KeepRules::default(),
+        None => keep_rules(plan.spec.retention.as_ref()),
+    };
+    (keep, protection.protect_within())
+}
+
 /// Builds the backup Job for one run of `plan`.
 pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) -> Job {
     let spec = &plan.spec;
@@ -115,6 +129,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     let databases = database_args(&mut pod, &spec.databases);
 
     let hostname = lock_hostname(&namespace, &plan_name);
+    let (keep, protect_within) = retention(plan, settings);
     let mut args = BackupArgs {
         paths,
         repository: super::repository_arg(&literal(&spec.repository.url)),
@@ -130,11 +145,11 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
             .map(|b| b as u64),
         remove_locks_of_host: run.remove_stale_locks.then(|| hostname.clone()),
         databases,
-        keep: keep_rules(spec.retention.as_ref()),
+        keep,
         retry_lock: Some(lock_wait(run.deadline)),
         // A plan's first backup creates its repository.
         init: true,
-        protect_within: None,
+        protect_within,
     }
     .to_args();
     cli::push_key_hint(&mut args, super::key_hint(plan));

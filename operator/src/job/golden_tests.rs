@@ -64,6 +64,62 @@ fn golden_prune_job() {
     assert_golden("prune", &maintenance_job(&plan(), &run, &settings()));
 }
 
+/// Settings whose admin protects the test plan's repository: a maintenance login for its
+/// gate, and a window.
+fn protected_settings() -> JobSettings {
+    let values = r#"{"credentials": [{"urlPrefix": "https://gate.example.com/", "secretName": "gate-maintenance"}],
+        "protectionWindow": {"default": "14d"}}"#;
+    let protection = crate::protection::Protection::parse(values, "neverwiped-system").unwrap();
+    JobSettings {
+        protection,
+        ..settings()
+    }
+}
+
+#[test]
+fn golden_protected_prune_job_runs_in_the_operators_namespace() {
+    let prune = maintenance_run(MaintenanceKind::Prune);
+    let mut plan = plan();
+    plan.spec.retention = Some(crate::api::Retention {
+        keep_last: Some(3),
+        keep_daily: Some(7),
+        ..Default::default()
+    });
+    assert!(
+        (protected_settings().protection)
+            .for_plan("shop", &plan.spec.repository.url)
+            .credentials
+            .is_some(),
+        "the test plan's repository lies under the prefix: {}",
+        plan.spec.repository.url
+    );
+    let job = maintenance_job(&plan, &prune, &protected_settings());
+    assert_golden("prune-protected", &job);
+    let copy = password_copy(&plan, &job).expect("a password copy");
+    assert_eq!(copy.namespace, "neverwiped-system");
+    assert_eq!(copy.source_namespace, "shop");
+    assert_eq!(
+        copy.name,
+        format!("{}-repository", job.metadata.name.as_ref().unwrap())
+    );
+    assert!(remote_job_of(&job, &plan));
+    // Its backups never forget; both carry the window.
+    let backup = sidecar_args(&backup_job(&plan, &run(), &protected_settings()));
+    assert!(
+        !backup.iter().any(|a| a.starts_with("--keep-")),
+        "{backup:?}"
+    );
+    assert!(backup.windows(2).any(|w| w == ["--protect-within", "14d"]));
+    // The check stays in the plan's namespace with the plan's login.
+    let check = maintenance_job(
+        &plan,
+        &maintenance_run(MaintenanceKind::Check),
+        &protected_settings(),
+    );
+    assert_eq!(check.metadata.namespace.as_deref(), Some("shop"));
+    assert_eq!(password_copy(&plan, &check), None);
+}
+
 #[test]
 fn golden_check_job() {
     let run = maintenance_run(MaintenanceKind::Check);

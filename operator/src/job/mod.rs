@@ -32,7 +32,10 @@ use neverwiped_contract::location::{RepositoryLocation, RestLocation};
 use crate::api::{DatabaseType, RunTrigger};
 
 pub use backup::{backup_job, backup_job_name, keep_rules, BackupRun, BackupVolumeMount};
-pub use maintenance::{maintenance_job, maintenance_job_name, MaintenanceKind, MaintenanceRun};
+pub use maintenance::{
+    maintenance_job, maintenance_job_name, password_copy, password_copy_name, remote_job_of,
+    MaintenanceKind, MaintenanceRun, PasswordCopy, COPY_CA_KEY, COPY_PASSWORD_KEY,
+};
 pub use restore::{restore_job, restore_job_name, RestoreRun};
 
 /// Name of the sidecar container in every Job's pod.
@@ -49,6 +52,12 @@ pub const SECRETS_ROOT: &str = "/var/run/neverwiped";
 
 /// Label: the BackupPlan a Job belongs to.
 pub const LABEL_PLAN: &str = "neverwiped.io/plan";
+/// Label: the namespace of the BackupPlan a Job in the operator's own namespace belongs to (a
+/// protected plan's prune, [`maintenance`]); such a Job has no owner reference (none may cross
+/// namespaces) but [`ANNOTATION_PLAN_UID`].
+pub const LABEL_PLAN_NAMESPACE: &str = "neverwiped.io/plan-namespace";
+/// Annotation: the uid of the BackupPlan a Job in the operator's own namespace belongs to.
+pub const ANNOTATION_PLAN_UID: &str = "neverwiped.io/plan-uid";
 /// Label: the Restore a Job belongs to.
 pub const LABEL_RESTORE: &str = "neverwiped.io/restore";
 /// Label: `backup` or `restore`.
@@ -88,6 +97,8 @@ pub struct JobSettings {
     pub image_pull_policy: Option<String>,
     /// Resources of the sidecar container when the plan sets none.
     pub default_resources: Option<ResourceRequirements>,
+    /// The admin's maintenance credentials and protection windows.
+    pub protection: crate::protection::Protection,
 }
 
 /// The key that opened `plan`'s repository last time (`status.repository.keyId`), passed to its

@@ -16,6 +16,7 @@ pub(super) fn settings() -> JobSettings {
         image: "ghcr.io/neverwiped/sidecar:0.1.0".into(),
         image_pull_policy: Some("IfNotPresent".into()),
         default_resources: None,
+        protection: Default::default(),
     }
 }
 

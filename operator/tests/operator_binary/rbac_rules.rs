@@ -46,6 +46,14 @@ const NOT_SHOWN_HERE: &[(&str, &str)] = &[
     ),
     ("volumesnapshots/create", "copyMethod Snapshot: as above"),
     ("volumesnapshots/delete", "removing a run's snapshot: as above"),
+    (
+        "secrets/create",
+        "a protected plan's password copy, in the operator's namespace only (the Role `-maintenance`): maintenance::protected",
+    ),
+    (
+        "secrets/delete",
+        "removing a finished protected prune's password copy: maintenance::protected",
+    ),
 ];
 
 /// The verbs only a `copyMethod: Snapshot` run uses.

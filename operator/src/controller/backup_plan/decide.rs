@@ -115,10 +115,21 @@ pub fn decide_with(
         unmatched_selectors: ready.as_ref().ok().map(|r| &r.plan.unmatched_selectors[..]),
         listing_recorded: decision.status.snapshots.as_ref() != plan_status_snapshots(plan),
     };
+<<<<<<< HEAD
     let withheld = set_plan_conditions(&mut decision.status, conditions, generation, now);
     decision
         .events
         .extend(withheld.map(listing::withheld_event));
+=======
+    set_plan_conditions(&mut decision.status, conditions, generation, now);
+    maintenance::show_protection(
+        plan,
+        &settings.job.protection,
+        &mut decision,
+        generation,
+        now,
+    );
+>>>>>>> wt-maint
     let current_run = occupant.active_run().map(|run| run.job_name.as_str());
     (decision.delete_snapshots, decision.delete_claims) =
         snapshots::over(plan, observed, current_run);
@@ -224,6 +235,7 @@ fn start_or_advance<'a>(
                 (decision.status.prune, decision.status.check) = before;
                 return Occupant::Idle;
             }
+            decision.password_copy = crate::job::password_copy(plan, &started.job);
             decision.create = Some(started.job);
             decision.events.push(started.event);
             Occupant::Maintenance(started.active)

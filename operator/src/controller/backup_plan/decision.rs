@@ -10,7 +10,7 @@ use crate::api::{BackupPlanStatus, MaintenanceRecord, RunOutcome, RunRecord, Run
 use crate::conditions::Reason;
 use crate::controller::effects::{Create, Delete, Effects, PlannedEvent};
 use crate::csi::VolumeSnapshot;
-use crate::job::{MaintenanceKind, UnknownTrigger};
+use crate::job::{MaintenanceKind, PasswordCopy, UnknownTrigger};
 use crate::recorder::EventType;
 use crate::status::record_backup_run;
 
@@ -21,6 +21,9 @@ pub struct PlanDecision {
     pub status: BackupPlanStatus,
     /// A backup, prune or check Job to create.
     pub create: Option<Job>,
+    /// For a protected plan's prune Job (in the operator's namespace): the copy of the plan's
+    /// repository password it mounts, created after it and owned by it.
+    pub password_copy: Option<PasswordCopy>,
     /// VolumeSnapshots to take for a run that starts (its Job follows once they are ready).
     pub create_snapshots: Vec<VolumeSnapshot>,
     /// Claims to clone from a run's ready VolumeSnapshots, for its Job to mount.
@@ -31,6 +34,9 @@ pub struct PlanDecision {
     pub delete_claims: Vec<String>,
     /// Jobs to delete: stuck ones already recorded as failed, and finished ones beyond the kept.
     pub delete: Vec<String>,
+    /// Finished prune Jobs of the plan in the operator's namespace to delete, as (namespace,
+    /// name), with their password copies.
+    pub delete_remote: Vec<(String, String)>,
     pub events: Vec<PlannedEvent>,
     /// Runs that finished in this reconcile, with their reasons (for metrics).
     pub finished: Vec<(Reason, RunRecord)>,
@@ -50,11 +56,13 @@ impl PlanDecision {
         PlanDecision {
             status,
             create: None,
+            password_copy: None,
             create_snapshots: Vec::new(),
             create_claims: Vec::new(),
             delete_snapshots: Vec::new(),
             delete_claims: Vec::new(),
             delete: Vec::new(),
+            delete_remote: Vec::new(),
             events: Vec::new(),
             finished: Vec::new(),
             finished_maintenance: Vec::new(),
@@ -116,10 +124,15 @@ impl PlanDecision {
             self.create
                 .iter()
                 .cloned()
-                .map(|job| Create::Job(Box::new(job))),
+                .map(|job| match &self.password_copy {
+                    Some(copy) => Create::RemoteJob(Box::new(job), copy.clone()),
+                    None => Create::Job(Box::new(job)),
+                }),
         )
         .collect();
+        let remote = self.delete_remote.iter().cloned();
         let delete = (self.delete.iter().cloned().map(Delete::Job))
+            .chain(remote.map(|(namespace, name)| Delete::RemoteJob { namespace, name }))
             .chain(self.delete_claims.iter().cloned().map(Delete::Claim))
             .chain(self.delete_snapshots.iter().cloned().map(Delete::Snapshot))
             .collect();

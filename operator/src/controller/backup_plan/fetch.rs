@@ -10,15 +10,16 @@ use crate::admission::SecretTypes;
 use crate::api::{BackupPlan, CopyMethod};
 use crate::controller::{fetch_secret_keys, list_if_served, Error};
 use crate::csi::{VolumeSnapshot, VolumeSnapshotClass};
-use crate::job::{LABEL_PLAN, LABEL_RUN};
+use crate::job::{LABEL_PLAN, LABEL_PLAN_NAMESPACE, LABEL_RUN};
 use crate::plan::{secrets_used, SecretKeys};
 
 /// What the reconciler fetched for a plan.
 #[derive(Debug, Clone, Default)]
 pub struct ObservedPlan {
-    /// The plan's backup Jobs.
+    /// The plan's Jobs (in its namespace, and its prunes in the operator's).
     pub jobs: Vec<Job>,
-    /// The pods of the namespace (the Jobs' pods, and the applications' for `Direct` placement).
+    /// The pods of the namespace (the Jobs' pods, and the applications' for `Direct` placement),
+    /// and those of the plan's Jobs in the operator's namespace.
     pub pods: Vec<Pod>,
     /// Keys of the Secrets the plan names.
     pub secrets: SecretKeys,
@@ -58,10 +59,21 @@ pub fn run_selector(plan_name: &str) -> String {
     format!("{LABEL_PLAN}={plan_name},{LABEL_RUN}")
 }
 
-/// Reads what `plan` names and what the operator created for it. The requests go out together
-/// (the pods after the Jobs): a plan woken because a slot freed starts its Job after two round
-/// trips, not seven.
-pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, Error> {
+/// The label selector of a plan's Jobs in the operator's namespace (a protected plan's prunes).
+pub fn remote_selector(namespace: &str, plan_name: &str) -> String {
+    format!("{LABEL_PLAN}={plan_name},{LABEL_PLAN_NAMESPACE}={namespace}")
+}
+
+/// Reads what `plan` names and what the operator created for it: in its namespace, and its prune
+/// Jobs and their pods in `own_namespace`, the operator's (when maintenance credentials are
+/// configured). The requests go out together (the
+/// pods after the Jobs): a plan woken because a slot freed starts its Job after two round trips,
+/// not seven.
+pub async fn fetch(
+    client: &Client,
+    plan: &BackupPlan,
+    own_namespace: Option<&str>,
+) -> Result<ObservedPlan, Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let name = plan.name_any();
     let spec = &plan.spec;
@@ -103,9 +115,28 @@ pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, E
         let pods = pods_api.list(&all).await?.items;
         Ok::<_, Error>((jobs, pods))
     };
+    let remote = async {
+        let Some(own_namespace) = own_namespace.filter(|own| *own != namespace) else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let by_plan = ListParams::default().labels(&remote_selector(&namespace, &name));
+        let jobs = Api::<Job>::namespaced(client.clone(), own_namespace)
+            .list(&by_plan)
+            .await?
+            .items;
+        if jobs.is_empty() {
+            return Ok((jobs, Vec::new()));
+        }
+        let pods = Api::<Pod>::namespaced(client.clone(), own_namespace)
+            .list(&by_plan)
+            .await?
+            .items;
+        Ok::<_, Error>((jobs, pods))
+    };
     let (
         (secrets, secret_types),
-        (jobs, pods),
+        (mut jobs, mut pods),
+        (remote_jobs, remote_pods),
         claims,
         snapshots,
         snapshot_classes,
@@ -113,12 +144,15 @@ pub async fn fetch(client: &Client, plan: &BackupPlan) -> Result<ObservedPlan, E
     ) = futures::try_join!(
         fetch_secret_keys(client, &namespace, &uses),
         jobs_then_pods,
+        remote,
         claims,
         // Listed for every plan: a plan switched to Direct still cleans up after its last run.
         list_if_served(&snapshots_api, &by_run),
         snapshot_classes,
         storage_classes,
     )?;
+    jobs.extend(remote_jobs);
+    pods.extend(remote_pods);
     Ok(ObservedPlan {
         jobs,
         pods,

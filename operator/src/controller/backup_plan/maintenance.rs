@@ -15,14 +15,19 @@ use kube::ResourceExt;
 
 use super::decision::PlanDecision;
 use crate::api::{ActiveRun, BackupPlan, BackupPlanStatus, MaintenanceRecord, MaintenanceStatus};
-use crate::conditions::Reason;
+use crate::conditions::{find_condition, set_condition, types, ConditionStatus, Reason};
 use crate::controller::effects::PlannedEvent;
 use crate::controller::pod_of;
-use crate::job::{maintenance_job, JobSettings, MaintenanceKind, MaintenanceRun, LABEL_OPERATION};
+use crate::job::{
+    maintenance_job, JobSettings, MaintenanceKind, MaintenanceRun, LABEL_OPERATION,
+    LABEL_PLAN_NAMESPACE,
+};
 use crate::plan::ResolvedPlan;
+use crate::protection::Protection;
 use crate::recorder::EventType;
 use crate::schedule::{self, Schedule, ScheduleState};
 use crate::status::{job_state, maintenance_record, record_repository, JobState};
+use neverwiped_contract::text;
 
 /// The maintenance kind of a plan's Job, from its `neverwiped.io/operation` label; `None` for a
 /// backup.
@@ -57,7 +62,7 @@ pub fn observe(
             .filter(|job| maintenance_kind(job) == Some(kind))
             .collect();
         of_kind.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
-        let mut finished_names = Vec::new();
+        let mut finished: Vec<&Job> = Vec::new();
         for job in of_kind {
             let name = job.name_any();
             let status = &mut decision.status;
@@ -66,7 +71,7 @@ pub fn observe(
                 .as_ref()
                 .is_some_and(|r| r.job_name == name);
             if recorded {
-                finished_names.push(name);
+                finished.push(job);
                 continue;
             }
             // A blocked Job stays until a newer one of its kind finishes, for its pod's events.
@@ -90,13 +95,27 @@ pub fn observe(
             decision.events.push(finished_event(kind, &record));
             decision.finished_maintenance.push((kind, record.clone()));
             status_of(status, kind).last_run = Some(record);
-            finished_names.push(name);
+            finished.push(job);
         }
         // The newest finished Job of each kind stays, for its logs.
-        finished_names.pop();
-        decision.delete.extend(finished_names);
+        finished.pop();
+        for job in finished {
+            delete_finished(job, decision);
+        }
     }
     active
+}
+
+/// Deletes a finished prune or check: in the plan's namespace, or in the operator's (a protected
+/// plan's prune, with its password copy).
+fn delete_finished(job: &Job, decision: &mut PlanDecision) {
+    let name = job.name_any();
+    if job.labels().contains_key(LABEL_PLAN_NAMESPACE) {
+        let namespace = job.namespace().unwrap_or_default();
+        decision.delete_remote.push((namespace, name));
+    } else {
+        decision.delete_job(name);
+    }
 }
 
 fn finished_event(kind: MaintenanceKind, record: &MaintenanceRecord) -> PlannedEvent {
@@ -256,4 +275,58 @@ pub fn next_wake(status: &BackupPlanStatus) -> Option<Timestamp> {
         .into_iter()
         .filter_map(|s| s.next_schedule_time.as_ref().map(|t| t.0))
         .min()
+}
+
+/// For a ready plan whose repository no maintenance credentials cover: `Ready=True` with the
+/// reason `BackupLoginCanDeleteHistory` (its backups' own login forgets and prunes), and one
+/// Warning Event when the plan comes to that. A protected plan keeps the reason `Ready`.
+pub fn show_protection(
+    plan: &BackupPlan,
+    protection: &Protection,
+    decision: &mut PlanDecision,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let namespace = plan.namespace().unwrap_or_default();
+    let applies = protection.for_plan(&namespace, &plan.spec.repository.url);
+    if applies.credentials.is_some() {
+        return;
+    }
+    let conditions = &mut decision.status.conditions;
+    let Some(ready) = find_condition(conditions, types::READY) else {
+        return;
+    };
+    if ConditionStatus::of(ready) != ConditionStatus::True {
+        return;
+    }
+    let window = match &applies.window {
+        Some(window) => format!("snapshots younger than {} stay", window.text),
+        None => "no protection window is set".to_owned(),
+    };
+    let why = format!(
+        "no maintenance credentials cover repository {}: whoever holds this plan's gate login can \
+         forget and prune its history ({window})",
+        text::escaped(&plan.spec.repository.url)
+    );
+    let message = format!("{}; {why}", ready.message);
+    let before = plan.status.as_ref().and_then(|status| {
+        find_condition(&status.conditions, types::READY).map(|c| c.reason.clone())
+    });
+    let reason = Reason::BackupLoginCanDeleteHistory;
+    set_condition(
+        conditions,
+        types::READY,
+        ConditionStatus::True,
+        reason,
+        message,
+        generation,
+        now,
+    );
+    if before.as_deref() != Some(reason.as_str()) {
+        decision.events.push(PlannedEvent {
+            type_: EventType::Warning,
+            reason,
+            note: why,
+        });
+    }
 }

@@ -101,7 +101,8 @@ async fn set_finalizers(
 
 /// Fetches what a plan names, [`decide`]s, and applies the decision.
 pub async fn apply(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let observed = fetch(&ctx.client, &plan).await?;
+    let own_namespace = ctx.settings.job.protection.jobs_namespace();
+    let observed = fetch(&ctx.client, &plan, own_namespace).await?;
     let now = Timestamp::now();
     let decision = ctx.queue.with_gate(now, &admit::run_key(&plan), |gate| {
         decide_with(&plan, &observed, now, &ctx.settings, gate)
@@ -158,6 +159,9 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
     for delete in deletes {
         delete_object(client, &namespace, &delete).await?;
     }
+    if let Some(own_namespace) = ctx.settings.job.protection.jobs_namespace() {
+        delete_remote_jobs(client, plan, own_namespace).await?;
+    }
     ctx.queue.forget(&admit::run_key(plan), Timestamp::now());
     ctx.metrics.remove_plan(&PlanLabels {
         namespace,
@@ -165,4 +169,32 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
     });
     tracing::info!(jobs = jobs.items.len(), "cleaned up a deleted BackupPlan");
     Ok(Action::await_change())
+}
+
+/// Deletes a plan's prune Jobs in the operator's namespace, with their password copies.
+async fn delete_remote_jobs(
+    client: &kube::Client,
+    plan: &BackupPlan,
+    own_namespace: &str,
+) -> Result<(), Error> {
+    let namespace = plan.namespace().unwrap_or_default();
+    if own_namespace == namespace {
+        return Ok(());
+    }
+    let selector = fetch::remote_selector(&namespace, &plan.name_any());
+    let jobs = Api::<Job>::namespaced(client.clone(), own_namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    for job in jobs
+        .items
+        .iter()
+        .filter(|j| crate::job::remote_job_of(j, plan))
+    {
+        let delete = Delete::RemoteJob {
+            namespace: own_namespace.to_owned(),
+            name: job.name_any(),
+        };
+        delete_object(client, own_namespace, &delete).await?;
+    }
+    Ok(())
 }

@@ -37,7 +37,7 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
     let (maintenance, mut backups): (Vec<&Job>, Vec<&Job>) = observed
         .jobs
         .iter()
-        .filter(|job| owned_by(*job, plan))
+        .filter(|job| owned_by(*job, plan) || crate::job::remote_job_of(job, plan))
         .partition(|job| super::maintenance::maintenance_kind(job).is_some());
     backups.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
     PlanJobs {

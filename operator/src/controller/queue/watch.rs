@@ -21,7 +21,7 @@ use super::{Footprint, Gate, Ledger, Limits, Owner, RunClass, RunKey};
 use crate::api::BackupPlan;
 use crate::job::{
     job_annotation, ANNOTATION_NODE, ANNOTATION_REPOSITORY_HOST, LABEL_OPERATION, LABEL_PLAN,
-    LABEL_RESTORE,
+    LABEL_PLAN_NAMESPACE, LABEL_RESTORE,
 };
 use crate::metrics::{Metrics, QueueLabels};
 use crate::status::job_finished;
@@ -174,11 +174,15 @@ pub fn job_footprint(job: &Job) -> Option<(JobId, RunKey, Footprint)> {
         ),
         _ => return None,
     };
-    let namespace = job.namespace()?;
+    // A protected plan's prune runs in the operator's namespace, for the plan in its own.
+    let namespace = match labels.get(LABEL_PLAN_NAMESPACE) {
+        Some(plan_namespace) => plan_namespace.clone(),
+        None => job.namespace()?,
+    };
     // What the Job was made with (`job/pod.rs`), never read back from its pod spec.
     let node = job_annotation(job, ANNOTATION_NODE).map(str::to_owned);
     let host = job_annotation(job, ANNOTATION_REPOSITORY_HOST).map(str::to_owned);
-    let id = (namespace.clone(), job.name_any());
+    let id = (job.namespace()?, job.name_any());
     let key = RunKey { namespace, owner };
     Some((id, key, Footprint { class, node, host }))
 }

@@ -261,3 +261,118 @@ fn an_invalid_maintenance_schedule_makes_the_plan_not_ready() {
         ready.message
     );
 }
+
+/// Settings whose admin has a maintenance login for the test plan's gate.
+fn protected_settings() -> Settings {
+    let mut settings = settings();
+    let values = r#"{"credentials": [{"urlPrefix": "http://127.0.0.1:8000/", "secretName": "gate-maintenance"}],
+        "protectionWindow": {"default": "14d"}}"#;
+    settings.job.protection =
+        crate::protection::Protection::parse(values, "backup-system").unwrap();
+    settings
+}
+
+#[test]
+fn a_protected_plans_prune_runs_in_the_operators_namespace_with_a_password_copy() {
+    let mut plan = maintained_plan();
+    plan.spec.retention = Some(Retention {
+        keep_last: Some(1),
+        ..Retention::default()
+    });
+    plan.status = Some(BackupPlanStatus {
+        last_schedule_time: Some(Time(at("2026-11-28T02:30:00Z"))),
+        ..BackupPlanStatus::default()
+    });
+    let now = at("2026-11-29T00:00:05Z");
+    let mut observed = observed();
+    let decision = decide(&plan, &observed, now, &protected_settings());
+    let job = decision.create.clone().expect("a prune Job");
+    assert_eq!(job.namespace().as_deref(), Some("backup-system"));
+    let copy = decision.password_copy.clone().expect("a password copy");
+    assert_eq!(copy.job_name, job.name_any());
+    assert_eq!(copy.source_namespace, plan.namespace().unwrap());
+    let args = args(&job);
+    assert!(
+        args.windows(2).any(|w| w == ["--keep-last", "1"]),
+        "{args:?}"
+    );
+    assert!(
+        args.windows(2).any(|w| w == ["--protect-within", "14d"]),
+        "{args:?}"
+    );
+    // A protected plan is plainly Ready, without the Warning.
+    let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+    assert_eq!(ready.reason, "Ready");
+    assert!(decision
+        .events
+        .iter()
+        .all(|e| e.reason != Reason::BackupLoginCanDeleteHistory));
+
+    // The Job in the operator's namespace is the plan's: it runs, then its result is recorded;
+    // once a newer prune has finished, it is deleted there, with its copy.
+    plan.status = Some(decision.status.clone());
+    let mut running = job.clone();
+    running.metadata.creation_timestamp = Some(Time(now));
+    observed.jobs.push(running);
+    let busy = decide(&plan, &observed, now, &protected_settings());
+    assert_eq!(
+        busy.status.active_run.as_ref().map(|r| r.job_name.clone()),
+        Some(job.name_any())
+    );
+    finish(
+        &mut observed,
+        &job,
+        result(Operation::Prune, ExitStatus::Success),
+    );
+    let recorded = decide(&plan, &observed, now, &protected_settings());
+    let last = recorded.status.prune.last_run.as_ref().expect("recorded");
+    assert_eq!(last.job_name, job.name_any());
+    let mut newer = job.clone();
+    newer.metadata.name = Some(format!("{}-next", job.name_any()));
+    newer.metadata.creation_timestamp = Some(Time(now + jiff::SignedDuration::from_secs(60)));
+    plan.status = Some(recorded.status);
+    finish(
+        &mut observed,
+        &newer,
+        result(Operation::Prune, ExitStatus::Success),
+    );
+    let pruned = decide(&plan, &observed, now, &protected_settings());
+    assert_eq!(
+        pruned.delete_remote,
+        [("backup-system".to_owned(), job.name_any())]
+    );
+    assert!(pruned.delete.is_empty());
+
+    // A Job labelled for the plan but without its uid is not the plan's.
+    let mut forged = job.clone();
+    forged.metadata.name = Some("forged".into());
+    forged.metadata.annotations = None;
+    assert!(!crate::job::remote_job_of(&forged, &plan));
+}
+
+#[test]
+fn a_plan_without_maintenance_credentials_says_its_login_can_delete_history_once() {
+    let plan = maintained_plan();
+    let now = at("2026-11-29T00:00:05Z");
+    let decision = decide(&plan, &observed(), now, &settings());
+    let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "BackupLoginCanDeleteHistory")
+    );
+    assert!(
+        ready.message.contains("no protection window"),
+        "{}",
+        ready.message
+    );
+    let warnings = |d: &PlanDecision| {
+        d.events
+            .iter()
+            .filter(|e| e.reason == Reason::BackupLoginCanDeleteHistory)
+            .count()
+    };
+    assert_eq!(warnings(&decision), 1);
+    let mut again = plan.clone();
+    again.status = Some(decision.status);
+    assert_eq!(warnings(&decide(&again, &observed(), now, &settings())), 0);
+}

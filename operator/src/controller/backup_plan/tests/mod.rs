@@ -132,8 +132,16 @@ fn nothing_due_waits_until_the_next_run() {
     assert_eq!(decision.requeue_after, Duration::from_secs(3600));
     let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
     assert_eq!(ready.status, "True");
-    assert_eq!(ready.message, "next run at 2026-11-30T02:30:00Z");
-    assert!(decision.events.is_empty());
+    assert!(
+        ready
+            .message
+            .starts_with("next run at 2026-11-30T02:30:00Z; "),
+        "{}",
+        ready.message
+    );
+    // No maintenance credentials in these settings: the one Event says so.
+    let reasons: Vec<Reason> = decision.events.iter().map(|e| e.reason).collect();
+    assert_eq!(reasons, [Reason::BackupLoginCanDeleteHistory]);
 }
 
 #[test]
