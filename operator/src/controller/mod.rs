@@ -63,6 +63,8 @@ pub struct Settings {
     pub reconcile_concurrency: u16,
     /// This replica's name in the Events it publishes (its pod's name).
     pub instance: String,
+    /// When a backup's changes are far outside the plan's history.
+    pub suspicion: crate::suspicion::Thresholds,
 }
 
 impl Settings {
@@ -84,6 +86,7 @@ impl Settings {
             plan_selector: None,
             reconcile_concurrency: DEFAULT_RECONCILE_CONCURRENCY,
             instance: FIELD_MANAGER.into(),
+            suspicion: Default::default(),
         }
     }
 }

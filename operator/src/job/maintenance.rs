@@ -95,7 +95,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
             retry_lock: Some(lock_wait(run.deadline)),
             // The same host name as the plan's backups, whose snapshots the result lists.
             host: Some(format!("{namespace}/{plan_name}")),
-            keep: Default::default(),
+            keep: crate::suspicion::retention(plan, Default::default()),
             protect_within: None,
         }
         .to_args(),

@@ -10,7 +10,7 @@ use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
 use super::occupant::Occupant;
 use super::resolve::{resolve, ReadyPlan};
-use super::{maintenance, runs, snapshots, triggers};
+use super::{maintenance, runs, snapshots, suspect, triggers};
 use crate::api::{BackupPlan, BackupPlanStatus};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::controller::effects::PlannedEvent;
@@ -53,7 +53,15 @@ pub fn decide_with(
 
     // What the plan's Jobs and snapshots say, and so what occupies it now.
     let jobs = runs::plan_jobs(plan, observed);
-    let backup = runs::observe(&jobs.backups, &observed.pods, &mut decision, now, settings);
+    suspect::acknowledge(plan, &mut decision, now);
+    let backup = runs::observe(
+        plan,
+        &jobs.backups,
+        &observed.pods,
+        &mut decision,
+        now,
+        settings,
+    );
     let preparing = snapshots::observe(
         plan,
         observed,
@@ -81,8 +89,10 @@ pub fn decide_with(
         }
         Ok(ready) => {
             decision.status.mover = Some(ready.mover.status());
+            // The Jobs that start see the suspicion flag this reconcile decided.
+            let flagged = suspect::with_decided_flag(plan, &decision);
             occupant = start_or_advance(
-                plan,
+                flagged.as_ref().unwrap_or(plan),
                 observed,
                 ready,
                 occupant,

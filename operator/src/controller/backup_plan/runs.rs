@@ -49,6 +49,7 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
 /// Records the backup Jobs that finished, fails those whose pod cannot start, and deletes finished
 /// Jobs beyond the kept; returns the one that runs now, as it occupies the plan.
 pub fn observe(
+    plan: &BackupPlan,
     backups: &[&Job],
     pods: &[Pod],
     decision: &mut PlanDecision,
@@ -84,6 +85,7 @@ pub fn observe(
             .events
             .extend(record_snapshots(&mut decision.status, &end, now));
         decision.record_backup(end.reason, record, now);
+        super::suspect::judge(plan, job, trigger, &end, decision, settings, now);
     }
     // A run whose status was not written (the apply failed after the create) is still acted on.
     if let Some(job) = active {
