@@ -8,6 +8,8 @@ mod support;
 
 #[path = "operator_binary/rbac_rules.rs"]
 mod rbac_rules;
+#[path = "operator_binary/suspicious_change.rs"]
+mod suspicious_change;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
