@@ -1,6 +1,8 @@
 //! The CLI as a user meets it: `neverwiped-sidecar` run as a separate process, with secrets from
 //! files and the environment only, its exit codes, its JSON result file, its messages.
 
+#[path = "cli/backup_changes.rs"]
+mod backup_changes;
 #[path = "cli/dry_run.rs"]
 mod dry_run;
 #[path = "cli/exact_names.rs"]
@@ -39,6 +41,8 @@ mod modify_tag;
 mod stopping;
 mod support;
 
+#[path = "cli/protect_window.rs"]
+mod protect_window;
 #[path = "cli/repair.rs"]
 mod repair;
 #[path = "cli/restic_patterns.rs"]
@@ -2117,7 +2121,7 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             },
             retry_lock: Some("60s".into()),
             init: false,
-            protect_within: None,
+            protect_within: Some("14d".into()),
         }
         .to_args(),
         RestoreArgs {
@@ -2141,8 +2145,12 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             remove_locks_of_host: Some("nightly-0123".into()),
             retry_lock: Some("60s".into()),
             host: Some("shop/nightly".into()),
-            keep: KeepRules::default(),
-            protect_within: None,
+            keep: KeepRules {
+                last: Some(3),
+                daily: Some(7),
+                ..KeepRules::default()
+            },
+            protect_within: Some("36h".into()),
         }
         .to_args(),
         CheckArgs {

@@ -23,6 +23,7 @@ use crate::ids::{BlobId, SnapshotId};
 use crate::locking;
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
+use neverwiped_contract::ChangeStats;
 use pipeline::{run_packer, run_worker, JobBatch, Recycler, SealedBlob};
 use source::SourceTree;
 use std::sync::Arc;
@@ -164,6 +165,8 @@ pub struct BackupReport {
     pub notices: Vec<String>,
     /// Files stored as another name of a file read earlier in this backup.
     pub hard_links: u64,
+    /// What the backup changed against its parent snapshot.
+    pub changes: ChangeStats,
 }
 
 /// Counters of the streams of a backup, to refuse a snapshot of an empty one.
@@ -305,12 +308,14 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
             Ok(snapshot_id)
         })
         .await?;
+        let changes = change_stats(&outcome, snapshot.parent.is_some());
         Ok(BackupReport {
             snapshot_id,
             snapshot,
             warnings: outcome.warnings,
             notices: outcome.notices,
             hard_links: outcome.walk.hard_links,
+            changes,
         })
     }
     .await;
@@ -319,6 +324,21 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
         tracing::warn!(%error, "could not remove the backup's lock");
     }
     result
+}
+
+/// What a backup changed against its parent (`has_parent`): the walk's file counts and the new
+/// data blobs' bytes.
+fn change_stats(outcome: &PipelineOutcome, has_parent: bool) -> ChangeStats {
+    let files = outcome.walk.changes;
+    ChangeStats {
+        has_parent,
+        files_new: files.new,
+        files_changed: files.changed,
+        files_unmodified: files.unmodified,
+        files_removed: files.removed,
+        new_bytes_raw: outcome.upload.data_bytes_raw,
+        new_bytes_compressed: outcome.upload.data_bytes_compressed,
+    }
 }
 
 /// What a backup would read and add: [`dry_run`]'s answer.

@@ -6,8 +6,11 @@
 
 use super::pipeline::FinishedPack;
 use crate::backend::ObjectKind;
+use crate::crypto::{NONCE_BYTES, TAG_BYTES};
 use crate::error::{Error, Result};
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
+use crate::format::pack::PackEntry;
+use crate::ids::BlobKind;
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use std::sync::Arc;
@@ -29,6 +32,25 @@ pub struct UploadStats {
     pub packs: u64,
     pub blobs: u64,
     pub bytes: u64,
+    /// The new data blobs' plaintext bytes (file content, before compression).
+    pub data_bytes_raw: u64,
+    /// The same blobs' bytes after compression, before encryption (their codec byte, nonce and
+    /// tag left out): equal to the raw bytes for data that does not compress.
+    pub data_bytes_compressed: u64,
+}
+
+impl UploadStats {
+    /// Counts a stored pack of `bytes` holding `entries`.
+    fn add_pack(&mut self, bytes: u64, entries: &[PackEntry]) {
+        self.packs += 1;
+        self.blobs += entries.len() as u64;
+        self.bytes += bytes;
+        for entry in entries.iter().filter(|e| e.kind == BlobKind::Data) {
+            self.data_bytes_raw += u64::from(entry.raw_length);
+            let overhead = (NONCE_BYTES + TAG_BYTES + 1) as u64;
+            self.data_bytes_compressed += u64::from(entry.length).saturating_sub(overhead);
+        }
+    }
 }
 
 /// Spreads uploads so that their average rate stays below a limit.
@@ -78,7 +100,7 @@ impl Shared {
         } = pack;
         let length = bytes.len() as u64;
         if self.count_only {
-            self.count(1, entries.len() as u64, length);
+            self.count(length, &entries);
             return Ok(());
         }
         if let Some(throttle) = &self.throttle {
@@ -91,7 +113,7 @@ impl Shared {
         // The bytes are gone: the packer may close the next pack.
         drop(budget);
         self.progress.add_transferred(length);
-        self.count(1, entries.len() as u64, length);
+        self.count(length, &entries);
         let full = {
             let mut pending = self.pending.lock().await;
             pending.push(IndexedPack {
@@ -108,11 +130,9 @@ impl Shared {
         self.write_index(full).await
     }
 
-    fn count(&self, packs: u64, blobs: u64, bytes: u64) {
+    fn count(&self, bytes: u64, entries: &[PackEntry]) {
         let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-        stats.packs += packs;
-        stats.blobs += blobs;
-        stats.bytes += bytes;
+        stats.add_pack(bytes, entries);
     }
 
     async fn write_index(&self, packs: Vec<IndexedPack>) -> Result<()> {

@@ -7,6 +7,7 @@
 //! that swaps files while it is backed up cannot make the walk follow a symlink or block.
 
 mod by_descriptor;
+mod changes;
 mod listing;
 mod metadata;
 mod new_blobs;
@@ -22,6 +23,7 @@ use crate::ids::{BlobId, BlobKind};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use by_descriptor::{EntryType, OpenDir, OpenError};
+pub use changes::FileChanges;
 use crossbeam_channel::Sender;
 use listing::{Lister, Listing, Sublistings};
 use metadata::{metadata_of, synthetic_dir_metadata, unchanged_content};
@@ -51,6 +53,8 @@ pub struct WalkStats {
     pub hard_links: u64,
     /// Sources that existed and were read (a backup of none of them is a failure).
     pub sources_read: u64,
+    /// Files new, changed, unmodified and removed against the parent snapshot.
+    pub changes: FileChanges,
 }
 
 pub struct Walker {
@@ -239,6 +243,8 @@ impl Walker {
             nodes.extend(node);
         }
         self.stats.dirs += 1;
+        let parent = parent.as_ref().map(|parent| &parent.tree);
+        self.stats.changes.count_folder(parent, &nodes);
         self.store_tree(nodes)
     }
     /// A source path: looked up in the directory that holds it, like any entry below it.
@@ -420,6 +426,8 @@ impl Walker {
         }
         let nodes = self.finish_reads(reads, nodes, path)?;
         self.stats.dirs += 1;
+        let parent_tree = parent.as_ref().map(|parent| &parent.tree);
+        self.stats.changes.count_folder(parent_tree, &nodes);
         match parent {
             // The listing is sorted, as a stored tree's nodes are.
             Some(parent) if parent.canonical && parent.tree.nodes == nodes => Ok(parent.id),

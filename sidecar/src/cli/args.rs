@@ -302,9 +302,14 @@ pub struct PruneArgs {
     /// Before locking, remove every lock written on this host name (see backup).
     #[arg(long, value_name = "HOSTNAME")]
     pub remove_locks_of_host: Option<String>,
-    /// List the snapshots of this host in the result (`--result-file`, `--json`).
+    /// List the snapshots of this host in the result (`--result-file`, `--json`); the
+    /// --keep-* rules apply to its snapshots only.
     #[arg(long)]
     pub host: Option<String>,
+    /// Before pruning, under the same exclusive lock, forget the snapshots (of --host, when
+    /// given) that these rules do not keep, as `forget` would; none given: forget nothing.
+    #[command(flatten)]
+    pub keep: KeepArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use neverwiped::format::snapshot::SnapshotPath;
 use neverwiped::maintenance::forget::{
-    self as forgetting, CalendarSpan, ForgetGroup, ForgetRequest, KeepPolicy, UNLIMITED,
+    self as forgetting, CalendarSpan, ForgetGroup, ForgetRequest, KeepPolicy, Window, UNLIMITED,
 };
 use neverwiped::repository::IndexedRepository;
 use neverwiped::selection::filter::{parse_tag_list, GroupBy, TagList};
@@ -58,9 +58,20 @@ pub struct KeepArgs {
     /// Keep every snapshot that has all of these tags (TAG[,TAG…]; repeatable: any of the lists).
     #[arg(long = "keep-tag", value_name = "TAGS", value_parser = parse_tags)]
     pub keep_tags: Vec<TagList>,
+    /// Never forget a snapshot younger than this, whatever the rules say: its age is now minus
+    /// the time it records, and one dated in the future is protected. Forgetting one by id
+    /// fails. prune also keeps every pack that any index lists for such a snapshot's data. The
+    /// forms of --keep-within: 14d, 36h, 1m (m is months).
+    #[arg(long, value_name = "SPAN", value_parser = parse_span)]
+    pub protect_within: Option<CalendarSpan>,
 }
 
 impl KeepArgs {
+    /// The protection window, counted back from now.
+    pub fn window(&self) -> Option<Window> {
+        self.protect_within.map(Window::from_now)
+    }
+
     pub fn policy(&self) -> KeepPolicy {
         KeepPolicy {
             last: self.keep_last,
@@ -208,6 +219,7 @@ pub async fn forget(repo: &IndexedRepository, args: &ForgetArgs, json: bool) -> 
         group_by: args.group_by,
         ids: args.ids.clone(),
         dry_run: args.dry_run,
+        protect: args.keep.window(),
     };
     // The shared lock the runbook names: no prune runs while snapshots are removed. A dry run
     // removes nothing and takes none.

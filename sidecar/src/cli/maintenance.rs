@@ -6,8 +6,10 @@ use super::secrets::read_secret_file;
 use super::{FailedAfter, Outcome};
 use anyhow::Result;
 use neverwiped::maintenance::check::ReadData;
+use neverwiped::maintenance::forget::{self, ForgetRequest};
 use neverwiped::maintenance::{check as checking, keys, prune as pruning, usage};
 use neverwiped::repository::{IndexedRepository, Repository};
+use neverwiped::selection::filter::SnapshotMatch;
 use neverwiped_contract::{CheckStats, HostSnapshots, PruneStats, RepositoryStats};
 
 /// Removes the locks of `hostname`, when asked: the caller knows no process of it is alive.
@@ -129,11 +131,50 @@ fn print_check(report: &checking::CheckReport) {
     }
 }
 
+/// `prune --keep-*`: forgets the snapshots (of `--host`, when given) the rules do not keep, none
+/// inside `--protect-within`; `None` when no rule is given.
+async fn forget_before_prune(
+    repo: &IndexedRepository,
+    args: &PruneArgs,
+    json: bool,
+) -> Result<Option<u64>> {
+    let policy = args.keep.policy();
+    if policy.is_empty() {
+        return Ok(None);
+    }
+    let request = ForgetRequest {
+        policy,
+        only: SnapshotMatch {
+            hosts: args.host.iter().cloned().collect(),
+            ..SnapshotMatch::default()
+        },
+        dry_run: args.dry_run,
+        protect: args.keep.window(),
+        ..ForgetRequest::default()
+    };
+    let groups = forget::forget_where(repo, &request).await?;
+    let verdicts = || groups.iter().flat_map(|group| &group.verdicts);
+    let removed = verdicts().filter(|verdict| !verdict.keep).count() as u64;
+    if !json {
+        let done = match args.dry_run {
+            true => "would be forgotten",
+            false => "forgotten",
+        };
+        let protected = verdicts()
+            .filter(|v| v.reasons.iter().any(|r| r.starts_with("protected")))
+            .count();
+        println!("{removed} snapshot(s) {done}, {protected} kept by the protection window");
+    }
+    Ok(Some(removed))
+}
+
 pub async fn prune(repo: &IndexedRepository, args: &PruneArgs, json: bool) -> Result<Outcome> {
     remove_locks_of(repo, args.remove_locks_of_host.as_deref()).await?;
     let lock = neverwiped::locking::acquire(repo, true, "prune").await?;
     let result: Result<Outcome> = async {
-        let plan = pruning::plan_prune(repo).await?;
+        let forgotten = forget_before_prune(repo, args, json).await?;
+        let window = args.keep.window();
+        let plan = pruning::plan_prune_protecting(repo, window.as_ref()).await?;
         let planned = serde_json::json!({
             "packsKept": plan.keep.len(),
             "packsToRepack": plan.repack.len(),
@@ -155,7 +196,10 @@ pub async fn prune(repo: &IndexedRepository, args: &PruneArgs, json: bool) -> Re
             if json {
                 println!("{}", serde_json::json!({ "dryRun": true, "plan": planned }));
             }
-            return Ok(Outcome::default());
+            return Ok(Outcome {
+                snapshots_forgotten: forgotten,
+                ..Outcome::default()
+            });
         }
         // A prune whose lock was lost stops: a backup may have started on the repository.
         let report = lock.held_while(pruning::execute_prune(repo, plan)).await?;
@@ -186,6 +230,7 @@ pub async fn prune(repo: &IndexedRepository, args: &PruneArgs, json: bool) -> Re
                 bytes_kept: report.bytes_kept,
                 packs_deleted: report.packs_deleted,
             }),
+            snapshots_forgotten: forgotten,
             ..Outcome::default()
         })
     }

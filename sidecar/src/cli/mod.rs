@@ -404,6 +404,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         repository: maintenance::repository_stats(&repo).await,
         snapshots_forgotten,
         host_snapshots: maintenance::host_snapshots(&repo, Some(&report.snapshot.hostname)).await,
+        changes: Some(report.changes),
         ..Outcome::default()
     })
 }
@@ -420,7 +421,9 @@ async fn apply_retention(
     if policy.is_empty() {
         return Ok(None);
     }
-    let groups = neverwiped::maintenance::forget::forget(repo, &policy, Some(host), false).await?;
+    let window = args.keep.window();
+    let groups =
+        neverwiped::maintenance::forget::forget(repo, &policy, Some(host), false, window).await?;
     let removed = groups
         .iter()
         .flat_map(|group| &group.verdicts)

@@ -9,6 +9,7 @@ use crate::repository::Repository;
 use crate::selection::filter::{GroupBy, GroupKey, SnapshotMatch};
 use std::collections::BTreeMap;
 
+pub use super::protect::Window;
 pub use super::retention::{apply_policy, CalendarSpan, KeepPolicy, Verdict, UNLIMITED};
 
 /// The snapshots of one group (by default one host and set of paths), with verdicts.
@@ -32,15 +33,19 @@ pub struct ForgetRequest {
     pub ids: Vec<String>,
     /// Decide and report, remove nothing.
     pub dry_run: bool,
+    /// No snapshot inside this window is removed: the policy's verdicts keep it, and naming one
+    /// in `ids` fails before anything is removed.
+    pub protect: Option<Window>,
 }
 
 /// Applies `policy` to each group of snapshots (same host and paths), optionally only those of
-/// `host`, and removes the snapshots it does not keep unless `dry_run`.
+/// `host`, and removes the snapshots it does not keep unless `dry_run`; none inside `protect`.
 pub async fn forget(
     repo: &Repository,
     policy: &KeepPolicy,
     host: Option<&str>,
     dry_run: bool,
+    protect: Option<Window>,
 ) -> Result<Vec<ForgetGroup>> {
     let request = ForgetRequest {
         policy: policy.clone(),
@@ -49,6 +54,7 @@ pub async fn forget(
             ..SnapshotMatch::default()
         },
         dry_run,
+        protect,
         ..ForgetRequest::default()
     };
     forget_where(repo, &request).await
@@ -57,11 +63,14 @@ pub async fn forget(
 /// Decides what `request` removes, then removes it unless it is a dry run: the named snapshots,
 /// or those of each group its policy does not keep.
 pub async fn forget_where(repo: &Repository, request: &ForgetRequest) -> Result<Vec<ForgetGroup>> {
-    let groups = if request.ids.is_empty() {
+    let mut groups = if request.ids.is_empty() {
         plan_by_policy(repo, request).await?
     } else {
         vec![plan_by_ids(repo, &request.ids).await?]
     };
+    if let Some(window) = &request.protect {
+        protect_verdicts(&mut groups, window, !request.ids.is_empty())?;
+    }
     if !request.dry_run {
         for verdict in groups.iter().flat_map(|g| &g.verdicts).filter(|v| !v.keep) {
             repo.backend()
@@ -70,6 +79,27 @@ pub async fn forget_where(repo: &Repository, request: &ForgetRequest) -> Result<
         }
     }
     Ok(groups)
+}
+
+/// Keeps every snapshot inside `window`; when the snapshots were `named`, refuses instead.
+fn protect_verdicts(groups: &mut [ForgetGroup], window: &Window, named: bool) -> Result<()> {
+    let verdicts = groups
+        .iter_mut()
+        .flat_map(|group| group.verdicts.iter_mut());
+    for verdict in verdicts.filter(|v| !v.keep && window.protects(&v.snapshot)) {
+        if named {
+            return Err(Error::Usage(format!(
+                "snapshot {} of {} cannot be forgotten: it is younger than the protection \
+                 window (--protect-within {}); nothing was removed",
+                verdict.id.short(),
+                verdict.snapshot.time,
+                window.span
+            )));
+        }
+        verdict.keep = true;
+        verdict.reasons.push(window.reason());
+    }
+    Ok(())
 }
 
 async fn plan_by_policy(repo: &Repository, request: &ForgetRequest) -> Result<Vec<ForgetGroup>> {

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod forget;
 pub mod keys;
+pub mod protect;
 pub mod prune;
 pub mod repair;
 pub mod retention;

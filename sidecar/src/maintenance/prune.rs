@@ -17,6 +17,7 @@
 //! only, the one the loaded index places it in: a copy elsewhere is unused.
 
 use super::expected_pack_size;
+use super::protect::{self, Protected, TreeReader, Window};
 use crate::backend::ObjectKind;
 use crate::error::{Error, Result};
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
@@ -25,7 +26,7 @@ use crate::format::tree::NodeKind;
 use crate::ids::{BlobId, ObjectId, PackId};
 use crate::repository::{open_blob, IndexedRepository, Repository};
 use bytes::Bytes;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// A pack with at least this share of unused bytes is repacked.
 const REPACK_UNUSED_SHARE: f64 = 0.2;
@@ -68,6 +69,11 @@ pub struct PrunePlan {
     pub bytes_kept: u64,
     pub bytes_freed: u64,
     pub bytes_repacked: u64,
+    /// Packs kept as they are because a snapshot inside the protection window needs them, with
+    /// the entries the new index lists for each (also in `keep`).
+    pub protected: HashMap<PackId, IndexedPack>,
+    /// Snapshots inside the protection window.
+    pub protected_snapshots: usize,
 }
 
 impl PrunePlan {
@@ -78,7 +84,7 @@ impl PrunePlan {
 }
 
 /// The blobs every snapshot needs: trees and file contents.
-async fn used_blobs(repo: &IndexedRepository) -> Result<UsedBlobs> {
+async fn used_blobs(repo: &IndexedRepository, trees: &TreeReader) -> Result<UsedBlobs> {
     let mut used = Vec::new();
     let mut distinct = 0;
     let mut trees_seen = HashSet::new();
@@ -90,7 +96,7 @@ async fn used_blobs(repo: &IndexedRepository) -> Result<UsedBlobs> {
             }
             used.push(tree_id);
             // A tree that cannot be read makes the plan unknowable: stop rather than delete data.
-            let tree = repo.read_tree(&tree_id, "a tree while pruning").await?;
+            let tree = trees.read(repo, &tree_id).await?;
             for node in tree.nodes {
                 match node.kind {
                     NodeKind::Dir { subtree } => pending.push(subtree),
@@ -131,19 +137,37 @@ async fn refuse_damage(repo: &IndexedRepository) -> Result<()> {
 }
 
 pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
+    plan_prune_protecting(repo, None).await
+}
+
+/// Plans a prune that, with a `window`, keeps as they are the packs any index object lists for a
+/// blob of a snapshot inside it (see [`protect`]).
+pub async fn plan_prune_protecting(
+    repo: &IndexedRepository,
+    window: Option<&Window>,
+) -> Result<PrunePlan> {
     refuse_damage(repo).await?;
     // The plan reads the index objects the loaded index was built from: make them today's.
     repo.refresh_index().await?;
-    let used = used_blobs(repo).await?;
+    let (trees, protected) = match window {
+        Some(window) => protect::plan_protection(repo, window).await?,
+        None => (TreeReader::loaded_index_only(), Protected::default()),
+    };
+    let used = used_blobs(repo, &trees).await?;
     // Every index object goes, superseded ones included: were one left behind, deleting the
     // object that supersedes it would bring it back into force.
     let old_indexes = repo.list_ids(ObjectKind::Index).await?;
     let mut plan = PrunePlan {
         old_indexes,
         in_force: repo.index().objects.clone(),
+        protected_snapshots: protected.snapshots,
         ..Default::default()
     };
-    let mut seen_packs = HashSet::new();
+    let mut seen_packs: HashSet<PackId> = protected.packs.keys().copied().collect();
+    for pack in protected.packs.values() {
+        plan.bytes_kept += expected_pack_size(pack);
+        plan.keep.push(pack.id);
+    }
     for object in plan.in_force.clone() {
         let file: IndexFile = repo.read_object(ObjectKind::Index, &object).await?;
         for pack in file.packs {
@@ -152,6 +176,7 @@ pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
             }
         }
     }
+    plan.protected = protected.packs;
     {
         let index = repo.index();
         let homeless = used.0.iter().find(|id| {
@@ -334,7 +359,15 @@ async fn write_kept_packs(
     plan: &PrunePlan,
     writer: &mut IndexWriter,
 ) -> Result<()> {
-    let mut kept: HashSet<PackId> = plan.keep.iter().copied().collect();
+    for pack in plan.protected.values().filter(|p| !p.blobs.is_empty()) {
+        writer.add(repo, pack.clone()).await?;
+    }
+    let mut kept: HashSet<PackId> = plan
+        .keep
+        .iter()
+        .filter(|id| !plan.protected.contains_key(id))
+        .copied()
+        .collect();
     for object in &plan.in_force {
         let file: IndexFile = repo.read_object(ObjectKind::Index, object).await?;
         for pack in file.packs {
