@@ -208,11 +208,6 @@ impl Default for Metrics {
             metrics.repository_check_ok.clone(),
         );
         registry.register(
-            "suspicious_change",
-            "1 while a backup far outside the plan's usual changes waits for an admin's acknowledgement (retention paused), 0 otherwise",
-            metrics.suspicious_change.clone(),
-        );
-        registry.register(
             "maintenance_runs",
             "Finished prunes and checks by plan, kind and result",
             metrics.maintenance_runs.clone(),
@@ -256,8 +251,13 @@ pub struct QueueMetrics {
     pub runs_queued: Family<QueueLabels, Counter>,
 }
 
-/// The concurrency queue's metrics and the operator's API requests.
+/// The concurrency queue's metrics, the operator's API requests, and the suspicious-change gauge.
 fn register_queue_metrics(registry: &mut Registry, metrics: &Metrics) {
+    registry.register(
+        "suspicious_change",
+        "1 while a backup far outside the plan's usual changes waits for an admin's acknowledgement (retention paused), 0 otherwise",
+        metrics.suspicious_change.clone(),
+    );
     registry.register(
         "queued_runs",
         "Runs waiting for a slot under the concurrency limits",

@@ -54,14 +54,7 @@ pub fn decide_with(
     // What the plan's Jobs and snapshots say, and so what occupies it now.
     let jobs = runs::plan_jobs(plan, observed);
     suspect::acknowledge(plan, &mut decision, now);
-    let backup = runs::observe(
-        plan,
-        &jobs.backups,
-        &observed.pods,
-        &mut decision,
-        now,
-        settings,
-    );
+    let backup = runs::observe(plan, &jobs.backups, observed, &mut decision, now, settings);
     let preparing = snapshots::observe(
         plan,
         observed,
@@ -89,10 +82,8 @@ pub fn decide_with(
         }
         Ok(ready) => {
             decision.status.mover = Some(ready.mover.status());
-            // The Jobs that start see the suspicion flag this reconcile decided.
-            let flagged = suspect::with_decided_flag(plan, &decision);
             occupant = start_or_advance(
-                flagged.as_ref().unwrap_or(plan),
+                plan,
                 observed,
                 ready,
                 occupant,
@@ -157,6 +148,9 @@ fn start_or_advance<'a>(
     gate: &mut dyn Gate,
     decision: &mut PlanDecision,
 ) -> Occupant<'a> {
+    // The Jobs that start see the suspicion flag this reconcile decided.
+    let flagged = suspect::with_decided_flag(plan, decision);
+    let plan = flagged.as_ref().unwrap_or(plan);
     let remove_stale_locks = !runs::plan_pod_alive(
         &plan.metadata.name.clone().unwrap_or_default(),
         &observed.pods,

@@ -51,7 +51,7 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
 pub fn observe(
     plan: &BackupPlan,
     backups: &[&Job],
-    pods: &[Pod],
+    observed: &ObservedPlan,
     decision: &mut PlanDecision,
     now: Timestamp,
     settings: &Settings,
@@ -67,7 +67,7 @@ pub fn observe(
         {
             continue;
         }
-        let end = match job_state(job, pod_of(job, pods), now) {
+        let end = match job_state(job, pod_of(job, &observed.pods), now) {
             JobState::Ended(end) => end,
             JobState::Blocked(end) => {
                 decision.delete.push(job_name.clone());
