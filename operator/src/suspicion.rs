@@ -285,6 +285,21 @@ pub fn retention(plan: &BackupPlan, rules: KeepRules) -> KeepRules {
     }
 }
 
+/// The keep rules a backup Job of `plan` gets: none while its retention is paused; otherwise
+/// `rules` keeping at least the two newest snapshots. A night is judged only after its backup
+/// has ended, so the backup that writes an attack's first snapshot must not forget its parent,
+/// the last good one (with `keepLast: 1` it would): the flag set after it then pauses the rest.
+pub fn backup_retention(plan: &BackupPlan, rules: KeepRules) -> KeepRules {
+    let rules = retention(plan, rules);
+    if rules.is_empty() {
+        return rules;
+    }
+    KeepRules {
+        last: Some(rules.last.unwrap_or(0).max(2)),
+        ..rules
+    }
+}
+
 fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
     let mut values: Vec<f64> = values.filter(|v| v.is_finite()).collect();
     if values.is_empty() {

@@ -262,3 +262,32 @@ fn a_plan_never_flagged_keeps_its_retention() {
     let plan = plan_with(status_with_history(3), None);
     assert_eq!(retention(&plan, keep_last(3)), keep_last(3));
 }
+
+#[test]
+fn a_backup_always_keeps_its_parent_unless_retention_is_paused() {
+    let plan = plan_with(status_with_history(3), None);
+    assert_eq!(backup_retention(&plan, keep_last(1)), keep_last(2));
+    assert_eq!(backup_retention(&plan, keep_last(5)), keep_last(5));
+    let daily = KeepRules {
+        daily: Some(1),
+        ..KeepRules::default()
+    };
+    assert_eq!(
+        backup_retention(&plan, daily),
+        KeepRules {
+            last: Some(2),
+            ..daily
+        }
+    );
+    assert_eq!(
+        backup_retention(&plan, KeepRules::default()),
+        KeepRules::default()
+    );
+    let mut status = status_with_history(5);
+    record(&mut status, &night(1000, 1000, 0, 1 << 20, 1 << 20), false);
+    let flagged = plan_with(status, None);
+    assert_eq!(
+        backup_retention(&flagged, keep_last(1)),
+        KeepRules::default()
+    );
+}

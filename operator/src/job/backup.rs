@@ -130,7 +130,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
             .map(|b| b as u64),
         remove_locks_of_host: run.remove_stale_locks.then(|| hostname.clone()),
         databases,
-        keep: crate::suspicion::retention(plan, keep_rules(spec.retention.as_ref())),
+        keep: crate::suspicion::backup_retention(plan, keep_rules(spec.retention.as_ref())),
         retry_lock: Some(lock_wait(run.deadline)),
         // A plan's first backup creates its repository.
         init: true,

@@ -51,8 +51,13 @@ async fn finish(client: &Client, namespace: &str, night: u32, result: RunResult)
     run_recorded(namespace, "nightly", &job).await
 }
 
-/// The example plan's retention, as flags.
-const KEEP_FLAGS: [&str; 3] = ["--keep-daily", "--keep-weekly", "--keep-monthly"];
+/// The example plan's retention, as flags, with the two newest snapshots kept.
+const KEEP_FLAGS: [&str; 4] = [
+    "--keep-last",
+    "--keep-daily",
+    "--keep-weekly",
+    "--keep-monthly",
+];
 
 fn keep_flags(job: &Job) -> Vec<String> {
     args_of(job)
