@@ -48,6 +48,21 @@ debian_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     rm -f /usr/sbin/policy-rc.d
   fi
+  promtool_binary
+}
+
+# promtool (the alert rules' tests) from Debian's prometheus package: only the binary is
+# extracted, the Prometheus service is not installed.
+promtool_binary() {
+  command -v promtool >/dev/null 2>&1 && return
+  step "promtool, from Debian's prometheus package (the binary only)"
+  local dir
+  dir=$(mktemp -d)
+  (cd "$dir" && apt-get download prometheus >/dev/null 2>&1) || { apt-get update -qq && (cd "$dir" && apt-get download prometheus >/dev/null); }
+  dpkg-deb -x "$dir"/prometheus_*.deb "$dir/root"
+  install -m 0755 "$dir/root/usr/bin/promtool" /usr/local/bin/promtool
+  rm -rf "$dir"
+  promtool --version | sed -n 1p
 }
 
 peers() {

@@ -49,6 +49,7 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
     printcolumn = r#"{"name":"Next Run","type":"string","jsonPath":".status.nextScheduleTime"}"#,
     printcolumn = r#"{"name":"Runs At","type":"string","jsonPath":".status.resolvedSchedule"}"#,
     printcolumn = r#"{"name":"Queued","type":"integer","jsonPath":".status.queued.position"}"#,
+    printcolumn = r#"{"name":"Suspicious","type":"string","jsonPath":".status.suspiciousChange.reason"}"#,
     printcolumn = r#"{"name":"Mover","type":"string","jsonPath":".status.mover.mode","priority":1}"#,
     printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend","priority":1}"#,
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.lastRun.snapshotId","priority":1}"#,
@@ -469,6 +470,14 @@ pub struct BackupPlanStatus {
     pub resolved_schedule: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mover: Option<MoverStatus>,
+    /// What the plan's last successful backups changed against their parents, newest first (at
+    /// most ten; flagged and expected nights are left out): what a usual night looks like.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub change_history: Vec<super::ChangeRatios>,
+    /// A backup far outside the usual changes that no admin has acknowledged yet: while it is
+    /// set, the plan's retention is paused (condition `SuspiciousChange`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspicious_change: Option<super::SuspiciousChange>,
 }
 
 /// A run waiting for a slot.

@@ -19,6 +19,10 @@ pub mod types {
     /// Whether the gate's last listing of the plan's snapshots had its last successful backup's
     /// snapshot (absent before a listing follows a success).
     pub const SNAPSHOTS_LISTED: &str = "SnapshotsListed";
+    /// `True` while a backup far outside the plan's usual changes waits for an admin's
+    /// acknowledgement (the plan's retention is paused meanwhile); `False` once acknowledged or
+    /// while the nights look usual; absent before a backup with a parent was judged.
+    pub const SUSPICIOUS_CHANGE: &str = "SuspiciousChange";
 }
 
 /// Declares [`Reason`]: each variant with its doc comment and the string the API carries. A new
@@ -227,6 +231,19 @@ reasons! {
     /// The listing has neither the last successful backup's snapshot nor any newer: the gate
     /// withholds snapshots, and a restore of `latest` would bring back an older one.
     SnapshotsWithheld => "SnapshotsWithheld",
+
+    // SuspiciousChange: a night far outside the plan's own history (the operator's
+    // `suspicion` module); True pauses the plan's retention until an admin acknowledges it.
+    /// Most of the parent's files were changed or removed, where few usually are.
+    MassRewrite => "MassRewrite",
+    /// Many of the parent's files were removed, where few usually are.
+    MassDelete => "MassDelete",
+    /// The new data no longer compresses, where it usually did.
+    IncompressibleData => "IncompressibleData",
+    /// False: the plan's last backup looked like its usual ones.
+    ChangeUsual => "ChangeUsual",
+    /// False: an admin acknowledged the flagged backup; retention runs again.
+    SuspiciousChangeAcknowledged => "SuspiciousChangeAcknowledged",
 }
 
 impl Reason {

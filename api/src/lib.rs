@@ -12,6 +12,7 @@ mod mover;
 pub mod names;
 mod restore;
 mod snapshots;
+mod suspicion;
 pub mod tenant_policy;
 
 use kube::CustomResourceExt;
@@ -21,6 +22,7 @@ pub use common::*;
 pub use mover::*;
 pub use restore::*;
 pub use snapshots::*;
+pub use suspicion::*;
 
 /// The API group.
 pub const GROUP: &str = "neverwiped.io";

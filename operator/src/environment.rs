@@ -30,6 +30,12 @@
 //!   (`15s`): the leader Lease.
 //! - `POD_NAME`: this replica's identity in the Lease and in Events (default: host name and pid).
 //! - `NEVERWIPED_LOG_FORMAT`: `json` for JSON logs; `RUST_LOG` filters them (`info`).
+//! - `NEVERWIPED_SUSPICIOUS_MIN_HISTORY` (`3`), `NEVERWIPED_SUSPICIOUS_FACTOR` (`5`),
+//!   `NEVERWIPED_SUSPICIOUS_REWRITTEN_SHARE` (`0.5`), `NEVERWIPED_SUSPICIOUS_REMOVED_SHARE` (`0.3`),
+//!   `NEVERWIPED_SUSPICIOUS_INCOMPRESSIBLE_SHARE` (`0.9`),
+//!   `NEVERWIPED_SUSPICIOUS_USUAL_COMPRESSED_SHARE` (`0.75`),
+//!   `NEVERWIPED_SUSPICIOUS_MIN_NEW_BYTES` (`16777216`): when a backup's changes are far outside
+//!   the plan's history (`crate::suspicion::Thresholds`, the chart's `suspiciousChange` values).
 //! - `KUBECONFIG` or the in-cluster service account: how to reach the API server.
 
 use std::num::NonZeroUsize;
@@ -42,6 +48,7 @@ use crate::controller::Settings;
 use crate::leader::LeaderSettings;
 use crate::protection::{Protection, MAINTENANCE_ENV};
 use crate::schedule::parse_duration;
+use crate::suspicion::Thresholds;
 use crate::tenant_policy::{TenantPolicy, POLICY_ENV};
 
 /// Where the service account's namespace is mounted in a pod.
@@ -162,6 +169,29 @@ impl Variables<'_> {
         }
     }
 
+    /// A whole number, or `None` when unset.
+    fn number(
+        &self,
+        name: &'static str,
+        expected: &'static str,
+    ) -> Result<Option<u64>, EnvironmentError> {
+        self.get(name)
+            .map(|text| text.parse().map_err(|_| self.fault(name, expected)))
+            .transpose()
+    }
+
+    /// A number from 0 to `max` (a share of 0 to 1, or a factor), or `None` when unset.
+    fn share(&self, name: &'static str, max: f64) -> Result<Option<f64>, EnvironmentError> {
+        let Some(text) = self.get(name) else {
+            return Ok(None);
+        };
+        match text.parse::<f64>() {
+            Ok(value) if (0.0..=max).contains(&value) => Ok(Some(value)),
+            _ if max <= 1.0 => Err(self.fault(name, "a share from 0 to 1, such as 0.5")),
+            _ => Err(self.fault(name, "a positive number, such as 5")),
+        }
+    }
+
     /// A count where `0` means no limit; unset keeps `default`.
     fn limit(
         &self,
@@ -214,7 +244,33 @@ fn settings(vars: &Variables, identity: String) -> Result<Settings, EnvironmentE
             )
         })?;
     }
+    settings.suspicion = suspicion(vars)?;
     Ok(settings)
+}
+
+fn suspicion(vars: &Variables) -> Result<Thresholds, EnvironmentError> {
+    let defaults = Thresholds::default();
+    let min_history = vars.number("NEVERWIPED_SUSPICIOUS_MIN_HISTORY", "a number of nights")?;
+    let min_new_bytes = vars.number("NEVERWIPED_SUSPICIOUS_MIN_NEW_BYTES", "a number of bytes")?;
+    Ok(Thresholds {
+        min_history: min_history.map_or(defaults.min_history, |n| n as usize),
+        factor: vars
+            .share("NEVERWIPED_SUSPICIOUS_FACTOR", f64::MAX)?
+            .unwrap_or(defaults.factor),
+        rewritten_share: vars
+            .share("NEVERWIPED_SUSPICIOUS_REWRITTEN_SHARE", 1.0)?
+            .unwrap_or(defaults.rewritten_share),
+        removed_share: vars
+            .share("NEVERWIPED_SUSPICIOUS_REMOVED_SHARE", 1.0)?
+            .unwrap_or(defaults.removed_share),
+        incompressible_share: vars
+            .share("NEVERWIPED_SUSPICIOUS_INCOMPRESSIBLE_SHARE", 1.0)?
+            .unwrap_or(defaults.incompressible_share),
+        usual_compressed_share: vars
+            .share("NEVERWIPED_SUSPICIOUS_USUAL_COMPRESSED_SHARE", 1.0)?
+            .unwrap_or(defaults.usual_compressed_share),
+        min_new_bytes: min_new_bytes.unwrap_or(defaults.min_new_bytes),
+    })
 }
 
 fn limits(vars: &Variables) -> Result<Limits, EnvironmentError> {

@@ -179,3 +179,59 @@ fn maintenance_values_are_read_for_the_operators_own_namespace() {
     assert_eq!(environment.settings.job.protection.namespace, "ops");
     assert!(environment.settings.job.protection.credentials.is_empty());
 }
+
+#[test]
+fn the_suspicion_thresholds_are_read_and_checked() {
+    let defaults = read(&[IMAGE]).unwrap().settings.suspicion;
+    assert_eq!(defaults, Thresholds::default());
+    let environment = read(&[
+        IMAGE,
+        ("NEVERWIPED_SUSPICIOUS_MIN_HISTORY", "5"),
+        ("NEVERWIPED_SUSPICIOUS_FACTOR", "3"),
+        ("NEVERWIPED_SUSPICIOUS_REWRITTEN_SHARE", "0.25"),
+        ("NEVERWIPED_SUSPICIOUS_REMOVED_SHARE", "0.2"),
+        ("NEVERWIPED_SUSPICIOUS_INCOMPRESSIBLE_SHARE", "0.95"),
+        ("NEVERWIPED_SUSPICIOUS_USUAL_COMPRESSED_SHARE", "0.6"),
+        ("NEVERWIPED_SUSPICIOUS_MIN_NEW_BYTES", "1048576"),
+    ])
+    .unwrap();
+    assert_eq!(
+        environment.settings.suspicion,
+        Thresholds {
+            min_history: 5,
+            factor: 3.0,
+            rewritten_share: 0.25,
+            removed_share: 0.2,
+            incompressible_share: 0.95,
+            usual_compressed_share: 0.6,
+            min_new_bytes: 1 << 20,
+        }
+    );
+    for (variable, value, expected) in [
+        (
+            "NEVERWIPED_SUSPICIOUS_REWRITTEN_SHARE",
+            "50%",
+            "a share from 0 to 1",
+        ),
+        (
+            "NEVERWIPED_SUSPICIOUS_REMOVED_SHARE",
+            "1.5",
+            "a share from 0 to 1",
+        ),
+        ("NEVERWIPED_SUSPICIOUS_FACTOR", "-2", "a positive number"),
+        (
+            "NEVERWIPED_SUSPICIOUS_MIN_HISTORY",
+            "three",
+            "a number of nights",
+        ),
+        (
+            "NEVERWIPED_SUSPICIOUS_MIN_NEW_BYTES",
+            "16M",
+            "a number of bytes",
+        ),
+    ] {
+        let error = read(&[IMAGE, (variable, value)]).unwrap_err();
+        assert_eq!(error.variable, variable);
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+}

@@ -29,6 +29,7 @@ pub mod recorder;
 pub mod restore_access;
 pub mod schedule;
 pub mod status;
+pub mod suspicion;
 pub mod volume_patterns;
 pub mod volumes;
 

@@ -117,6 +117,9 @@ pub struct Metrics {
     pub repository_snapshots: Family<PlanLabels, Gauge>,
     /// 1 when the plan's last check found the repository sound, 0 when it failed.
     pub repository_check_ok: Family<PlanLabels, Gauge>,
+    /// 1 while a backup far outside the plan's usual changes waits for an admin's
+    /// acknowledgement (its retention is paused), 0 otherwise.
+    pub suspicious_change: Family<PlanLabels, Gauge>,
     pub maintenance_runs: Family<MaintenanceLabels, Counter>,
     pub prune_freed_bytes: Family<PlanLabels, Counter>,
     pub reconciliations: Family<ReconcileLabels, Counter>,
@@ -149,6 +152,7 @@ impl Default for Metrics {
             repository_size_bytes: Family::default(),
             repository_snapshots: Family::default(),
             repository_check_ok: Family::default(),
+            suspicious_change: Family::default(),
             maintenance_runs: Family::default(),
             prune_freed_bytes: Family::default(),
             reconciliations: Family::default(),
@@ -247,8 +251,13 @@ pub struct QueueMetrics {
     pub runs_queued: Family<QueueLabels, Counter>,
 }
 
-/// The concurrency queue's metrics and the operator's API requests.
+/// The concurrency queue's metrics, the operator's API requests, and the suspicious-change gauge.
 fn register_queue_metrics(registry: &mut Registry, metrics: &Metrics) {
+    registry.register(
+        "suspicious_change",
+        "1 while a backup far outside the plan's usual changes waits for an admin's acknowledgement (retention paused), 0 otherwise",
+        metrics.suspicious_change.clone(),
+    );
     registry.register(
         "queued_runs",
         "Runs waiting for a slot under the concurrency limits",
@@ -282,6 +291,7 @@ impl Metrics {
             &self.repository_size_bytes,
             &self.repository_snapshots,
             &self.repository_check_ok,
+            &self.suspicious_change,
         ] {
             gauge.remove(plan);
         }

@@ -11,6 +11,9 @@
 
 mod support;
 
+#[path = "chart/suspicious_change_alert.rs"]
+mod suspicious_change_alert;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

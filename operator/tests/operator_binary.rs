@@ -6,8 +6,12 @@
 
 mod support;
 
+#[path = "operator_binary/ransomware_night.rs"]
+mod ransomware_night;
 #[path = "operator_binary/rbac_rules.rs"]
 mod rbac_rules;
+#[path = "operator_binary/suspicious_change.rs"]
+mod suspicious_change;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -221,7 +225,10 @@ async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() 
             "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@postgres.shop.svc:5432",
             "--database-password-file",
             "orders=/var/run/neverwiped/databases/orders/password",
-            // The example's retention, applied after the snapshot is written.
+            // The example's retention, applied after the snapshot is written; the two newest
+            // always stay (the new snapshot's parent outlives a backup of an attack).
+            "--keep-last",
+            "2",
             "--keep-daily",
             "7",
             "--keep-weekly",

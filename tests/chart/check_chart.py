@@ -105,6 +105,7 @@ EVERYTHING_ON: dict[str, Any] = {
             "backupOverdue": {"marginSeconds": 5400, "for": "5m", "severity": "page"},
             "backupFailed": {"window": "2h", "for": "1m", "severity": "ticket"},
             "repositoryCheckFailed": {"for": "10m", "severity": "page"},
+            "suspiciousChange": {"for": "1m", "severity": "page"},
         },
     },
     "restServer": {"enabled": True, "appendOnly": True, "htpasswdSecretName": "rest-server-users",
@@ -127,6 +128,7 @@ ALERT_METRICS = {
                                 "neverwiped_backup_schedule_interval_seconds"},
     "NeverwipedBackupFailed": {"neverwiped_backup_runs_total"},
     "NeverwipedRepositoryCheckFailed": {"neverwiped_repository_check_ok"},
+    "NeverwipedSuspiciousChange": {"neverwiped_suspicious_change"},
 }
 
 
@@ -274,6 +276,8 @@ def default_values_render_the_operator_and_nothing_optional() -> None:
         ("ValidatingAdmissionPolicyBinding", "neverwiped-read-access"),
         ("ValidatingAdmissionPolicy", "neverwiped-restore-requester"),
         ("ValidatingAdmissionPolicyBinding", "neverwiped-restore-requester"),
+        ("ValidatingAdmissionPolicy", "neverwiped-suspicious-change"),
+        ("ValidatingAdmissionPolicyBinding", "neverwiped-suspicious-change"),
     }, f"default objects: {sorted(rendered.kinds_and_names())}")
     expect(rendered.operator()["spec"]["replicas"] == 1, "one replica by default")
     everything = Rendered(EVERYTHING_ON)
@@ -601,6 +605,13 @@ def the_operator_environment_follows_the_values() -> None:
         "NEVERWIPED_MAX_RUNNING_PER_NODE": "3",
         "NEVERWIPED_MAX_RUNNING_PER_REPOSITORY_HOST": "10",
         "NEVERWIPED_RECONCILE_CONCURRENCY": "32",
+        "NEVERWIPED_SUSPICIOUS_MIN_HISTORY": "3",
+        "NEVERWIPED_SUSPICIOUS_FACTOR": "5",
+        "NEVERWIPED_SUSPICIOUS_REWRITTEN_SHARE": "0.5",
+        "NEVERWIPED_SUSPICIOUS_REMOVED_SHARE": "0.3",
+        "NEVERWIPED_SUSPICIOUS_INCOMPRESSIBLE_SHARE": "0.9",
+        "NEVERWIPED_SUSPICIOUS_USUAL_COMPRESSED_SHARE": "0.75",
+        "NEVERWIPED_SUSPICIOUS_MIN_NEW_BYTES": "16777216",
         # Multi-tenant by default: no repository is allowed until the admin lists the gate.
         "NEVERWIPED_TENANT_POLICY": '{"allowedRepositoryPrefixes":[]}',
         "NEVERWIPED_LEADER_ELECTION": "true",
@@ -728,13 +739,17 @@ def the_alerts_parse_and_read_the_operators_metrics() -> None:
            and failed["labels"]["severity"] == thresholds["backupFailed"]["severity"],
            "the failed-run alert's window and severity")
     expect(rules["NeverwipedRepositoryCheckFailed"]["for"] == "10m", "the check alert's for")
+    expect(rules["NeverwipedSuspiciousChange"]["for"] == "1m"
+           and rules["NeverwipedSuspiciousChange"]["labels"]["severity"] == "page",
+           "the suspicious-change alert's for and severity")
 
     # Each alert can be switched off.
     values = copy.deepcopy(EVERYTHING_ON)
     values["metrics"]["prometheusRule"]["backupFailed"]["enabled"] = False
     rule = Rendered(values).one("PrometheusRule")
     expect({r["alert"] for r in rule["spec"]["groups"][0]["rules"]} ==
-           {"NeverwipedBackupOverdue", "NeverwipedRepositoryCheckFailed"}, "backupFailed off")
+           {"NeverwipedBackupOverdue", "NeverwipedRepositoryCheckFailed",
+            "NeverwipedSuspiciousChange"}, "backupFailed off")
 
 
 @check
@@ -874,8 +889,9 @@ def the_admission_policy_requires_read_access_to_what_a_plan_or_restore_names() 
            and restore["selectsClaims"] is False, f"a Restore's names: {restore}")
 
     policies = Rendered({"policy": {"requireReadAccess": False}}).all("ValidatingAdmissionPolicy")
-    expect([p["metadata"]["name"] for p in policies] == ["neverwiped-restore-requester"],
-           "policy.requireReadAccess: false installs no read-access policy (the requester one stays)")
+    expect([p["metadata"]["name"] for p in policies]
+           == ["neverwiped-restore-requester", "neverwiped-suspicious-change"],
+           "policy.requireReadAccess: false installs no read-access policy (the others stay)")
     scoped = Rendered(NAMESPACED).one("ValidatingAdmissionPolicyBinding", "neverwiped-read-access")
     expect(scoped["spec"]["matchResources"] == {"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "shop"}}}, "with watchNamespace: that namespace only")
@@ -946,6 +962,60 @@ def the_restore_requester_policy_lets_only_the_creator_name_themself() -> None:
                                       "neverwiped-restore-requester")
     expect(scoped["spec"]["matchResources"] == {"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "shop"}}}, "with watchNamespace: that namespace only")
+
+
+def acknowledgement_allowed(policy: dict[str, Any], operation: str, groups: list[str],
+                            annotations: dict[str, str] | None,
+                            old_annotations: dict[str, str] | None = None) -> bool:
+    """Whether the suspicious-change policy's validations (evaluated with the cel crate) let a
+    user in `groups` CREATE or UPDATE a BackupPlan with `annotations`."""
+    def plan(notes: dict[str, str] | None) -> dict[str, Any]:
+        obj = {"metadata": {"name": "nightly", "namespace": "shop"}, "spec": {}}
+        if notes is not None:
+            obj["metadata"]["annotations"] = notes
+        return obj
+    obj, old = plan(annotations), plan(old_annotations) if operation == "UPDATE" else None
+    request = {"operation": operation, "namespace": "shop", "kind": {"kind": "BackupPlan"},
+               "userInfo": {"username": "someone", "groups": groups}}
+    variables: dict[str, Any] = {}
+    for variable in policy["spec"]["variables"]:
+        context = {"object": obj, "oldObject": old, "request": request, "variables": variables}
+        variables[variable["name"]] = cel.evaluate(variable["expression"], context)
+    context = {"object": obj, "oldObject": old, "request": request, "variables": variables}
+    return all(cel.evaluate(v["expression"], context) for v in policy["spec"]["validations"])
+
+
+@check
+def the_suspicious_change_policy_lets_only_admin_groups_acknowledge() -> None:
+    rendered = Rendered({"suspiciousChange": {"adminGroups": ["backup-admins", "system:masters"]}})
+    policy = rendered.one("ValidatingAdmissionPolicy", "neverwiped-suspicious-change")
+    binding = rendered.one("ValidatingAdmissionPolicyBinding", "neverwiped-suspicious-change")
+    expect(binding["spec"]["policyName"] == policy["metadata"]["name"]
+           and binding["spec"]["validationActions"] == ["Deny"], f"the binding: {binding['spec']}")
+    spec = policy["spec"]
+    expect(spec["failurePolicy"] == "Fail" and "matchConditions" not in spec,
+           "it refuses when it cannot decide, and sees metadata-only updates too")
+    message = spec["validations"][0]["message"]
+    expect(message.startswith("only members of the admin groups (backup-admins, system:masters) "
+                              "may set, change or remove the BackupPlan annotations "
+                              "neverwiped.io/acknowledge-suspicious-change and "
+                              "neverwiped.io/expected-change"), f"the refusal: {message}")
+    ack = "neverwiped.io/acknowledge-suspicious-change"
+    expected = "neverwiped.io/expected-change"
+    tenant, admin = ["team-a", "system:authenticated"], ["backup-admins", "system:authenticated"]
+    for operation, groups, notes, old, allowed in [
+        ("UPDATE", tenant, {ack: "4f2a9c1b"}, None, False),
+        ("UPDATE", tenant, {ack: "4f2a9c1b"}, {ack: "00000000"}, False),
+        ("UPDATE", tenant, None, {ack: "4f2a9c1b"}, False),
+        ("CREATE", tenant, {expected: "migration"}, None, False),
+        ("UPDATE", tenant, {ack: "4f2a9c1b", "other": "x"}, {ack: "4f2a9c1b"}, True),
+        ("CREATE", tenant, {"other": "x"}, None, True),
+        ("UPDATE", admin, {ack: "4f2a9c1b"}, None, True),
+        ("UPDATE", admin, {expected: "migration"}, {}, True),
+    ]:
+        expect(acknowledgement_allowed(policy, operation, groups, notes, old) == allowed,
+               f"{operation} by {groups} with {notes} (before: {old}) is "
+               f"{'allowed' if allowed else 'refused'}")
 
 
 @check

@@ -63,6 +63,8 @@ pub struct Settings {
     pub reconcile_concurrency: u16,
     /// This replica's name in the Events it publishes (its pod's name).
     pub instance: String,
+    /// When a backup's changes are far outside the plan's history.
+    pub suspicion: crate::suspicion::Thresholds,
 }
 
 impl Settings {
@@ -85,6 +87,7 @@ impl Settings {
             plan_selector: None,
             reconcile_concurrency: DEFAULT_RECONCILE_CONCURRENCY,
             instance: FIELD_MANAGER.into(),
+            suspicion: Default::default(),
         }
     }
 }
@@ -247,7 +250,7 @@ fn plan_waits_for_claims(plan: &BackupPlan, namespace: Option<&str>) -> bool {
 }
 
 /// What of a plan, when it changes, calls for a reconcile: its spec (the generation), its
-/// deletion, and its run (`status.activeRun`: a run's next step, its VolumeSnapshots taken and
+/// deletion, an admin's acknowledgement of a suspicious change (an annotation), and its run (`status.activeRun`: a run's next step, its VolumeSnapshots taken and
 /// then its Job, follows from the status the last reconcile wrote). The rest of the status is
 /// the operator's own account, which it has just written: reconciling after each such write
 /// would fetch everything the plan names once more for nothing, and while runs wait for a slot
@@ -258,6 +261,10 @@ fn plan_changes_that_matter(plan: &BackupPlan) -> Option<u64> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     plan.metadata.generation.hash(&mut hasher);
     plan.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    let annotations = plan.metadata.annotations.as_ref();
+    annotations
+        .and_then(|a| a.get(crate::api::ANNOTATION_ACKNOWLEDGE_SUSPICIOUS_CHANGE))
+        .hash(&mut hasher);
     let run = plan.status.as_ref().and_then(|s| s.active_run.as_ref());
     serde_json::to_string(&run)
         .unwrap_or_default()

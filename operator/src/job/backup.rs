@@ -145,7 +145,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
             .map(|b| b as u64),
         remove_locks_of_host: run.remove_stale_locks.then(|| hostname.clone()),
         databases,
-        keep,
+        keep: crate::suspicion::backup_retention(plan, keep),
         retry_lock: Some(lock_wait(run.deadline)),
         // A plan's first backup creates its repository.
         init: true,

@@ -183,12 +183,16 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
             retry_lock: Some(lock_wait(run.deadline)),
             // The same host name as the plan's backups, whose snapshots the result lists.
             host: Some(format!("{plan_namespace}/{plan_name}")),
-            // A protected plan's retention runs here; any other's with its backups.
-            keep: if remote {
-                keep_rules(spec.retention.as_ref())
-            } else {
-                Default::default()
-            },
+            // A protected plan's retention runs here; any other's with its backups. A suspicious
+            // night pauses it either way.
+            keep: crate::suspicion::retention(
+                plan,
+                if remote {
+                    keep_rules(spec.retention.as_ref())
+                } else {
+                    Default::default()
+                },
+            ),
             protect_within: protection.protect_within(),
         }
         .to_args(),

@@ -10,7 +10,7 @@ use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
 use super::occupant::Occupant;
 use super::resolve::{resolve, ReadyPlan};
-use super::{listing, maintenance, runs, snapshots, triggers};
+use super::{listing, maintenance, runs, snapshots, suspect, triggers};
 use crate::api::{BackupPlan, BackupPlanStatus, PlanSnapshots};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::controller::effects::PlannedEvent;
@@ -53,7 +53,8 @@ pub fn decide_with(
 
     // What the plan's Jobs and snapshots say, and so what occupies it now.
     let jobs = runs::plan_jobs(plan, observed);
-    let backup = runs::observe(&jobs.backups, &observed.pods, &mut decision, now, settings);
+    suspect::acknowledge(plan, &mut decision, now);
+    let backup = runs::observe(plan, &jobs.backups, observed, &mut decision, now, settings);
     let preparing = snapshots::observe(
         plan,
         observed,
@@ -115,13 +116,10 @@ pub fn decide_with(
         unmatched_selectors: ready.as_ref().ok().map(|r| &r.plan.unmatched_selectors[..]),
         listing_recorded: decision.status.snapshots.as_ref() != plan_status_snapshots(plan),
     };
-<<<<<<< HEAD
     let withheld = set_plan_conditions(&mut decision.status, conditions, generation, now);
     decision
         .events
         .extend(withheld.map(listing::withheld_event));
-=======
-    set_plan_conditions(&mut decision.status, conditions, generation, now);
     maintenance::show_protection(
         plan,
         &settings.job.protection,
@@ -129,7 +127,6 @@ pub fn decide_with(
         generation,
         now,
     );
->>>>>>> wt-maint
     let current_run = occupant.active_run().map(|run| run.job_name.as_str());
     (decision.delete_snapshots, decision.delete_claims) =
         snapshots::over(plan, observed, current_run);
@@ -167,6 +164,9 @@ fn start_or_advance<'a>(
     gate: &mut dyn Gate,
     decision: &mut PlanDecision,
 ) -> Occupant<'a> {
+    // The Jobs that start see the suspicion flag this reconcile decided.
+    let flagged = suspect::with_decided_flag(plan, decision);
+    let plan = flagged.as_ref().unwrap_or(plan);
     let remove_stale_locks = !runs::plan_pod_alive(
         &plan.metadata.name.clone().unwrap_or_default(),
         &observed.pods,

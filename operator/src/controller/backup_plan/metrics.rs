@@ -96,6 +96,10 @@ fn set_gauges(metrics: &Metrics, labels: &PlanLabels, decision: &PlanDecision) {
             .get_or_create(labels)
             .set(repository.snapshots);
     }
+    metrics
+        .suspicious_change
+        .get_or_create(labels)
+        .set(i64::from(status.suspicious_change.is_some()));
     if let Some(check) = &status.check.last_run {
         metrics
             .repository_check_ok

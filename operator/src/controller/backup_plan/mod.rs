@@ -17,6 +17,7 @@ mod occupant;
 mod resolve;
 mod runs;
 mod snapshots;
+mod suspect;
 mod triggers;
 
 #[cfg(test)]

@@ -49,8 +49,9 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
 /// Records the backup Jobs that finished, fails those whose pod cannot start, and deletes finished
 /// Jobs beyond the kept; returns the one that runs now, as it occupies the plan.
 pub fn observe(
+    plan: &BackupPlan,
     backups: &[&Job],
-    pods: &[Pod],
+    observed: &ObservedPlan,
     decision: &mut PlanDecision,
     now: Timestamp,
     settings: &Settings,
@@ -66,7 +67,7 @@ pub fn observe(
         {
             continue;
         }
-        let end = match job_state(job, pod_of(job, pods), now) {
+        let end = match job_state(job, pod_of(job, &observed.pods), now) {
             JobState::Ended(end) => end,
             JobState::Blocked(end) => {
                 decision.delete.push(job_name.clone());
@@ -82,6 +83,7 @@ pub fn observe(
         record_repository(&mut decision.status, &end, now);
         record_snapshots(&mut decision.status, &end, now);
         decision.record_backup(end.reason, record, now);
+        super::suspect::judge(plan, job, trigger, &end, decision, settings, now);
     }
     // A run whose status was not written (the apply failed after the create) is still acted on.
     if let Some(job) = active {
