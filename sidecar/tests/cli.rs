@@ -41,6 +41,8 @@ mod support;
 
 #[path = "cli/repair.rs"]
 mod repair;
+#[path = "cli/repair_snapshots.rs"]
+mod repair_snapshots;
 #[path = "cli/restic_patterns.rs"]
 mod restic_patterns;
 #[path = "cli/restic_selection.rs"]

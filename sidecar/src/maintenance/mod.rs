@@ -7,6 +7,7 @@ pub mod forget;
 pub mod keys;
 pub mod prune;
 pub mod repair;
+pub mod repair_snapshots;
 pub mod retention;
 pub mod tag;
 pub mod usage;
