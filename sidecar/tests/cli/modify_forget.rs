@@ -285,6 +285,9 @@ fn forget_keeps_and_removes_what_restic_does_for_every_rule_filter_and_grouping(
         String::from_utf8(output.stdout).unwrap()
     };
     restic_ok(&["init".into()]);
+    let password_file = work.path().join("restic-password");
+    fs::write(&password_file, RESTIC_PASSWORD).unwrap();
+    super::inspect_common::cheapen_restic_key(&restic_repo, &password_file);
     for planned in calendar() {
         let mut args: Vec<String> = vec![
             "backup".into(),
