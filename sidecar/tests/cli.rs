@@ -165,6 +165,25 @@ fn initialised() -> (TempDir, PathBuf, Sidecar) {
     (work, repo, sidecar)
 }
 
+/// As [`initialised`], with the repository's key under the tests' light Argon2 parameters
+/// ([`fixtures::TEST_KDF`]) instead of `init`'s: for tests that run the sidecar a hundred times
+/// on one repository, each run deriving the key again.
+fn initialised_cheaply() -> (TempDir, PathBuf, Sidecar) {
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    let backend: SharedBackend = Arc::new(LocalBackend::new(&repo));
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(Repository::init(
+            backend,
+            PASSWORD.as_bytes(),
+            fixtures::TEST_KDF,
+        ))
+        .unwrap();
+    let sidecar = Sidecar::local(&repo);
+    (work, repo, sidecar)
+}
+
 /// A few small files in a new folder `name` below `work`.
 fn small_tree(work: &Path, name: &str) -> PathBuf {
     let source = work.join(name);
