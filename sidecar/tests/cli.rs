@@ -45,6 +45,8 @@ mod support;
 mod protect_window;
 #[path = "cli/repair.rs"]
 mod repair;
+#[path = "cli/repair_snapshots.rs"]
+mod repair_snapshots;
 #[path = "cli/restic_patterns.rs"]
 mod restic_patterns;
 #[path = "cli/restic_selection.rs"]
@@ -164,6 +166,25 @@ fn initialised() -> (TempDir, PathBuf, Sidecar) {
         "{}",
         init.stdout
     );
+    (work, repo, sidecar)
+}
+
+/// As [`initialised`], with the repository's key under the tests' light Argon2 parameters
+/// ([`fixtures::TEST_KDF`]) instead of `init`'s: for tests that run the sidecar a hundred times
+/// on one repository, each run deriving the key again.
+fn initialised_cheaply() -> (TempDir, PathBuf, Sidecar) {
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    let backend: SharedBackend = Arc::new(LocalBackend::new(&repo));
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(Repository::init(
+            backend,
+            PASSWORD.as_bytes(),
+            fixtures::TEST_KDF,
+        ))
+        .unwrap();
+    let sidecar = Sidecar::local(&repo);
     (work, repo, sidecar)
 }
 

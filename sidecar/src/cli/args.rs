@@ -148,7 +148,7 @@ pub enum Command {
     Forget(ForgetArgs),
     /// Add, remove or set the tags of snapshots (each changed snapshot is written anew).
     Tag(super::tag::TagArgs),
-    /// Repair the repository: write the index again from the packs.
+    /// Repair the repository: the index from the packs (index), damaged snapshots (snapshots).
     #[command(subcommand)]
     Repair(super::repair::RepairCommand),
     /// Remove data no snapshot needs.

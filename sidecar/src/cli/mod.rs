@@ -20,6 +20,7 @@ pub mod mount;
 pub mod output;
 mod patterns;
 mod repair;
+mod repair_snapshots;
 pub mod result_file;
 mod scoped_selection;
 mod secrets;

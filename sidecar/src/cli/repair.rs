@@ -1,5 +1,5 @@
-//! `repair index`: the index written again from the packs, under the exclusive lock, and what
-//! changed printed.
+//! `repair index`: the index written again from the packs; `repair snapshots`: snapshots
+//! written again without what is gone. Both under the exclusive lock, and what changed printed.
 
 use super::Outcome;
 use anyhow::Result;
@@ -13,6 +13,10 @@ pub enum RepairCommand {
     /// Write the index again from the packs: drop the entries of packs that are gone, index the
     /// packs no index lists (and those whose size does not match their entries).
     Index(RepairIndexArgs),
+    /// Write damaged snapshots again: files lose the content that is gone (and are cut short by
+    /// it), folders that cannot be read become empty, snapshots whose root cannot be read are
+    /// removed. Run `repair index` first.
+    Snapshots(super::repair_snapshots::RepairSnapshotsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -30,7 +34,12 @@ pub async fn repair(
     json: bool,
     quiet: bool,
 ) -> Result<Outcome> {
-    let RepairCommand::Index(args) = command;
+    let args = match command {
+        RepairCommand::Index(args) => args,
+        RepairCommand::Snapshots(args) => {
+            return super::repair_snapshots::repair_snapshots(repo, args, json, quiet).await
+        }
+    };
     let lock = locking::acquire(repo, true, "repair index").await?;
     let report = lock
         .held_while(repair::repair_index(repo, args.read_all_packs))

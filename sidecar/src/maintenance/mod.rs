@@ -8,6 +8,7 @@ pub mod keys;
 pub mod protect;
 pub mod prune;
 pub mod repair;
+pub mod repair_snapshots;
 pub mod retention;
 pub mod tag;
 pub mod usage;

@@ -44,7 +44,11 @@ fn dump_of_a_folder_writes_the_tar_restic_writes() {
     let Some(restic_path) = restic_binary(test) else {
         return;
     };
-    let (work, _repo, sidecar) = initialised();
+    let (work, _repo, mut sidecar) = initialised();
+    // restic runs in UTC (its snapshot records each time with the offset it backed up in, and
+    // writes the zip's times in that offset); the sidecar runs in a zone half an hour off any
+    // whole hour, so that a time written in local time would show.
+    sidecar.env.push(("TZ".into(), "Asia/Kolkata".into()));
     let source = work.path().join("stable/source");
     build_tree(&source);
     // Names that ustar cannot hold: longer than 100 bytes, and not ASCII.
@@ -102,7 +106,11 @@ fn dump_of_a_folder_as_zip_writes_the_zip_restic_writes() {
     let Some(restic_path) = restic_binary(test) else {
         return;
     };
-    let (work, _repo, sidecar) = initialised();
+    let (work, _repo, mut sidecar) = initialised();
+    // restic runs in UTC (its snapshot records each time with the offset it backed up in, and
+    // writes the zip's times in that offset); the sidecar runs in a zone half an hour off any
+    // whole hour, so that a time written in local time would show.
+    sidecar.env.push(("TZ".into(), "Asia/Kolkata".into()));
     let source = work.path().join("stable/source");
     build_tree(&source);
     fs::write(source.join("docs/ünï"), b"accents\n").unwrap();
@@ -152,4 +160,45 @@ fn dump_of_a_folder_as_zip_writes_the_zip_restic_writes() {
         stderr.contains("'7z'") && stderr.contains("tar, zip"),
         "{stderr}"
     );
+}
+
+/// A folder of more than 65535 entries dumps as restic's zip (Go writes the zip64 end records):
+/// Python's `zipfile` reads the same members from both.
+#[test]
+fn a_zip_of_more_than_65535_entries_is_the_zip64_restic_writes() {
+    let test = "a_zip_of_more_than_65535_entries_is_the_zip64_restic_writes";
+    let Some(restic_path) = restic_binary(test) else {
+        return;
+    };
+    let (work, _repo, sidecar) = initialised();
+    let source = work.path().join("stable/many");
+    fs::create_dir_all(&source).unwrap();
+    for n in 0..70_000 {
+        fs::File::create(source.join(format!("{n:05}"))).unwrap();
+    }
+    set_times(&source);
+    let restic = Restic::init(restic_path, work.path());
+    restic.backup(&source, &[]);
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+    let (theirs, ours) = (work.path().join("theirs.zip"), work.path().join("ours.zip"));
+    let zip = |target: &Path| {
+        [
+            "dump",
+            "latest",
+            text(&source),
+            "--archive",
+            "zip",
+            "--target",
+        ]
+        .into_iter()
+        .chain([text(target)])
+        .map(str::to_owned)
+        .collect::<Vec<String>>()
+    };
+    let theirs_args = zip(&theirs);
+    restic.run(&theirs_args.iter().map(String::as_str).collect::<Vec<_>>());
+    sidecar.run(&zip(&ours)).expect_ok();
+    let (ours, theirs) = (listed(LIST_ZIP, &ours), listed(LIST_ZIP, &theirs));
+    assert_eq!(theirs.len(), 70_000, "the files below the folder dumped");
+    assert_eq!(ours, theirs);
 }

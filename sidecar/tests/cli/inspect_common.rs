@@ -81,6 +81,7 @@ impl Restic {
             password_file,
         };
         restic.run(&["init"]);
+        cheapen_restic_key(&restic.repo, &restic.password_file);
         restic
     }
 
@@ -113,4 +114,57 @@ impl Restic {
         args.extend(extra);
         self.run(&args);
     }
+}
+
+/// Wraps the master key of a restic repository anew (`keys/`: its only key object) under scrypt
+/// with N = 1024, r = 1, p = 1, in restic's key format (AES-256-CTR, Poly1305-AES). restic `init`
+/// calibrates its scrypt to take half a second, which every later command pays again; the tests
+/// run restic up to a hundred times on one repository. The master key, and so every stored byte,
+/// is unchanged; restic only reads the parameters from the key object.
+const CHEAP_KEY: &str = r#"
+import base64, hashlib, json, os, sys
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.poly1305 import Poly1305
+repo, password = sys.argv[1], open(sys.argv[2], "rb").read().strip()
+def derive(salt, n, r, p):
+    return hashlib.scrypt(password, salt=salt, n=n, r=r, p=p, maxmem=2**31 - 1, dklen=64)
+def mac(user, iv, data):
+    aes = Cipher(algorithms.AES(user[32:48]), modes.ECB()).encryptor()
+    return Poly1305.generate_tag(user[48:64] + aes.update(iv) + aes.finalize(), data)
+def ctr(key, iv, data):
+    aes = Cipher(algorithms.AES(key), modes.CTR(iv)).encryptor()
+    return aes.update(data) + aes.finalize()
+keys = os.path.join(repo, "keys")
+(name,) = os.listdir(keys)
+key = json.load(open(os.path.join(keys, name)))
+user = derive(base64.b64decode(key["salt"]), key["N"], key["r"], key["p"])
+sealed = base64.b64decode(key["data"])
+iv, data, tag = sealed[:16], sealed[16:-16], sealed[-16:]
+assert mac(user, iv, data) == tag, "the password does not open the key"
+master = ctr(user[:32], iv, data)
+salt, iv = os.urandom(64), os.urandom(16)
+key.update(N=1024, r=1, p=1, salt=base64.b64encode(salt).decode())
+user = derive(salt, 1024, 1, 1)
+data = ctr(user[:32], iv, master)
+key["data"] = base64.b64encode(iv + data + mac(user, iv, data)).decode()
+body = json.dumps(key).encode()
+with open(os.path.join(keys, hashlib.sha256(body).hexdigest()), "wb") as new:
+    new.write(body)
+os.remove(os.path.join(keys, name))
+"#;
+
+/// Gives the restic repository at `repo` a key that is cheap to derive (see [`CHEAP_KEY`]);
+/// `password_file` holds its password.
+pub fn cheapen_restic_key(repo: &Path, password_file: &Path) {
+    let output = Command::new("python3")
+        .args(["-c", CHEAP_KEY])
+        .arg(repo)
+        .arg(password_file)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "rewrapping restic's key (needs Python's cryptography module): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -5,7 +5,7 @@
 
 use super::exact_names::matches_schema;
 use super::support::restic_binary;
-use super::{initialised, text, Sidecar};
+use super::{initialised_cheaply, text, Sidecar};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
@@ -258,7 +258,7 @@ fn forget_keeps_and_removes_what_restic_does_for_every_rule_filter_and_grouping(
     ) {
         return;
     }
-    let (work, _repo, mut sidecar): (_, _, Sidecar) = initialised();
+    let (work, _repo, mut sidecar): (_, _, Sidecar) = initialised_cheaply();
     sidecar.env.push(("TZ".into(), ZONE.into()));
     let sources = [work.path().join("src-one"), work.path().join("src-two")];
     for (n, source) in sources.iter().enumerate() {
@@ -285,6 +285,9 @@ fn forget_keeps_and_removes_what_restic_does_for_every_rule_filter_and_grouping(
         String::from_utf8(output.stdout).unwrap()
     };
     restic_ok(&["init".into()]);
+    let password_file = work.path().join("restic-password");
+    fs::write(&password_file, RESTIC_PASSWORD).unwrap();
+    super::inspect_common::cheapen_restic_key(&restic_repo, &password_file);
     for planned in calendar() {
         let mut args: Vec<String> = vec![
             "backup".into(),
@@ -323,7 +326,7 @@ fn forget_keeps_and_removes_what_restic_does_for_every_rule_filter_and_grouping(
 
 #[test]
 fn forget_by_id_removes_exactly_the_snapshots_named_and_refuses_rules_beside_them() {
-    let (work, _repo, sidecar) = initialised();
+    let (work, _repo, sidecar) = initialised_cheaply();
     let source = work.path().join("source");
     fs::create_dir_all(&source).unwrap();
     fs::write(source.join("file"), b"content\n").unwrap();

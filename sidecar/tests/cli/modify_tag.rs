@@ -7,7 +7,7 @@
 use super::exact_names::matches_schema;
 use super::inspect_common::Restic;
 use super::support::restic_binary;
-use super::{initialised, small_tree, text, Sidecar};
+use super::{initialised_cheaply, small_tree, text, Sidecar};
 use std::collections::BTreeMap;
 
 /// The snapshots made on both sides: time (UTC), host, tags.
@@ -141,7 +141,7 @@ fn tag_adds_removes_and_sets_tags_as_restic_does_and_keeps_the_original_id() {
     let Some(restic_path) = restic_binary(test) else {
         return;
     };
-    let (work, _repo, sidecar) = initialised();
+    let (work, _repo, sidecar) = initialised_cheaply();
     let source = small_tree(work.path(), "source");
     let restic = Restic::init(restic_path, work.path());
     for (time, host, tags) in MADE {
@@ -181,7 +181,7 @@ fn tag_adds_removes_and_sets_tags_as_restic_does_and_keeps_the_original_id() {
 
 #[test]
 fn tag_takes_the_exclusive_lock_and_refuses_what_names_nothing() {
-    let (work, repo, sidecar) = initialised();
+    let (work, repo, sidecar) = initialised_cheaply();
     let source = small_tree(work.path(), "source");
     sidecar
         .run(&["backup", text(&source), "--tag", "kept"])
