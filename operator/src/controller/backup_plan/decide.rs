@@ -105,14 +105,7 @@ pub fn decide_with(
     let conditions = PlanConditions {
         problems,
         ready_message: &ready_message,
-        preparing: match &occupant {
-            Occupant::PreparingSnapshots(preparing) => Some(PreparingSnapshots {
-                job_name: &preparing.run.job_name,
-                ready: preparing.snapshots.iter().filter(|s| s.is_ready()).count(),
-                taken: preparing.snapshots.len(),
-            }),
-            _ => None,
-        },
+        preparing: preparing_snapshots(&occupant),
         unmatched_selectors: ready.as_ref().ok().map(|r| &r.plan.unmatched_selectors[..]),
         listing_recorded: decision.status.snapshots.as_ref() != plan_status_snapshots(plan),
     };
@@ -144,6 +137,18 @@ pub fn decide_with(
         .filter(|_| !plan.spec.suspend)
         .and_then(|r| r.plan.schedule.interval_after(now));
     decision
+}
+
+/// How far the snapshots of the run that prepares them are, for its condition.
+fn preparing_snapshots<'a>(occupant: &'a Occupant<'_>) -> Option<PreparingSnapshots<'a>> {
+    match occupant {
+        Occupant::PreparingSnapshots(preparing) => Some(PreparingSnapshots {
+            job_name: &preparing.run.job_name,
+            ready: preparing.snapshots.iter().filter(|s| s.is_ready()).count(),
+            taken: preparing.snapshots.len(),
+        }),
+        _ => None,
+    }
 }
 
 /// The listing of the plan's snapshots in its status as fetched.
