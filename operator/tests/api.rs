@@ -295,6 +295,7 @@ fn crds_have_the_names_users_type() {
             "Next Run",
             "Runs At",
             "Queued",
+            "Suspicious",
             "Age"
         ]
     );
