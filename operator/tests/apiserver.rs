@@ -186,10 +186,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         .collect();
     // The plan keeps snapshots and the operator has no maintenance login: its backups forget
     // with their own login, which Ready names while the plan still runs.
-    assert_eq!(
-        conditions["Ready"],
-        ("True", "BackupLoginCanDeleteHistory")
-    );
+    assert_eq!(conditions["Ready"], ("True", "BackupLoginCanDeleteHistory"));
     assert_eq!(conditions["Running"], ("False", "Idle"));
     assert_eq!(conditions["LastBackupSucceeded"], ("True", "Succeeded"));
     assert!(status.next_schedule_time.is_some());

@@ -198,13 +198,7 @@ async fn protected_packs(
     objects: &[(crate::ids::ObjectId, IndexFile)],
     blobs: &HashSet<BlobId>,
 ) -> Result<HashMap<PackId, IndexedPack>> {
-    let stored: HashSet<PackId> = repo
-        .backend()
-        .list(ObjectKind::Data)
-        .await?
-        .into_iter()
-        .filter_map(|info| info.name.parse().ok())
-        .collect();
+    let stored: HashSet<PackId> = super::stored_packs(repo).await?;
     // The loaded index's objects first: a pack's listing comes from one in force when it can.
     let in_force: HashSet<_> = repo.index().objects.iter().copied().collect();
     let mut ordered: Vec<&(crate::ids::ObjectId, IndexFile)> = objects.iter().collect();

@@ -100,13 +100,7 @@ pub async fn repair_snapshots(
     dry_run: bool,
     forget: bool,
 ) -> Result<Vec<RepairedSnapshot>> {
-    let stored: HashSet<PackId> = repo
-        .backend()
-        .list(ObjectKind::Data)
-        .await?
-        .into_iter()
-        .filter_map(|info| info.name.parse().ok())
-        .collect();
+    let stored: HashSet<PackId> = super::stored_packs(repo).await?;
     let mut rewriter = Rewriter {
         repo,
         stored,
