@@ -23,6 +23,7 @@ pub mod job;
 pub mod leader;
 pub mod metrics;
 pub mod mover;
+pub mod owner;
 pub mod plan;
 pub mod protection;
 pub mod recorder;

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use crate::api::{BackupPlan, CopyMethod, NewClaim, Restore, RunTrigger};
 use crate::csi::{
@@ -204,7 +204,7 @@ pub fn run_snapshot(
     snapshot.metadata.namespace = plan.namespace();
     snapshot.metadata.labels = Some(run_labels(plan, job_name));
     snapshot.metadata.annotations = Some(annotations);
-    snapshot.metadata.owner_references = plan.controller_owner_ref(&()).map(|o| vec![o]);
+    snapshot.metadata.owner_references = crate::owner::controlled_by(plan).map(|o| vec![o]);
     snapshot
 }
 
@@ -248,7 +248,7 @@ pub fn snapshot_clone(
                 ANNOTATION_SOURCE_CLAIM.to_owned(),
                 source.name_any(),
             )])),
-            owner_references: plan.controller_owner_ref(&()).map(|o| vec![o]),
+            owner_references: crate::owner::controlled_by(plan).map(|o| vec![o]),
             ..ObjectMeta::default()
         },
         spec: Some(PersistentVolumeClaimSpec {

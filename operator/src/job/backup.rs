@@ -6,7 +6,7 @@ use crate::volume_patterns::{self, PatternField};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use neverwiped_contract::cli::{self, BackupArgs, DatabaseArg, KeepRules, ScopedSelection};
 
 use super::pod::{FinishedPod, PodBuilder, Privileges};
@@ -182,7 +182,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         namespace,
         labels,
         annotations,
-        owner: plan.controller_owner_ref(&()),
+        owner: crate::owner::controlled_by(plan),
         args,
         privileges,
         deadline: run.deadline,

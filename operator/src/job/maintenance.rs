@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use neverwiped_contract::cli::{self, CheckArgs, PruneArgs};
 
 use super::backup::keep_rules;
@@ -217,7 +217,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
         annotations.insert(ANNOTATION_PLAN_UID.into(), uid);
         (settings.protection.namespace.clone(), None, None)
     } else {
-        let owner = plan.controller_owner_ref(&());
+        let owner = crate::owner::controlled_by(plan);
         (plan_namespace, owner, spec.pod.as_ref())
     };
     pod.finish(FinishedPod {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use jiff::SignedDuration;
 use k8s_openapi::api::batch::v1::Job;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use neverwiped_contract::cli::{self, DatabaseArg, Overwrite, RestoreArgs};
 
 use super::pod::{FinishedPod, PodBuilder, Privileges};
@@ -124,7 +124,7 @@ pub fn restore_job(
         namespace,
         labels,
         annotations: BTreeMap::new(),
-        owner: restore.controller_owner_ref(&()),
+        owner: crate::owner::controlled_by(restore),
         args,
         privileges,
         deadline: run.deadline,

@@ -32,11 +32,6 @@ struct Permission {
 /// use, with the operation that does.
 const NOT_SHOWN_HERE: &[(&str, &str)] = &[
     (
-        "backupplans/finalizers/update",
-        "owner references that block deletion, checked only by OwnerReferencesPermissionEnforcement, which the test API server does not run",
-    ),
-    ("restores/finalizers/update", "as backupplans/finalizers"),
-    (
         "persistentvolumeclaims/delete",
         "removing a run's snapshot clones: shown by each_verb_only_a_snapshot_run_uses_is_needed",
     ),
