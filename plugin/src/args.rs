@@ -1,4 +1,5 @@
-//! The command line: `kubectl neverwiped COMMAND PLAN …`.
+//! The command line: `kubectl neverwiped COMMAND PLAN …`, or `… --repository URL …` without a
+//! plan.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -21,15 +22,18 @@ pub struct Cli {
     /// How long one request to the gate may be retried before the command fails (`30s`, `5m`).
     #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
     pub gate_timeout: Duration,
+    #[command(flatten)]
+    pub repository: RepositoryArgs,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// The plan's snapshots in its repository, newest first.
+    /// The plan's snapshots in its repository, newest first. With `--repository` and no PLAN,
+    /// every snapshot of the repository, with the origin (`NAMESPACE/PLAN`) that took it.
     Snapshots {
-        plan: String,
+        plan: Option<String>,
         /// Print JSON: every snapshot object, with its full id.
         #[arg(long)]
         json: bool,
@@ -84,6 +88,29 @@ pub enum Command {
         #[arg(short = 'A', long)]
         all_namespaces: bool,
     },
+}
+
+/// A repository named on the command line, for when its BackupPlan is gone, renamed or in
+/// another cluster: `snapshots`, `ls`, `cat`, `download` and `mount` then read no plan, and
+/// their PLAN is the origin of the snapshots (`NAMESPACE/PLAN`, or PLAN of `-n`'s namespace).
+/// The Secrets are read from `-n`'s namespace, and the URL must be within the tenant policy's
+/// allowed repository prefixes, as a plan's.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RepositoryArgs {
+    /// The repository's URL on the gate (as a plan's `spec.repository.url`).
+    #[arg(long = "repository", value_name = "URL", global = true)]
+    pub url: Option<String>,
+    /// The Secret holding the repository password: `NAME` (key `password`) or `NAME:KEY`.
+    #[arg(long, value_name = "NAME[:KEY]", global = true, requires = "url")]
+    pub password_secret: Option<String>,
+    /// The Secret holding the gate login (keys `username` and `password`, as a
+    /// `kubernetes.io/basic-auth` Secret).
+    #[arg(long, value_name = "NAME", global = true, requires = "url")]
+    pub login_secret: Option<String>,
+    /// The Secret holding the CA certificate(s) of a gate with a private CA: `NAME` (key
+    /// `ca.crt`) or `NAME:KEY`.
+    #[arg(long, value_name = "NAME[:KEY]", global = true, requires = "url")]
+    pub ca_secret: Option<String>,
 }
 
 /// Which snapshot: `latest`, or an id prefix; `--before` picks the newest taken before a time.

@@ -39,7 +39,13 @@ pub async fn find(
         host: Some(host.to_owned()),
         before: choice.before,
     };
-    let (id, snapshot) = selection::find_snapshot(repo, &choice.spec, &filter).await?;
+    let found = selection::find_snapshot(repo, &choice.spec, &filter).await;
+    let (id, snapshot) = match found {
+        Err(selection::SelectionError::Repository(neverwiped::Error::SnapshotNotFound(what))) => {
+            bail!("no snapshot matches {what}; {}", origins_found(repo).await?)
+        }
+        other => other?,
+    };
     let plain_latest = choice.spec == "latest" && choice.before.is_none();
     if let Some(last) = choice.last_success.as_ref().filter(|_| plain_latest) {
         let found = id.to_string();
@@ -52,46 +58,88 @@ pub async fn find(
     Ok((id, snapshot))
 }
 
-/// Prints the plan's snapshots, newest first: a table, or with `json` an array.
-pub async fn snapshots(repo: &Repository, host: &str, json: bool) -> Result<()> {
-    let snapshots = selection::snapshots_of_host(repo, host).await?;
+/// Prints the snapshots of `host` (every origin's, with `None`), newest first: a table, or with
+/// `json` an array; returns how many.
+pub async fn snapshots(repo: &Repository, host: Option<&str>, json: bool) -> Result<usize> {
+    let snapshots = match host {
+        Some(host) => selection::snapshots_of_host(repo, host).await?,
+        None => {
+            let mut all = repo.snapshots().await?;
+            all.reverse();
+            all
+        }
+    };
     if json {
         let list: Vec<SnapshotView> = snapshots
             .iter()
             .map(|(id, snapshot)| SnapshotView::new(id, snapshot))
             .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
-        return Ok(());
+        return Ok(list.len());
     }
+    let origin_column = host.is_none();
+    let origin_header = if origin_column { "ORIGIN  " } else { "" };
     println!(
-        "{:<8}  {:<20}  {:>9}  {:>10}  {:<20}  paths",
+        "{:<8}  {origin_header}{:<20}  {:>9}  {:>10}  {:<20}  paths",
         "ID", "TIME (UTC)", "FILES", "SIZE", "TAGS"
     );
     for (id, snapshot) in &snapshots {
-        let entry = selection::snapshot_entry(id, snapshot);
-        let paths: Vec<String> = snapshot
-            .paths
-            .iter()
-            .map(|p| text::quoted(&p.0).into_owned())
-            .collect();
-        let tags = if entry.tags.is_empty() {
-            "-".to_owned()
+        let origin = if origin_column {
+            // Whoever may write the repository writes the host name.
+            format!("{}  ", text::escaped(&snapshot.hostname))
         } else {
-            // Whoever may write the repository writes the tags.
-            text::escaped(&entry.tags.join(",")).into_owned()
+            String::new()
         };
-        println!(
-            "{:<8}  {:<20}  {:>9}  {:>10}  {:<20}  {}",
-            entry.id,
-            entry.time,
-            entry.files,
-            crate::table::bytes(entry.size_bytes),
-            tags,
-            paths.join(" ")
-        );
+        println!("{}", snapshot_row(id, snapshot, &origin));
     }
-    println!("{} snapshot(s) of {host}", snapshots.len());
-    Ok(())
+    match host {
+        Some(host) => println!("{} snapshot(s) of {host}", snapshots.len()),
+        None => println!("{} snapshot(s)", snapshots.len()),
+    }
+    Ok(snapshots.len())
+}
+
+/// One line of the snapshot table, the origin (if shown) after the id.
+fn snapshot_row(id: &SnapshotId, snapshot: &Snapshot, origin: &str) -> String {
+    let entry = selection::snapshot_entry(id, snapshot);
+    let paths: Vec<String> = snapshot
+        .paths
+        .iter()
+        .map(|p| text::quoted(&p.0).into_owned())
+        .collect();
+    let tags = if entry.tags.is_empty() {
+        "-".to_owned()
+    } else {
+        // Whoever may write the repository writes the tags.
+        text::escaped(&entry.tags.join(",")).into_owned()
+    };
+    format!(
+        "{:<8}  {origin}{:<20}  {:>9}  {:>10}  {:<20}  {}",
+        entry.id,
+        entry.time,
+        entry.files,
+        crate::table::bytes(entry.size_bytes),
+        tags,
+        paths.join(" ")
+    )
+}
+
+/// The origins (`NAMESPACE/PLAN`) the repository holds snapshots of, said for a user who named
+/// one it does not.
+pub async fn origins_found(repo: &Repository) -> Result<String> {
+    let mut origins: Vec<String> = repo
+        .snapshots()
+        .await?
+        .into_iter()
+        .map(|(_, snapshot)| text::escaped(&snapshot.hostname).into_owned())
+        .collect();
+    origins.sort();
+    origins.dedup();
+    Ok(if origins.is_empty() {
+        "it holds no snapshot at all".to_owned()
+    } else {
+        format!("the origins it holds are: {}", origins.join(", "))
+    })
 }
 
 /// A snapshot path as given (`data/app`, `/data/app/`) as the snapshot names it: `/data/app`.

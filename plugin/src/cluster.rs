@@ -34,7 +34,9 @@ pub enum ClusterError {
     },
     #[error("the API server does not accept your credentials (401 Unauthorized): log in again or check the kubeconfig")]
     Unauthorized,
-    #[error("the Secret {secret:?} in namespace {namespace:?} has no key {key:?} (the plan's {field} names it)")]
+    #[error(
+        "the Secret {secret:?} in namespace {namespace:?} has no key {key:?} ({field} names it)"
+    )]
     MissingKey {
         secret: String,
         key: String,

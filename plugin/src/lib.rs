@@ -3,7 +3,8 @@
 //!
 //! - [`cluster`]: the plan, its Secrets and Restores, read with the caller's kubeconfig; every
 //!   refusal names the verb and the object.
-//! - [`repository`]: the plan's repository opened in this process, as its Jobs open it.
+//! - [`source`]: which repository a command reads: a plan's, or one named with `--repository`.
+//! - [`repository`]: that repository opened in this process, as the plan's Jobs open it.
 //! - [`browse`]: `snapshots`, `ls`, `cat`, `download`, with the engine's own snapshot selection.
 //! - [`mount`]: the plan's snapshots as a read-only FUSE file system.
 //! - [`runs`]: `backup` and `restore`, asked of the operator and followed through status.
@@ -17,6 +18,7 @@ pub mod mount;
 pub mod repository;
 pub mod requester;
 pub mod runs;
+pub mod source;
 pub mod status;
 pub mod table;
 
@@ -25,6 +27,7 @@ use args::{Cli, Command};
 use browse::SnapshotChoice;
 use cluster::Cluster;
 use neverwiped::text;
+use source::Source;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -36,25 +39,79 @@ pub async fn run(cli: Cli) -> Result<()> {
         .namespace
         .clone()
         .unwrap_or_else(|| cluster.default_namespace.clone());
+    match &cli.command {
+        Command::Backup { plan, wait } => {
+            no_repository_flags(&cli, "backup")?;
+            runs::backup(&cluster, &namespace, plan, *wait).await
+        }
+        Command::Restore(args) => {
+            no_repository_flags(&cli, "restore")?;
+            restore(&cluster, &namespace, args).await
+        }
+        Command::Status { all_namespaces } => {
+            no_repository_flags(&cli, "status")?;
+            status(&cluster, &namespace, *all_namespaces).await
+        }
+        _ => read(&cli, &cluster, &namespace).await,
+    }
+}
+
+/// `--repository` names a repository to read; the commands that ask the operator work on plans.
+fn no_repository_flags(cli: &Cli, command: &str) -> Result<()> {
+    if cli.repository.url.is_some() {
+        anyhow::bail!(
+            "{command} works on a BackupPlan; --repository is for snapshots, ls, cat, download \
+             and mount (a Restore from a repository alone is a Restore with spec.repository)"
+        );
+    }
+    Ok(())
+}
+
+/// The commands that read a repository: `snapshots`, `ls`, `cat`, `download`, `mount`.
+async fn read(cli: &Cli, cluster: &Cluster, namespace: &str) -> Result<()> {
     let timeout = cli.gate_timeout;
-    let choice = |arg: &args::SnapshotArg, opened: &repository::PlanRepository| SnapshotChoice {
+    let choice = |arg: &args::SnapshotArg, opened: &repository::OpenedRepository| SnapshotChoice {
         spec: arg.snapshot.clone(),
         before: arg.before,
-        last_success: freshness::last_success(&opened.plan),
+        last_success: opened.plan.as_ref().and_then(freshness::last_success),
+    };
+    // The repository a reading command opens, and the origin of the snapshots it means.
+    let reading = |plan: &str| -> Result<(Source, String)> {
+        let source = Source::from_args(Some(plan), &cli.repository)?;
+        let host = match &source {
+            Source::Plan(name) => repository::plan_host(namespace, name),
+            Source::CommandLine(_) => source::origin(namespace, plan)?,
+        };
+        Ok((source, host))
     };
     match &cli.command {
         Command::Snapshots { plan, json } => {
-            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
-            browse::snapshots(&opened.repo, &opened.host, *json).await
+            let source = Source::from_args(plan.as_deref(), &cli.repository)?;
+            let host = match (&source, plan) {
+                (Source::Plan(name), _) => Some(repository::plan_host(namespace, name)),
+                (Source::CommandLine(_), Some(plan)) => Some(source::origin(namespace, plan)?),
+                (Source::CommandLine(_), None) => None,
+            };
+            let opened = repository::open(cluster, namespace, &source, timeout).await?;
+            let count = browse::snapshots(&opened.repo, host.as_deref(), *json).await?;
+            match (&source, host) {
+                // A plan may have none yet; an origin named by hand that has none is a mistake.
+                (Source::CommandLine(_), Some(host)) if count == 0 => anyhow::bail!(
+                    "the repository holds no snapshot of {host}; {}",
+                    browse::origins_found(&opened.repo).await?
+                ),
+                _ => Ok(()),
+            }
         }
         Command::Ls {
             plan,
             snapshot,
             path,
         } => {
-            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let (source, host) = reading(plan)?;
+            let opened = repository::open(cluster, namespace, &source, timeout).await?;
             let choice = choice(snapshot, &opened);
-            let (host, repo) = opened.indexed().await?;
+            let repo = opened.indexed().await?;
             browse::ls(&repo, &host, &choice, path.as_deref()).await
         }
         Command::Cat {
@@ -62,9 +119,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             snapshot,
             file,
         } => {
-            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let (source, host) = reading(plan)?;
+            let opened = repository::open(cluster, namespace, &source, timeout).await?;
             let choice = choice(snapshot, &opened);
-            let (host, repo) = opened.indexed().await?;
+            let repo = opened.indexed().await?;
             let mut out = std::io::stdout().lock();
             browse::cat(&repo, &host, &choice, file, &mut out).await?;
             Ok(())
@@ -76,53 +134,58 @@ pub async fn run(cli: Cli) -> Result<()> {
             to,
             keep_owners_and_special_files,
         } => {
-            let opened = repository::open(&cluster, &namespace, plan, timeout).await?;
+            let (source, host) = reading(plan)?;
+            let opened = repository::open(cluster, namespace, &source, timeout).await?;
             let choice = choice(snapshot, &opened);
-            let (host, repo) = opened.indexed().await?;
+            let repo = opened.indexed().await?;
             let keep = *keep_owners_and_special_files;
             let report = browse::download(&repo, &host, &choice, path, to, keep).await?;
             say_downloaded(&report, path, to);
             Ok(())
         }
         Command::Mount { plan, mountpoint } => {
-            let (host, repo) = repository::open(&cluster, &namespace, plan, timeout)
-                .await?
-                .indexed()
-                .await?;
-            mount::serve(repo, &host, mountpoint).await
+            let (source, host) = reading(plan)?;
+            let opened = repository::open(cluster, namespace, &source, timeout).await?;
+            mount::serve(opened.indexed().await?, &host, mountpoint).await
         }
-        Command::Backup { plan, wait } => runs::backup(&cluster, &namespace, plan, *wait).await,
-        Command::Restore(args) => {
-            let plan = cluster.plan(&namespace, &args.plan).await?;
-            let request = runs::RestoreRequest {
-                name: args.name.clone(),
-                snapshot: selection_spec(&args.snapshot),
-                taken_before: args
-                    .before
-                    .and_then(|t| jiff::Timestamp::from_second(t.timestamp()).ok()),
-                volumes: args.volumes.iter().map(|v| args::volume_pair(v)).collect(),
-                includes: args.includes.clone(),
-                databases: args.databases.clone(),
-                overwrite_databases: args.overwrite_databases,
-            };
-            let mut restore = runs::restore_object(&plan, &request, jiff::Timestamp::now())?;
-            requester::record_caller(&cluster, &mut restore.metadata).await;
-            runs::restore(&cluster, restore, !args.no_wait).await
-        }
-        Command::Status { all_namespaces } => {
-            let scope = (!all_namespaces).then_some(namespace.as_str());
-            let plans = cluster.plans(scope).await?;
-            let now = jiff::Timestamp::now();
-            let rows: Vec<status::Row> = plans.iter().map(|p| status::row(p, now)).collect();
-            for line in status::render(&rows, *all_namespaces) {
-                println!("{line}");
-            }
-            if rows.is_empty() {
-                eprintln!("no BackupPlans found");
-            }
-            Ok(())
+        Command::Backup { .. } | Command::Restore(_) | Command::Status { .. } => {
+            unreachable!("run handles the commands that ask the operator")
         }
     }
+}
+
+/// `restore`: a Restore of the plan, created with the caller's rights and followed.
+async fn restore(cluster: &Cluster, namespace: &str, args: &args::RestoreArgs) -> Result<()> {
+    let plan = cluster.plan(namespace, &args.plan).await?;
+    let request = runs::RestoreRequest {
+        name: args.name.clone(),
+        snapshot: selection_spec(&args.snapshot),
+        taken_before: args
+            .before
+            .and_then(|t| jiff::Timestamp::from_second(t.timestamp()).ok()),
+        volumes: args.volumes.iter().map(|v| args::volume_pair(v)).collect(),
+        includes: args.includes.clone(),
+        databases: args.databases.clone(),
+        overwrite_databases: args.overwrite_databases,
+    };
+    let mut restore = runs::restore_object(&plan, &request, jiff::Timestamp::now())?;
+    requester::record_caller(cluster, &mut restore.metadata).await;
+    runs::restore(cluster, restore, !args.no_wait).await
+}
+
+/// `status`: every plan of the namespace (or of all) at a glance.
+async fn status(cluster: &Cluster, namespace: &str, all_namespaces: bool) -> Result<()> {
+    let scope = (!all_namespaces).then_some(namespace);
+    let plans = cluster.plans(scope).await?;
+    let now = jiff::Timestamp::now();
+    let rows: Vec<status::Row> = plans.iter().map(|p| status::row(p, now)).collect();
+    for line in status::render(&rows, all_namespaces) {
+        println!("{line}");
+    }
+    if rows.is_empty() {
+        eprintln!("no BackupPlans found");
+    }
+    Ok(())
 }
 
 /// An error as the terminal shows it: escaped, but for a failed run's status message, which

@@ -12,6 +12,8 @@ mod runs;
 mod support;
 #[path = "plugin/tenant_policy.rs"]
 mod tenant_policy;
+#[path = "plugin/without_a_plan.rs"]
+mod without_a_plan;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

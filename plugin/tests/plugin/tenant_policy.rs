@@ -1,5 +1,6 @@
 //! The plugin applies the cluster admin's tenant policy before it sends a plan's gate login: a
-//! plan whose URL was pointed elsewhere gets nothing, and the host is said before it is contacted.
+//! plan whose URL was pointed elsewhere, or a repository named with `--repository` outside it, gets
+//! nothing, and the host is said before it is contacted.
 
 use std::path::Path;
 use std::process::Output;
@@ -94,4 +95,21 @@ async fn a_plan_url_outside_the_tenant_policy_gets_no_login_and_the_host_is_name
         &["snapshots", "nightly"],
     ));
     assert!(broken.contains("NEVERWIPED_TENANT_POLICY"), "{broken}");
+    // A repository named on the command line is held to the same policy.
+    let named = [
+        "snapshots",
+        "--repository",
+        &attacker_url,
+        "--password-secret",
+        super::support::PASSWORD_SECRET,
+        "--login-secret",
+        super::support::GATE_SECRET,
+    ];
+    let refused = failed(plugin_under(Some(&policy), &kubeconfig, ns, &named));
+    assert!(
+        refused.contains("--repository names the repository")
+            && refused.contains("allowedRepositoryPrefixes"),
+        "{refused}"
+    );
+    assert!(attacker.accept().is_err(), "{refused}");
 }

@@ -1,0 +1,142 @@
+//! The day the plan is gone: with only the repository's URL and its Secrets (created by hand in
+//! a namespace of any name), `snapshots`, `ls`, `cat` and `download` read the snapshots of an
+//! origin (`NAMESPACE/PLAN`) that no longer exists, as a real user with the download Role.
+
+use std::path::Path;
+use std::process::Output;
+
+use super::support::{Persona, RestServer, TestNamespace, GATE_SECRET, PASSWORD_SECRET};
+use super::{back_up, failed, plugin, source_tree, succeeded, tree_facts, PASSWORD};
+
+/// `args`, then the flags that name the repository at `url` and its Secrets.
+fn with_repository(args: &[&str], url: &str) -> Vec<String> {
+    let flags = [
+        "--repository",
+        url,
+        "--password-secret",
+        &format!("{PASSWORD_SECRET}:password"),
+        "--login-secret",
+        GATE_SECRET,
+    ]
+    .map(str::to_owned);
+    args.iter().map(|a| (*a).to_owned()).chain(flags).collect()
+}
+
+fn run(kubeconfig: &Path, namespace: &str, args: &[String]) -> Output {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    plugin(kubeconfig, namespace, &args)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_plan_gone_the_repository_and_its_secrets_are_enough_to_read_its_snapshots() {
+    if !super::support::api_server_or_skip() {
+        return;
+    }
+    let Some(server) = RestServer::start() else {
+        return;
+    };
+    super::support::apply_crds();
+    // Cluster 2's namespace: no plan, the Secrets made by hand.
+    let namespace = TestNamespace::create("plugin-gone");
+    let ns = namespace.name.as_str();
+    let Some(kubeconfig) = Persona::Download.kubeconfig(&namespace) else {
+        return;
+    };
+    server.create_plan_secrets(&namespace, PASSWORD);
+    let url = server.url("gone");
+    let rest_url = format!("rest:{url}");
+    let source = tempfile::tempdir().unwrap();
+    source_tree(source.path());
+    let data = source.path().to_path_buf();
+    let paths = std::slice::from_ref(&data);
+    // Two nights of the plan `shop/nightly` of a cluster that is gone, and another plan's.
+    let first = back_up(&rest_url, &server, "shop/nightly", paths).await;
+    let config = data.join("app/conf/app.yaml");
+    std::fs::write(&config, b"replicas: 5\n").unwrap();
+    let second = back_up(&rest_url, &server, "shop/nightly", paths).await;
+    let other = back_up(&rest_url, &server, "billing/orders", paths).await;
+
+    // Every snapshot, with its origin.
+    let all = run(&kubeconfig, ns, &with_repository(&["snapshots"], &url));
+    let all = String::from_utf8(succeeded(all)).unwrap();
+    for (id, origin) in [
+        (&first, "shop/nightly"),
+        (&second, "shop/nightly"),
+        (&other, "billing/orders"),
+    ] {
+        let line = all.lines().find(|l| l.starts_with(&id[..8])).expect(id);
+        assert!(line.contains(origin), "{line}");
+    }
+    assert!(all.contains("3 snapshot(s)"), "{all}");
+    // One origin's, and its files: byte for byte, metadata as backed up.
+    let listed = run(
+        &kubeconfig,
+        ns,
+        &with_repository(&["snapshots", "shop/nightly"], &url),
+    );
+    let listed = String::from_utf8(succeeded(listed)).unwrap();
+    assert!(listed.contains("2 snapshot(s) of shop/nightly"), "{listed}");
+    assert!(!listed.contains(&other[..8]), "{listed}");
+    let config_path = config.to_str().unwrap();
+    let cat = ["cat", "shop/nightly", &first[..8], config_path];
+    let old = succeeded(run(&kubeconfig, ns, &with_repository(&cat, &url)));
+    assert_eq!(old, b"replicas: 3\n");
+    let app = data.join("app");
+    let to = tempfile::tempdir().unwrap();
+    let out = to.path().join("out");
+    let download = [
+        "download",
+        "shop/nightly",
+        "latest",
+        app.to_str().unwrap(),
+        "--to",
+        out.to_str().unwrap(),
+    ];
+    succeeded(run(&kubeconfig, ns, &with_repository(&download, &url)));
+    let downloaded = out.join(app.strip_prefix("/").unwrap());
+    assert_eq!(tree_facts(&downloaded), tree_facts(&app));
+
+    // An origin the repository does not hold: the ones it holds are named.
+    let origins = "the origins it holds are: billing/orders, shop/nightly";
+    for args in [
+        vec!["snapshots", "shop/nightly-old"],
+        vec!["ls", "shop/nightly-old", "latest"],
+    ] {
+        let refused = failed(run(&kubeconfig, ns, &with_repository(&args, &url)));
+        assert!(
+            refused.contains("shop/nightly-old") && refused.contains(origins),
+            "{refused}"
+        );
+    }
+    // A wrong password names its Secret (the gate login's password opens no key); --repository
+    // without a password Secret is refused before anything is read.
+    let wrong_secret = format!("{GATE_SECRET}:password");
+    let wrong = [
+        "snapshots",
+        "--repository",
+        &url,
+        "--password-secret",
+        &wrong_secret,
+        "--login-secret",
+        GATE_SECRET,
+    ];
+    let refused = failed(plugin(&kubeconfig, ns, &wrong));
+    assert!(
+        refused.contains(&format!(
+            "the password in the Secret \"{GATE_SECRET}\" opens no key"
+        )),
+        "{refused}"
+    );
+    let bare = failed(plugin(
+        &kubeconfig,
+        ns,
+        &["snapshots", "--repository", &url],
+    ));
+    assert!(bare.contains("--password-secret"), "{bare}");
+    let restore = failed(run(
+        &kubeconfig,
+        ns,
+        &with_repository(&["restore", "x"], &url),
+    ));
+    assert!(restore.contains("spec.repository"), "{restore}");
+}
