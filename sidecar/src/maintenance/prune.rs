@@ -176,21 +176,8 @@ pub async fn plan_prune_protecting(
             }
         }
     }
+    refuse_homeless(repo, &used, &seen_packs, &protected)?;
     plan.protected = protected.packs;
-    {
-        let index = repo.index();
-        let homeless = used.0.iter().find(|id| {
-            index
-                .get(id)
-                .is_none_or(|location| !seen_packs.contains(&location.pack))
-        });
-        if let Some(missing) = homeless {
-            return Err(Error::BlobMissing {
-                id: *missing,
-                context: "needed by a snapshot; run `check`, prune stops".into(),
-            });
-        }
-    }
     // Packs no index names (interrupted backups or prunes). Safe to remove under the exclusive lock.
     for info in repo.backend().list(ObjectKind::Data).await? {
         if let Ok(id) = info.name.parse::<PackId>() {
@@ -202,6 +189,36 @@ pub async fn plan_prune_protecting(
     }
     plan.used_blobs = used;
     Ok(plan)
+}
+
+/// Stops the prune when a used blob has no home among the packs it keeps. A protected blob the
+/// loaded index misses (an appended index may claim to supersede the real ones) is at home in a
+/// protected pack.
+fn refuse_homeless(
+    repo: &IndexedRepository,
+    used: &UsedBlobs,
+    seen_packs: &HashSet<PackId>,
+    protected: &Protected,
+) -> Result<()> {
+    let protected_blobs: HashSet<BlobId> = protected
+        .packs
+        .values()
+        .flat_map(|pack| pack.blobs.iter().map(|blob| blob.id))
+        .collect();
+    let index = repo.index();
+    let homeless = used.0.iter().find(|id| {
+        !protected_blobs.contains(id)
+            && index
+                .get(id)
+                .is_none_or(|location| !seen_packs.contains(&location.pack))
+    });
+    match homeless {
+        Some(missing) => Err(Error::BlobMissing {
+            id: *missing,
+            context: "needed by a snapshot; run `check`, prune stops".into(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Whether this copy of a blob is the one that serves: used, and where the index places it (a

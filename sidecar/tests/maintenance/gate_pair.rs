@@ -167,8 +167,9 @@ fn folder_bytes(dir: &Path) -> u64 {
 }
 
 /// As the tenant: a pack of junk under the blob ids of `snapshot` (trees and contents), and an
-/// index object that says those blobs are in it.
-async fn append_junk_index(pair: &GatePair, snapshot: &str) {
+/// index object that says those blobs are in it and, when `forge` is set, that it supersedes
+/// every index object stored before it.
+async fn append_junk_index(pair: &GatePair, snapshot: &str, forge: bool) {
     let backend: SharedBackend =
         Arc::new(RestBackend::new(pair.rest_config(&pair.tenant)).unwrap());
     let repo = Repository::open(backend.clone(), PASSWORD).await.unwrap();
@@ -193,6 +194,10 @@ async fn append_junk_index(pair: &GatePair, snapshot: &str) {
             }
         }
     }
+    let supersedes = match forge {
+        true => repo.list_ids(ObjectKind::Index).await.unwrap(),
+        false => vec![],
+    };
     let ClosedPack { id, bytes, entries } = builder.finish(&repo.keys().sealer);
     backend
         .write(ObjectKind::Data, &id.to_hex(), Bytes::from(bytes))
@@ -203,7 +208,7 @@ async fn append_junk_index(pair: &GatePair, snapshot: &str) {
             id,
             blobs: entries.iter().map(IndexedBlob::from).collect(),
         }],
-        supersedes: vec![],
+        supersedes,
     };
     repo.write_object(ObjectKind::Index, &file).await.unwrap();
 }
@@ -319,9 +324,10 @@ async fn the_tenant_deletes_nothing_and_the_admins_prune_keeps_the_window_whole(
     tenant.run(&["unlock", "--remove-all"]).expect_ok();
     assert_eq!(fs::read_dir(repo_dir.join("locks")).unwrap().count(), 0);
 
-    // A junk index from the tenant says the protected snapshots' blobs are in a junk pack.
-    append_junk_index(&pair, &ids[2]).await;
-    append_junk_index(&pair, &ids[3]).await;
+    // A junk index from the tenant says the protected snapshots' blobs are in a junk pack; the
+    // second also claims to supersede every real index object.
+    append_junk_index(&pair, &ids[2], false).await;
+    append_junk_index(&pair, &ids[3], true).await;
 
     // The admin's prune forgets the two nights outside the window and frees the data only they
     // held: the second night's pack. The first night's pack also holds the file every night
