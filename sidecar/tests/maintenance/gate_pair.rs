@@ -405,3 +405,30 @@ fn a_prune_killed_at_any_moment_loses_nothing_a_protected_snapshot_needs() {
         "only {killed_before_the_end} rounds killed the prune before it ended"
     );
 }
+
+/// The plan `prune --dry-run --keep-*` shows is the one the prune then carries out: the
+/// snapshots it would forget count as gone, so their packs are in its plan to delete.
+#[test]
+fn a_dry_run_shows_the_plan_the_prune_then_carries_out() {
+    let work = tempfile::tempdir().unwrap();
+    let password_file = work.path().join("password");
+    fs::write(&password_file, [PASSWORD, b"\n"].concat()).unwrap();
+    let login = Login::local(&work.path().join("repo"), &password_file);
+    login.run(&["init"]).expect_ok();
+    four_nights(&login, work.path());
+    let prune = ["--json", "prune", "--host", HOST, "--keep-last", "1"];
+    let plan_of = |run: Run| -> serde_json::Value {
+        let line = run.stdout.lines().last().unwrap_or_default().to_owned();
+        let printed: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("prune --json is not JSON ({e}):\n{}", run.stdout));
+        printed["plan"].clone()
+    };
+    let mut dry_run = prune.to_vec();
+    dry_run.push("--dry-run");
+    let shown = plan_of(login.run(&dry_run).expect_ok());
+    assert_eq!(login.snapshot_ids().len(), 4, "a dry run forgets nothing");
+    let done = plan_of(login.run(&prune).expect_ok());
+    assert_eq!(login.snapshot_ids().len(), 1);
+    assert!(done["packsToDelete"].as_u64().unwrap() > 0, "{done}");
+    assert_eq!(shown, done);
+}
