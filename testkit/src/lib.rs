@@ -1,6 +1,6 @@
 //! What the test suites of the operator and the plugin share: the real API server from
-//! `KUBECONFIG` with the committed CRDs applied, `kubectl`, a namespace per test, a free port, and
-//! waiting for something to become true.
+//! `KUBECONFIG` with the committed CRDs applied, `kubectl`, a namespace per test, a free port, the
+//! gate's front (one URL, a rest-server per login), and waiting for something to become true.
 //!
 //! The server is found through `KUBECONFIG` (e.g. `../shared/tools/real-apiserver.sh up`). Without
 //! one a test skips loudly, or fails where every test must run: what any test needs from the
@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod gate_front;
 mod require;
 mod users;
+pub use gate_front::GateFront;
 pub use require::{every_test_must_run, missing, require, require_that, SKIP_LOG};
 pub use users::{delete_with_namespace, service_account_kubeconfig, user_kubeconfig, USER_SCRIPT};
 

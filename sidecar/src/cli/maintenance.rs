@@ -5,12 +5,14 @@ use super::output::bytes;
 use super::secrets::read_secret_file;
 use super::{FailedAfter, Outcome};
 use anyhow::Result;
+use neverwiped::ids::SnapshotId;
 use neverwiped::maintenance::check::ReadData;
 use neverwiped::maintenance::forget::{self, ForgetRequest};
 use neverwiped::maintenance::{check as checking, keys, prune as pruning, usage};
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::selection::filter::SnapshotMatch;
 use neverwiped_contract::{CheckStats, HostSnapshots, PruneStats, RepositoryStats};
+use std::collections::HashSet;
 
 /// Removes the locks of `hostname`, when asked: the caller knows no process of it is alive.
 pub async fn remove_locks_of(repo: &Repository, hostname: Option<&str>) -> Result<()> {
@@ -132,12 +134,13 @@ fn print_check(report: &checking::CheckReport) {
 }
 
 /// `prune --keep-*`: forgets the snapshots (of `--host`, when given) the rules do not keep, none
-/// inside `--protect-within`; `None` when no rule is given.
+/// inside `--protect-within`, and names them (a dry run only names them); `None` when no rule is
+/// given.
 async fn forget_before_prune(
     repo: &IndexedRepository,
     args: &PruneArgs,
     json: bool,
-) -> Result<Option<u64>> {
+) -> Result<Option<HashSet<SnapshotId>>> {
     let policy = args.keep.policy();
     if policy.is_empty() {
         return Ok(None);
@@ -154,7 +157,10 @@ async fn forget_before_prune(
     };
     let groups = forget::forget_where(repo, &request).await?;
     let verdicts = || groups.iter().flat_map(|group| &group.verdicts);
-    let removed = verdicts().filter(|verdict| !verdict.keep).count() as u64;
+    let removed: HashSet<SnapshotId> = verdicts()
+        .filter(|verdict| !verdict.keep)
+        .map(|verdict| verdict.id)
+        .collect();
     if !json {
         let done = match args.dry_run {
             true => "would be forgotten",
@@ -163,7 +169,8 @@ async fn forget_before_prune(
         let protected = verdicts()
             .filter(|v| v.reasons.iter().any(|r| r.starts_with("protected")))
             .count();
-        println!("{removed} snapshot(s) {done}, {protected} kept by the protection window");
+        let count = removed.len();
+        println!("{count} snapshot(s) {done}, {protected} kept by the protection window");
     }
     Ok(Some(removed))
 }
@@ -172,9 +179,11 @@ pub async fn prune(repo: &IndexedRepository, args: &PruneArgs, json: bool) -> Re
     remove_locks_of(repo, args.remove_locks_of_host.as_deref()).await?;
     let lock = neverwiped::locking::acquire(repo, true, "prune").await?;
     let result: Result<Outcome> = async {
-        let forgotten = forget_before_prune(repo, args, json).await?;
+        let gone = forget_before_prune(repo, args, json).await?;
+        let forgotten = gone.as_ref().map(|gone| gone.len() as u64);
         let window = args.keep.window();
-        let plan = pruning::plan_prune_protecting(repo, window.as_ref()).await?;
+        let gone = gone.unwrap_or_default();
+        let plan = pruning::plan_prune_protecting(repo, window.as_ref(), &gone).await?;
         let planned = serde_json::json!({
             "packsKept": plan.keep.len(),
             "packsToRepack": plan.repack.len(),

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::format::index::{IndexFile, IndexedBlob, IndexedPack};
 use crate::format::pack::{ClosedPack, PackBuilder};
 use crate::format::tree::NodeKind;
-use crate::ids::{BlobId, ObjectId, PackId};
+use crate::ids::{BlobId, ObjectId, PackId, SnapshotId};
 use crate::repository::{open_blob, IndexedRepository, Repository};
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
@@ -83,12 +83,17 @@ impl PrunePlan {
     }
 }
 
-/// The blobs every snapshot needs: trees and file contents.
-async fn used_blobs(repo: &IndexedRepository, trees: &TreeReader) -> Result<UsedBlobs> {
+/// The blobs every snapshot but those `gone` needs: trees and file contents.
+async fn used_blobs(
+    repo: &IndexedRepository,
+    trees: &TreeReader,
+    gone: &HashSet<SnapshotId>,
+) -> Result<UsedBlobs> {
     let mut used = Vec::new();
     let mut distinct = 0;
     let mut trees_seen = HashSet::new();
-    for (_, snapshot) in repo.snapshots().await? {
+    let snapshots = repo.snapshots().await?;
+    for (_, snapshot) in snapshots.into_iter().filter(|(id, _)| !gone.contains(id)) {
         let mut pending = vec![snapshot.tree];
         while let Some(tree_id) = pending.pop() {
             if !trees_seen.insert(tree_id) {
@@ -137,14 +142,16 @@ async fn refuse_damage(repo: &IndexedRepository) -> Result<()> {
 }
 
 pub async fn plan_prune(repo: &IndexedRepository) -> Result<PrunePlan> {
-    plan_prune_protecting(repo, None).await
+    plan_prune_protecting(repo, None, &HashSet::new()).await
 }
 
 /// Plans a prune that, with a `window`, keeps as they are the packs any index object lists for a
-/// blob of a snapshot inside it (see [`protect`]).
+/// blob of a snapshot inside it (see [`protect`]). The snapshots `gone` count as forgotten: a dry
+/// run's forget leaves them stored, and its plan must be the one the prune would carry out.
 pub async fn plan_prune_protecting(
     repo: &IndexedRepository,
     window: Option<&Window>,
+    gone: &HashSet<SnapshotId>,
 ) -> Result<PrunePlan> {
     refuse_damage(repo).await?;
     // The plan reads the index objects the loaded index was built from: make them today's.
@@ -153,7 +160,7 @@ pub async fn plan_prune_protecting(
         Some(window) => protect::plan_protection(repo, window).await?,
         None => (TreeReader::loaded_index_only(), Protected::default()),
     };
-    let used = used_blobs(repo, &trees).await?;
+    let used = used_blobs(repo, &trees, gone).await?;
     // Every index object goes, superseded ones included: were one left behind, deleting the
     // object that supersedes it would bring it back into force.
     let old_indexes = repo.list_ids(ObjectKind::Index).await?;
@@ -176,21 +183,8 @@ pub async fn plan_prune_protecting(
             }
         }
     }
+    refuse_homeless(repo, &used, &seen_packs, &protected)?;
     plan.protected = protected.packs;
-    {
-        let index = repo.index();
-        let homeless = used.0.iter().find(|id| {
-            index
-                .get(id)
-                .is_none_or(|location| !seen_packs.contains(&location.pack))
-        });
-        if let Some(missing) = homeless {
-            return Err(Error::BlobMissing {
-                id: *missing,
-                context: "needed by a snapshot; run `check`, prune stops".into(),
-            });
-        }
-    }
     // Packs no index names (interrupted backups or prunes). Safe to remove under the exclusive lock.
     for info in repo.backend().list(ObjectKind::Data).await? {
         if let Ok(id) = info.name.parse::<PackId>() {
@@ -202,6 +196,36 @@ pub async fn plan_prune_protecting(
     }
     plan.used_blobs = used;
     Ok(plan)
+}
+
+/// Stops the prune when a used blob has no home among the packs it keeps. A protected blob the
+/// loaded index misses (an appended index may claim to supersede the real ones) is at home in a
+/// protected pack.
+fn refuse_homeless(
+    repo: &IndexedRepository,
+    used: &UsedBlobs,
+    seen_packs: &HashSet<PackId>,
+    protected: &Protected,
+) -> Result<()> {
+    let protected_blobs: HashSet<BlobId> = protected
+        .packs
+        .values()
+        .flat_map(|pack| pack.blobs.iter().map(|blob| blob.id))
+        .collect();
+    let index = repo.index();
+    let homeless = used.0.iter().find(|id| {
+        !protected_blobs.contains(id)
+            && index
+                .get(id)
+                .is_none_or(|location| !seen_packs.contains(&location.pack))
+    });
+    match homeless {
+        Some(missing) => Err(Error::BlobMissing {
+            id: *missing,
+            context: "needed by a snapshot; run `check`, prune stops".into(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Whether this copy of a blob is the one that serves: used, and where the index places it (a

@@ -1,12 +1,13 @@
 //! History that the backups' own login cannot delete: two rest-servers on one data folder, one
-//! append-only with the tenant's login, one full with the admin's (maintenance) login. Everything
+//! append-only with the tenant's login, one full with the admin's (maintenance) login, behind one
+//! URL that sends each login to its server, as the gate does. Everything
 //! a backup pod holds (its login and the repository password) deletes nothing, and the admin's
 //! `prune --protect-within` keeps every snapshot inside the window whole, even after a junk index
 //! from the tenant and after being killed at any moment.
 
 use super::support::fixtures::{assert_same_tree, copy_dir, Noise, PASSWORD};
 use super::support::sidecar::{bare_command, read_result, run, Run};
-use super::support::{GatePair, RestServer, TEST_USERNAME};
+use super::support::{GatePair, RestServer};
 use bytes::Bytes;
 use neverwiped::backend::rest::RestBackend;
 use neverwiped::backend::{ObjectKind, SharedBackend};
@@ -26,15 +27,17 @@ const HOST: &str = "shop/nightly";
 /// The sidecar as one login runs it: its repository URL, gate login and the repository password.
 struct Login {
     repo: String,
-    gate_password: Option<String>,
+    gate_login: Option<(String, String)>,
     password_file: PathBuf,
 }
 
 impl Login {
-    fn of(server: &RestServer, password_file: &Path) -> Login {
+    /// `server`'s login at the pair's one URL.
+    fn of(pair: &GatePair, server: &RestServer, password_file: &Path) -> Login {
+        let config = pair.rest_config(server);
         Login {
-            repo: format!("rest:{}", server.url()),
-            gate_password: server.password().map(str::to_owned),
+            repo: format!("rest:{}", config.url),
+            gate_login: config.username.zip(config.password),
             password_file: password_file.to_path_buf(),
         }
     }
@@ -42,7 +45,7 @@ impl Login {
     fn local(repo: &Path, password_file: &Path) -> Login {
         Login {
             repo: repo.to_str().unwrap().to_owned(),
-            gate_password: None,
+            gate_login: None,
             password_file: password_file.to_path_buf(),
         }
     }
@@ -54,9 +57,9 @@ impl Login {
             .arg(&self.repo)
             .env("NEVERWIPED_PASSWORD_FILE", &self.password_file)
             .args(args);
-        if let Some(password) = &self.gate_password {
+        if let Some((username, password)) = &self.gate_login {
             command
-                .env("NEVERWIPED_GATE_USERNAME", TEST_USERNAME)
+                .env("NEVERWIPED_GATE_USERNAME", username)
                 .env("NEVERWIPED_GATE_PASSWORD", password);
         }
         command
@@ -164,9 +167,11 @@ fn folder_bytes(dir: &Path) -> u64 {
 }
 
 /// As the tenant: a pack of junk under the blob ids of `snapshot` (trees and contents), and an
-/// index object that says those blobs are in it.
-async fn append_junk_index(tenant: &RestServer, snapshot: &str) {
-    let backend: SharedBackend = Arc::new(RestBackend::new(tenant.rest_config()).unwrap());
+/// index object that says those blobs are in it and, when `forge` is set, that it supersedes
+/// every index object stored before it.
+async fn append_junk_index(pair: &GatePair, snapshot: &str, forge: bool) {
+    let backend: SharedBackend =
+        Arc::new(RestBackend::new(pair.rest_config(&pair.tenant)).unwrap());
     let repo = Repository::open(backend.clone(), PASSWORD).await.unwrap();
     let repo = repo.load_index().await.unwrap();
     let snapshot = repo
@@ -189,6 +194,10 @@ async fn append_junk_index(tenant: &RestServer, snapshot: &str) {
             }
         }
     }
+    let supersedes = match forge {
+        true => repo.list_ids(ObjectKind::Index).await.unwrap(),
+        false => vec![],
+    };
     let ClosedPack { id, bytes, entries } = builder.finish(&repo.keys().sealer);
     backend
         .write(ObjectKind::Data, &id.to_hex(), Bytes::from(bytes))
@@ -199,22 +208,22 @@ async fn append_junk_index(tenant: &RestServer, snapshot: &str) {
             id,
             blobs: entries.iter().map(IndexedBlob::from).collect(),
         }],
-        supersedes: vec![],
+        supersedes,
     };
     repo.write_object(ObjectKind::Index, &file).await.unwrap();
 }
 
-/// Raw HTTP as the tenant: `DELETE` of a snapshot, a pack, an index and a key object, and a
-/// `POST` over `config`, each answered 403 and without effect.
-async fn raw_deletes_are_refused(tenant: &RestServer, repo_dir: &Path) {
+/// Raw HTTP as the tenant at the gate's URL: `DELETE` of a snapshot, a pack, an index and a key
+/// object, and a `POST` over `config`, each answered 403 and without effect.
+async fn raw_deletes_are_refused(pair: &GatePair, repo_dir: &Path) {
     let client = reqwest::Client::new();
-    let password = tenant.password().map(str::to_owned);
+    let (user, password) = (pair.tenant.username().unwrap(), pair.tenant.password());
     for kind in ["snapshots", "data", "index", "keys"] {
         let name = first_name(&repo_dir.join(kind));
-        let url = tenant.url().join(&format!("{kind}/{name}")).unwrap();
+        let url = pair.url().join(&format!("{kind}/{name}")).unwrap();
         let answer = client
             .delete(url)
-            .basic_auth(TEST_USERNAME, password.clone())
+            .basic_auth(user, password)
             .send()
             .await
             .unwrap();
@@ -224,14 +233,35 @@ async fn raw_deletes_are_refused(tenant: &RestServer, repo_dir: &Path) {
     }
     let config = fs::read(repo_dir.join("config")).unwrap();
     let answer = client
-        .post(tenant.url().join("config").unwrap())
-        .basic_auth(TEST_USERNAME, password)
+        .post(pair.url().join("config").unwrap())
+        .basic_auth(user, password)
         .body(b"not a config".to_vec())
         .send()
         .await
         .unwrap();
     assert_eq!(answer.status().as_u16(), 403, "POST config");
     assert_eq!(fs::read(repo_dir.join("config")).unwrap(), config);
+}
+
+/// The gate's URL lets in only the logins its servers know: the admin's password under the
+/// tenant's name, an unknown name and no login at all are each answered 401.
+async fn other_logins_are_refused(pair: &GatePair) {
+    let client = reqwest::Client::new();
+    let config = pair.url().join("config").unwrap();
+    let admin_password = pair.admin.password();
+    for (user, password) in [
+        (pair.tenant.username(), admin_password),
+        (Some("intruder"), admin_password),
+        (None, None),
+    ] {
+        let request = client.get(config.clone());
+        let request = match user {
+            Some(user) => request.basic_auth(user, password),
+            None => request,
+        };
+        let answer = request.send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), 401, "GET config as {user:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,8 +272,8 @@ async fn the_tenant_deletes_nothing_and_the_admins_prune_keeps_the_window_whole(
     let work = tempfile::tempdir().unwrap();
     let password_file = work.path().join("password");
     fs::write(&password_file, [PASSWORD, b"\n"].concat()).unwrap();
-    let tenant = Login::of(&pair.tenant, &password_file);
-    let admin = Login::of(&pair.admin, &password_file);
+    let tenant = Login::of(&pair, &pair.tenant, &password_file);
+    let admin = Login::of(&pair, &pair.admin, &password_file);
     tenant.run(&["init"]).expect_ok();
     let (source, states, ids) = four_nights(&tenant, work.path());
     let repo_dir = pair.data_dir().join("repo");
@@ -275,13 +305,15 @@ async fn the_tenant_deletes_nothing_and_the_admins_prune_keeps_the_window_whole(
     let added: serde_json::Value = serde_json::from_str(&added.stdout).unwrap();
     let second_key = added["added"].as_str().unwrap().to_owned();
     assert_refused(tenant.run(&["key", "remove", &second_key[..12]]), "keys");
-    raw_deletes_are_refused(&pair.tenant, &repo_dir).await;
+    raw_deletes_are_refused(&pair, &repo_dir).await;
+    other_logins_are_refused(&pair).await;
     assert_eq!(tenant.snapshot_ids().len(), 4);
     assert_eq!(fs::read_dir(repo_dir.join("keys")).unwrap().count(), 2);
 
     // rest-server's append-only mode lets any login delete locks (restic needs it): the tenant's
     // unlock --remove-all does remove the admin's lock. A prune that loses its lock stops.
-    let lock_backend: SharedBackend = Arc::new(RestBackend::new(pair.admin.rest_config()).unwrap());
+    let lock_backend: SharedBackend =
+        Arc::new(RestBackend::new(pair.rest_config(&pair.admin)).unwrap());
     let lock_repo = Repository::open(lock_backend, PASSWORD).await.unwrap();
     let mut lock = neverwiped::format::lock::Lock::new(true, "prune");
     lock.hostname = "maintenance-job".into();
@@ -292,9 +324,10 @@ async fn the_tenant_deletes_nothing_and_the_admins_prune_keeps_the_window_whole(
     tenant.run(&["unlock", "--remove-all"]).expect_ok();
     assert_eq!(fs::read_dir(repo_dir.join("locks")).unwrap().count(), 0);
 
-    // A junk index from the tenant says the protected snapshots' blobs are in a junk pack.
-    append_junk_index(&pair.tenant, &ids[2]).await;
-    append_junk_index(&pair.tenant, &ids[3]).await;
+    // A junk index from the tenant says the protected snapshots' blobs are in a junk pack; the
+    // second also claims to supersede every real index object.
+    append_junk_index(&pair, &ids[2], false).await;
+    append_junk_index(&pair, &ids[3], true).await;
 
     // The admin's prune forgets the two nights outside the window and frees the data only they
     // held: the second night's pack. The first night's pack also holds the file every night
@@ -371,4 +404,31 @@ fn a_prune_killed_at_any_moment_loses_nothing_a_protected_snapshot_needs() {
         killed_before_the_end >= 3,
         "only {killed_before_the_end} rounds killed the prune before it ended"
     );
+}
+
+/// The plan `prune --dry-run --keep-*` shows is the one the prune then carries out: the
+/// snapshots it would forget count as gone, so their packs are in its plan to delete.
+#[test]
+fn a_dry_run_shows_the_plan_the_prune_then_carries_out() {
+    let work = tempfile::tempdir().unwrap();
+    let password_file = work.path().join("password");
+    fs::write(&password_file, [PASSWORD, b"\n"].concat()).unwrap();
+    let login = Login::local(&work.path().join("repo"), &password_file);
+    login.run(&["init"]).expect_ok();
+    four_nights(&login, work.path());
+    let prune = ["--json", "prune", "--host", HOST, "--keep-last", "1"];
+    let plan_of = |run: Run| -> serde_json::Value {
+        let line = run.stdout.lines().last().unwrap_or_default().to_owned();
+        let printed: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("prune --json is not JSON ({e}):\n{}", run.stdout));
+        printed["plan"].clone()
+    };
+    let mut dry_run = prune.to_vec();
+    dry_run.push("--dry-run");
+    let shown = plan_of(login.run(&dry_run).expect_ok());
+    assert_eq!(login.snapshot_ids().len(), 4, "a dry run forgets nothing");
+    let done = plan_of(login.run(&prune).expect_ok());
+    assert_eq!(login.snapshot_ids().len(), 1);
+    assert!(done["packsToDelete"].as_u64().unwrap() > 0, "{done}");
+    assert_eq!(shown, done);
 }

@@ -15,6 +15,7 @@ pub mod fixtures;
 pub mod sidecar;
 
 use neverwiped::backend::rest::RestConfig;
+use neverwiped_testkit::GateFront;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -86,16 +87,25 @@ pub struct RestServerOptions {
     pub auth: bool,
     /// `--append-only`: no deletes but of locks, no overwrites.
     pub append_only: bool,
+    /// The login's user name, when not `TEST_USERNAME`.
+    pub username: Option<&'static str>,
     /// Serve HTTPS with this certificate.
     pub tls: Option<TestCertificate>,
 }
 
-/// Two rest-servers on one data folder, as a gate is run for tenants who must not delete
-/// history: `tenant` append-only with the backups' login, `admin` full with the maintenance
-/// login (each its own htpasswd file and password).
+/// The user name of the tenant's (backups') login on a [`GatePair`].
+pub const TENANT_USERNAME: &str = "tenant";
+/// The user name of the admin's (maintenance) login on a [`GatePair`].
+pub const ADMIN_USERNAME: &str = "admin";
+
+/// Two rest-servers on one data folder behind one URL, as a gate is run for tenants who must not
+/// delete history: `tenant` append-only with the backups' login, `admin` full with the
+/// maintenance login (each its own htpasswd file, user name and password), and `front`, which
+/// sends each login to its server as the gate does.
 pub struct GatePair {
     pub tenant: RestServer,
     pub admin: RestServer,
+    pub front: GateFront,
 }
 
 impl GatePair {
@@ -105,6 +115,7 @@ impl GatePair {
             RestServerOptions {
                 auth: true,
                 append_only: true,
+                username: Some(TENANT_USERNAME),
                 ..Default::default()
             },
         )?;
@@ -112,11 +123,34 @@ impl GatePair {
             test,
             RestServerOptions {
                 auth: true,
+                username: Some(ADMIN_USERNAME),
                 ..Default::default()
             },
             Some(tenant.data_dir()),
         )?;
-        Some(GatePair { tenant, admin })
+        let front = GateFront::start([
+            (TENANT_USERNAME, tenant.address()),
+            (ADMIN_USERNAME, admin.address()),
+        ]);
+        Some(GatePair {
+            tenant,
+            admin,
+            front,
+        })
+    }
+
+    /// The repository's URL at the front, the one URL both logins use.
+    pub fn url(&self) -> Url {
+        Url::parse(&self.front.base_url())
+            .and_then(|base| base.join(&format!("{TEST_REPO}/")))
+            .expect("the front's repository URL")
+    }
+
+    /// A client configuration for [`GatePair::url`] with `server`'s login.
+    pub fn rest_config(&self, server: &RestServer) -> RestConfig {
+        let mut config = server.rest_config();
+        config.url = self.url();
+        config
     }
 
     /// The one data folder both serve.
@@ -168,6 +202,7 @@ impl RestServer {
             "set NEVERWIPED_REST_SERVER_BIN or run ../shared/tools/install-peers.sh",
         )?;
         let password = options.auth.then(random_password);
+        let username = options.username.unwrap_or(TEST_USERNAME);
         let process =
             ServerProcess::start("rest-server", password, options.tls.clone(), |dir, port| {
                 let mut command = Command::new(&binary);
@@ -179,7 +214,7 @@ impl RestServer {
                 match &dir.password {
                     Some(password) => {
                         let htpasswd = dir.file("htpasswd");
-                        write_htpasswd(&htpasswd, TEST_USERNAME, password);
+                        write_htpasswd(&htpasswd, username, password);
                         command.arg("--htpasswd-file").arg(htpasswd);
                     }
                     None => {
@@ -199,7 +234,7 @@ impl RestServer {
                 }
                 command
             });
-        Some(RestServer(TestServer { process }))
+        Some(RestServer(TestServer { process, username }))
     }
 }
 
@@ -240,13 +275,17 @@ impl RcloneServer {
             }
             command
         });
-        Some(RcloneServer(TestServer { process }))
+        Some(RcloneServer(TestServer {
+            process,
+            username: TEST_USERNAME,
+        }))
     }
 }
 
 /// A restic REST server running on loopback, stopped (and its folder removed) on drop.
 pub struct TestServer {
     process: ServerProcess,
+    username: &'static str,
 }
 
 impl TestServer {
@@ -262,7 +301,7 @@ impl TestServer {
 
     /// The user name the server requires, if it requires one.
     pub fn username(&self) -> Option<&str> {
-        self.process.dir.password.as_ref().map(|_| TEST_USERNAME)
+        self.process.dir.password.as_ref().map(|_| self.username)
     }
 
     /// The password the server requires, if it requires one.
