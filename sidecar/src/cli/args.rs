@@ -156,6 +156,8 @@ pub enum Command {
     /// Manage the passwords (key objects) that open the repository.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Copy snapshots from another repository (--from-repo) into this one.
+    Copy(Box<super::copy::CopyArgs>),
     /// Serve the snapshots as a read-only file system (FUSE) until interrupted or unmounted.
     Mount(super::mount::MountArgs),
 }
@@ -426,7 +428,7 @@ pub fn one_line(text: &str) -> String {
 }
 
 /// Each command's name and the operation its result reports: the one table of both.
-const OPERATIONS: [(&str, Operation); 18] = [
+const OPERATIONS: [(&str, Operation); 19] = [
     ("init", Operation::Init),
     ("backup", Operation::Backup),
     ("snapshots", Operation::Snapshots),
@@ -445,6 +447,7 @@ const OPERATIONS: [(&str, Operation); 18] = [
     ("repair", Operation::Repair),
     ("key", Operation::Key),
     ("mount", Operation::Mount),
+    ("copy", Operation::Copy),
 ];
 
 /// The operation of the subcommand called `name` on the command line.
@@ -543,16 +546,17 @@ fn parse_bytes(text: &str) -> Option<u64> {
 }
 
 /// A duration such as `90s`, `30m`, `2h` or `1h30m`.
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+pub(super) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let mut seconds: u64 = 0;
     let mut number = String::new();
     for c in text.trim().chars() {
         match c {
             '0'..='9' => number.push(c),
-            'h' | 'm' | 's' if !number.is_empty() => {
+            'd' | 'h' | 'm' | 's' if !number.is_empty() => {
                 let value: u64 = number.parse().map_err(|e| format!("{text:?}: {e}"))?;
                 seconds += value
                     * match c {
+                        'd' => 86400,
                         'h' => 3600,
                         'm' => 60,
                         _ => 1,
