@@ -1,5 +1,6 @@
 //! The command line, following restic's conventions where users already know them.
 
+use super::durations::parse_duration;
 pub use super::forget::{ForgetArgs, KeepArgs};
 use super::location_arg::RepositoryLocationParser;
 use clap::{Args, Parser, Subcommand};
@@ -543,39 +544,6 @@ fn parse_bytes(text: &str) -> Option<u64> {
         _ => (text, 1),
     };
     number.parse::<u64>().ok()?.checked_mul(factor)
-}
-
-/// A duration such as `90s`, `30m`, `2h` or `1h30m`.
-pub(super) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let mut seconds: u64 = 0;
-    let mut number = String::new();
-    for c in text.trim().chars() {
-        match c {
-            '0'..='9' => number.push(c),
-            'd' | 'h' | 'm' | 's' if !number.is_empty() => {
-                let value: u64 = number.parse().map_err(|e| format!("{text:?}: {e}"))?;
-                seconds += value
-                    * match c {
-                        'd' => 86400,
-                        'h' => 3600,
-                        'm' => 60,
-                        _ => 1,
-                    };
-                number.clear();
-            }
-            _ => {
-                return Err(format!(
-                    "{text:?} is not a duration such as 90s, 30m or 1h30m"
-                ))
-            }
-        }
-    }
-    if !number.is_empty() || text.trim().is_empty() {
-        return Err(format!(
-            "{text:?} is not a duration such as 90s, 30m or 1h30m"
-        ));
-    }
-    Ok(std::time::Duration::from_secs(seconds))
 }
 
 #[cfg(test)]

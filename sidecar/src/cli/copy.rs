@@ -34,7 +34,7 @@ pub struct CopyArgs {
     #[arg(value_name = "ID")]
     pub ids: Vec<String>,
     /// Only snapshots taken less than this long ago (e.g. 36h, 7d).
-    #[arg(long, value_name = "DURATION", value_parser = super::args::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = super::durations::parse_duration)]
     pub newer_than: Option<Duration>,
     #[command(flatten)]
     pub filter: SnapshotFilterArgs,
@@ -42,33 +42,12 @@ pub struct CopyArgs {
 
 /// Copies the chosen snapshots and says, for each, whether it was copied or already there.
 pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outcome> {
-    let only = args.filter.selection()?;
+    args.filter.selection()?;
     let source = open_source(cli, args).await?;
     let destination = open_indexed(cli, record).await?;
     let source_lock = locking::acquire_for_reading(&source, "copy").await?;
-    let chosen = match selection::select_snapshots(&source, &args.ids, &only).await {
-        Ok(chosen) => newer_than(chosen, args.newer_than),
-        Err(error) => Err(error.into()),
-    };
-    let chosen = match chosen {
-        Ok(chosen) => chosen,
-        Err(error) => {
-            locking::release_read_lock(source_lock, "copy").await;
-            return Err(error);
-        }
-    };
-    let lock = locking::acquire(&destination, false, "copy").await?;
     let options = CopyOptions::default();
-    let work = async {
-        copy::copy_snapshots(&source, &destination, chosen, &options, |done| {
-            if !cli.json && !cli.quiet {
-                println!("{}", line(done));
-            }
-        })
-        .await
-    };
-    let copied = lock.held_while(work).await;
-    lock.release().await?;
+    let copied = copy_locked(&source, &destination, args, &options, cli).await;
     locking::release_read_lock(source_lock, "copy").await;
     let copied = copied.context("cannot copy the snapshots")?;
     report(&copied, cli);
@@ -80,16 +59,43 @@ pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outc
     })
 }
 
+/// Chooses the snapshots and copies them under the destination's lock (the source's is held).
+async fn copy_locked(
+    source: &IndexedRepository,
+    destination: &IndexedRepository,
+    args: &CopyArgs,
+    options: &CopyOptions,
+    cli: &Cli,
+) -> Result<Vec<CopiedSnapshot>> {
+    let only = args.filter.selection()?;
+    let chosen = selection::select_snapshots(source, &args.ids, &only).await?;
+    let chosen = newer_than(chosen, args.newer_than)?;
+    let lock = locking::acquire(destination, false, "copy").await?;
+    let work = copy::copy_snapshots(source, destination, chosen, options, |done| {
+        if !cli.json && !cli.quiet {
+            println!("{}", line(done));
+        }
+    });
+    let copied = lock.held_while(work).await;
+    lock.release().await?;
+    Ok(copied?)
+}
+
 /// Opens and indexes `--from-repo` with its own password and gate login.
 async fn open_source(cli: &Cli, args: &CopyArgs) -> Result<IndexedRepository> {
     let password = secrets::source_password_source(args.from_password_file.as_deref())?;
     let mut options = open_options(cli)?;
     // The key hint names a key of the destination.
     options.key_hint = None;
-    let source = neverwiped::open(&args.from_repo, &password, &secrets::source_gate_login(), &options)
-        .await
-        .map_err(OpenError::into_anyhow)
-        .context("cannot open --from-repo")?;
+    let source = neverwiped::open(
+        &args.from_repo,
+        &password,
+        &secrets::source_gate_login(),
+        &options,
+    )
+    .await
+    .map_err(OpenError::into_anyhow)
+    .context("cannot open --from-repo")?;
     Ok(source.load_index().await?)
 }
 

@@ -7,6 +7,7 @@ mod databases;
 mod diff;
 mod dry_run;
 mod dump;
+mod durations;
 mod files_from;
 mod filters;
 mod find;

@@ -49,7 +49,11 @@ pub fn repository_password(password_file: Option<&Path>) -> Result<Zeroizing<Vec
 /// The gate's basic-auth login: `NEVERWIPED_GATE_USERNAME`, and the password in
 /// `NEVERWIPED_GATE_PASSWORD_FILE` or `NEVERWIPED_GATE_PASSWORD`.
 pub fn gate_login() -> GateLogin {
-    gate_login_from(env::GATE_USERNAME, env::GATE_PASSWORD_FILE, env::GATE_PASSWORD)
+    gate_login_from(
+        env::GATE_USERNAME,
+        env::GATE_PASSWORD_FILE,
+        env::GATE_PASSWORD,
+    )
 }
 
 /// The login of the gate `copy` reads from: `NEVERWIPED_FROM_GATE_USERNAME`, and the password in

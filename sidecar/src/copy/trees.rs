@@ -2,7 +2,9 @@
 //! destination's keys and sent through the backup's sealing threads and uploader.
 
 use super::{CopyOptions, READS_IN_FLIGHT};
-use crate::archive::pipeline::{BlobJob, FinishedPack, JobBatch, Recycler, BATCH_BLOBS, BATCH_BYTES, JOB_FRONT_BYTES};
+use crate::archive::pipeline::{
+    BlobJob, FinishedPack, JobBatch, Recycler, BATCH_BLOBS, BATCH_BYTES, JOB_FRONT_BYTES,
+};
 use crate::archive::uploader::{run_uploader, UploadStats};
 use crate::archive::SealingThreads;
 use crate::error::{Error, Result};
@@ -126,7 +128,8 @@ impl<'a> Copier<'a> {
                     *subtree = self.copy_tree(sending, *subtree).await?;
                 }
             }
-            let copy = sending.store(self.destination, BlobKind::Tree, Tree { nodes }.to_bytes())?;
+            let copy =
+                sending.store(self.destination, BlobKind::Tree, Tree { nodes }.to_bytes())?;
             self.trees.insert(id, copy);
             Ok(copy)
         })
