@@ -26,6 +26,10 @@ Environment (secrets are never taken from the command line):
   NEVERWIPED_KEY_HINT            the key id tried first, as --key-hint
   NEVERWIPED_DB_PASSWORD_<NAME>  password of --database NAME (NAME upper-cased, '-' and '.' as '_')
   NEVERWIPED_NEW_PASSWORD_FILE   the new password of key add / key passwd
+  NEVERWIPED_FROM_REPOSITORY     copy: the repository copied from, as --from-repo
+  NEVERWIPED_FROM_PASSWORD_FILE  copy: its password file (or NEVERWIPED_FROM_PASSWORD)
+  NEVERWIPED_FROM_GATE_USERNAME  copy: its gate's user name; the password in
+                                 NEVERWIPED_FROM_GATE_PASSWORD_FILE (or ..._PASSWORD)
   NEVERWIPED_LOG_FORMAT          text or json, as --log-format
   NEVERWIPED_LOG                 log filter, e.g. debug or neverwiped=debug
 

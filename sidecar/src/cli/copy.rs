@@ -44,7 +44,9 @@ pub struct CopyArgs {
 pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outcome> {
     args.filter.selection()?;
     let source = open_source(cli, args).await?;
-    let destination = open_indexed(cli, record).await?;
+    let destination = open_indexed(cli, record)
+        .await
+        .context("cannot open --repo, the repository copied to")?;
     let source_lock = locking::acquire_for_reading(&source, "copy").await?;
     let options = CopyOptions::default();
     let copied = copy_locked(&source, &destination, args, &options, cli).await;

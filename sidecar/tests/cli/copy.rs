@@ -225,6 +225,16 @@ fn filters_ids_and_latest_choose_exactly_their_snapshots() {
             "after copy {args:?}"
         );
     }
+    // A wrong password for the source fails as one for the destination does: exit 12, naming
+    // the end.
+    let wrong = ends.server.data_dir().join("wrong-password");
+    fs::write(&wrong, "wrong\n").unwrap();
+    let from = format!("rest:{}", ends.server.repo_url("source"));
+    let mut command = ends.destination.command();
+    command.env("NEVERWIPED_FROM_PASSWORD_FILE", &wrong);
+    command.args(["copy", "--from-repo", &from]);
+    let refused = super::support::sidecar::run(command).expect_code(12);
+    assert!(refused.stderr.contains("--from-repo"), "{}", refused.stderr);
 }
 
 /// Waits until the destination holds more packs than `before` while `child` still runs; false
