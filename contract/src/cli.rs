@@ -50,6 +50,18 @@ pub mod env {
     pub const LOG: &str = "NEVERWIPED_LOG";
     /// `key add|passwd --new-password-file`: the file with the new password.
     pub const NEW_PASSWORD_FILE: &str = "NEVERWIPED_NEW_PASSWORD_FILE";
+    /// `copy --from-repo`: the repository copied from.
+    pub const FROM_REPOSITORY: &str = "NEVERWIPED_FROM_REPOSITORY";
+    /// `copy --from-password-file`: the file with the password of the repository copied from.
+    pub const FROM_PASSWORD_FILE: &str = "NEVERWIPED_FROM_PASSWORD_FILE";
+    /// The password of the repository copied from itself (`FROM_PASSWORD_FILE` is preferred).
+    pub const FROM_PASSWORD: &str = "NEVERWIPED_FROM_PASSWORD";
+    /// The user name for the gate of the repository copied from.
+    pub const FROM_GATE_USERNAME: &str = "NEVERWIPED_FROM_GATE_USERNAME";
+    /// The file with the password for the gate of the repository copied from.
+    pub const FROM_GATE_PASSWORD_FILE: &str = "NEVERWIPED_FROM_GATE_PASSWORD_FILE";
+    /// That gate password itself (`FROM_GATE_PASSWORD_FILE` is preferred).
+    pub const FROM_GATE_PASSWORD: &str = "NEVERWIPED_FROM_GATE_PASSWORD";
     /// The prefix every variable of the sidecar's starts with.
     pub const PREFIX: &str = "NEVERWIPED_";
 }

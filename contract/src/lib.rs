@@ -118,6 +118,8 @@ pub enum Operation {
     Cat,
     /// `repair index`: the index written again from the packs.
     Repair,
+    /// `copy`: snapshots of another repository stored in this one.
+    Copy,
 }
 
 /// One database dump that was part of a backup.

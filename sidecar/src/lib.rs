@@ -12,6 +12,7 @@ pub mod archive;
 pub mod backend;
 pub mod chunker;
 pub mod compress;
+pub mod copy;
 pub mod crypto;
 pub mod dump;
 pub mod error;

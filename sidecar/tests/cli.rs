@@ -3,6 +3,8 @@
 
 #[path = "cli/backup_changes.rs"]
 mod backup_changes;
+#[path = "cli/copy.rs"]
+mod copy;
 #[path = "cli/dry_run.rs"]
 mod dry_run;
 #[path = "cli/exact_names.rs"]

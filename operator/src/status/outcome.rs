@@ -344,7 +344,8 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     | Operation::Dump
                     | Operation::Tag
                     | Operation::Cat
-                    | Operation::Repair => Reason::BackupFailed,
+                    | Operation::Repair
+                    | Operation::Copy => Reason::BackupFailed,
                 },
             };
             let message = result

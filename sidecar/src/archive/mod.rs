@@ -5,10 +5,10 @@
 //! packs, and async tasks upload them concurrently.
 //! Channels between them are bounded, so memory stays flat whatever the size of the input.
 
-mod pipeline;
+pub(crate) mod pipeline;
 pub mod skip;
 pub mod source;
-mod uploader;
+pub(crate) mod uploader;
 mod walker;
 
 pub use skip::{ScopedSkip, SkipRules, SourceDevices, TagFile};
@@ -413,7 +413,7 @@ struct PipelineOutcome {
 }
 
 /// The compress-and-seal workers and the packer, running on threads of their own.
-struct SealingThreads {
+pub(crate) struct SealingThreads {
     workers: Vec<std::thread::JoinHandle<()>>,
     packer: std::thread::JoinHandle<bool>,
 }
@@ -421,7 +421,7 @@ struct SealingThreads {
 impl SealingThreads {
     /// Starts `workers` sealers reading `jobs` and one packer handing closed packs to `packs`,
     /// each pack holding its share of `upload_memory_bytes` until it is stored.
-    fn start(
+    pub(crate) fn start(
         repo: &IndexedRepository,
         workers: usize,
         upload_memory_bytes: u64,
@@ -472,7 +472,7 @@ impl SealingThreads {
     }
 
     /// Waits for every thread to end (they do once the walker's job channel closes).
-    async fn join(self) {
+    pub(crate) async fn join(self) {
         let _ = tokio::task::spawn_blocking(move || {
             for thread in self.workers {
                 let _ = thread.join();

@@ -1,5 +1,6 @@
 //! The command line, following restic's conventions where users already know them.
 
+use super::durations::parse_duration;
 pub use super::forget::{ForgetArgs, KeepArgs};
 use super::location_arg::RepositoryLocationParser;
 use clap::{Args, Parser, Subcommand};
@@ -25,6 +26,10 @@ Environment (secrets are never taken from the command line):
   NEVERWIPED_KEY_HINT            the key id tried first, as --key-hint
   NEVERWIPED_DB_PASSWORD_<NAME>  password of --database NAME (NAME upper-cased, '-' and '.' as '_')
   NEVERWIPED_NEW_PASSWORD_FILE   the new password of key add / key passwd
+  NEVERWIPED_FROM_REPOSITORY     copy: the repository copied from, as --from-repo
+  NEVERWIPED_FROM_PASSWORD_FILE  copy: its password file (or NEVERWIPED_FROM_PASSWORD)
+  NEVERWIPED_FROM_GATE_USERNAME  copy: its gate's user name; the password in
+                                 NEVERWIPED_FROM_GATE_PASSWORD_FILE (or ..._PASSWORD)
   NEVERWIPED_LOG_FORMAT          text or json, as --log-format
   NEVERWIPED_LOG                 log filter, e.g. debug or neverwiped=debug
 
@@ -156,6 +161,8 @@ pub enum Command {
     /// Manage the passwords (key objects) that open the repository.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Copy snapshots from another repository (--from-repo) into this one.
+    Copy(Box<super::copy::CopyArgs>),
     /// Serve the snapshots as a read-only file system (FUSE) until interrupted or unmounted.
     Mount(super::mount::MountArgs),
 }
@@ -426,7 +433,7 @@ pub fn one_line(text: &str) -> String {
 }
 
 /// Each command's name and the operation its result reports: the one table of both.
-const OPERATIONS: [(&str, Operation); 18] = [
+const OPERATIONS: [(&str, Operation); 19] = [
     ("init", Operation::Init),
     ("backup", Operation::Backup),
     ("snapshots", Operation::Snapshots),
@@ -445,6 +452,7 @@ const OPERATIONS: [(&str, Operation); 18] = [
     ("repair", Operation::Repair),
     ("key", Operation::Key),
     ("mount", Operation::Mount),
+    ("copy", Operation::Copy),
 ];
 
 /// The operation of the subcommand called `name` on the command line.
@@ -540,38 +548,6 @@ fn parse_bytes(text: &str) -> Option<u64> {
         _ => (text, 1),
     };
     number.parse::<u64>().ok()?.checked_mul(factor)
-}
-
-/// A duration such as `90s`, `30m`, `2h` or `1h30m`.
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let mut seconds: u64 = 0;
-    let mut number = String::new();
-    for c in text.trim().chars() {
-        match c {
-            '0'..='9' => number.push(c),
-            'h' | 'm' | 's' if !number.is_empty() => {
-                let value: u64 = number.parse().map_err(|e| format!("{text:?}: {e}"))?;
-                seconds += value
-                    * match c {
-                        'h' => 3600,
-                        'm' => 60,
-                        _ => 1,
-                    };
-                number.clear();
-            }
-            _ => {
-                return Err(format!(
-                    "{text:?} is not a duration such as 90s, 30m or 1h30m"
-                ))
-            }
-        }
-    }
-    if !number.is_empty() || text.trim().is_empty() {
-        return Err(format!(
-            "{text:?} is not a duration such as 90s, 30m or 1h30m"
-        ));
-    }
-    Ok(std::time::Duration::from_secs(seconds))
 }
 
 #[cfg(test)]

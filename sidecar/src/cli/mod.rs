@@ -2,10 +2,12 @@
 
 pub mod args;
 mod cat;
+mod copy;
 mod databases;
 mod diff;
 mod dry_run;
 mod dump;
+mod durations;
 mod files_from;
 mod filters;
 mod find;
@@ -282,6 +284,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
             )
             .await
         }
+        Command::Copy(args) => copy::copy(cli, args, record).await,
         Command::Mount(args) => {
             mount::mount(open_indexed(cli, record).await?, args, cli.quiet).await
         }

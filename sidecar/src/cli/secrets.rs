@@ -25,6 +25,18 @@ pub fn repository_password_source(password_file: Option<&Path>) -> Result<Secret
     })
 }
 
+/// Where the password of the repository `copy` reads from is: `--from-password-file` /
+/// `NEVERWIPED_FROM_PASSWORD_FILE`, else `NEVERWIPED_FROM_PASSWORD`.
+pub fn source_password_source(password_file: Option<&Path>) -> Result<SecretSource> {
+    Ok(match password_file {
+        Some(path) => SecretSource::File(path.to_owned()),
+        None if std::env::var_os(env::FROM_PASSWORD).is_some() => {
+            SecretSource::Env(env::FROM_PASSWORD.into())
+        }
+        None => bail!("no password for --from-repo: use --from-password-file, NEVERWIPED_FROM_PASSWORD_FILE or NEVERWIPED_FROM_PASSWORD"),
+    })
+}
+
 /// The repository password, read from where [`repository_password_source`] says.
 pub fn repository_password(password_file: Option<&Path>) -> Result<Zeroizing<Vec<u8>>> {
     let password = repository_password_source(password_file)?.read("the repository password")?;
@@ -37,13 +49,31 @@ pub fn repository_password(password_file: Option<&Path>) -> Result<Zeroizing<Vec
 /// The gate's basic-auth login: `NEVERWIPED_GATE_USERNAME`, and the password in
 /// `NEVERWIPED_GATE_PASSWORD_FILE` or `NEVERWIPED_GATE_PASSWORD`.
 pub fn gate_login() -> GateLogin {
-    let password = match std::env::var_os(env::GATE_PASSWORD_FILE) {
+    gate_login_from(
+        env::GATE_USERNAME,
+        env::GATE_PASSWORD_FILE,
+        env::GATE_PASSWORD,
+    )
+}
+
+/// The login of the gate `copy` reads from: `NEVERWIPED_FROM_GATE_USERNAME`, and the password in
+/// `NEVERWIPED_FROM_GATE_PASSWORD_FILE` or `NEVERWIPED_FROM_GATE_PASSWORD`.
+pub fn source_gate_login() -> GateLogin {
+    gate_login_from(
+        env::FROM_GATE_USERNAME,
+        env::FROM_GATE_PASSWORD_FILE,
+        env::FROM_GATE_PASSWORD,
+    )
+}
+
+/// A gate login from the variables named: a user name, a password file, a password.
+fn gate_login_from(username: &str, password_file: &str, password: &str) -> GateLogin {
+    let password = match std::env::var_os(password_file) {
         Some(path) => Some(SecretSource::File(path.into())),
-        None => std::env::var_os(env::GATE_PASSWORD)
-            .map(|_| SecretSource::Env(env::GATE_PASSWORD.into())),
+        None => std::env::var_os(password).map(|_| SecretSource::Env(password.into())),
     };
     GateLogin {
-        username: std::env::var(env::GATE_USERNAME).ok(),
+        username: std::env::var(username).ok(),
         password,
     }
 }
