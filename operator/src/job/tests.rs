@@ -426,12 +426,22 @@ fn database_only_backup_runs_unprivileged_and_passes_credentials_by_reference() 
     );
 }
 
+/// What `restore` reads from `plan`.
+pub(super) fn from_plan<'a>(
+    restore: &'a Restore,
+    plan: &'a crate::api::BackupPlan,
+) -> crate::restore_source::ReadFrom<'a> {
+    crate::restore_source::ReadFrom::of(restore, Some(plan)).expect("the plan is there")
+}
+
 pub(super) fn restore() -> Restore {
     let mut restore = Restore::new(
         "bring-back",
         RestoreSpec {
             on_non_empty_target: Default::default(),
-            backup_plan_name: "nightly".into(),
+            source: crate::api::RestoreSource::Plan {
+                backup_plan_name: "nightly".into(),
+            },
             snapshot: "latest".into(),
             taken_before: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 "2026-11-29T00:00:00Z".parse().unwrap(),
@@ -466,7 +476,12 @@ fn restore_job_writes_each_volume_into_its_target_claim() {
         database_types: BTreeMap::from([("orders".to_string(), DatabaseType::Postgresql)]),
         mover: Mover::Privileged,
     };
-    let job = restore_job(&restore(), &plan(), &run, &settings());
+    let job = restore_job(
+        &restore(),
+        &from_plan(&restore(), &plan()),
+        &run,
+        &settings(),
+    );
     assert_eq!(job.metadata.name.as_deref(), Some("bring-back-restore"));
     let container = container(&job);
     assert_eq!(
@@ -590,7 +605,12 @@ fn an_unprivileged_restore_sets_its_fs_group_only_when_the_root_mismatches() {
             fs_group: Some(2000),
         }),
     };
-    let job = restore_job(&restore(), &plan(), &run, &settings());
+    let job = restore_job(
+        &restore(),
+        &from_plan(&restore(), &plan()),
+        &run,
+        &settings(),
+    );
     let pod = pod_spec(&job);
     let pod_security = pod.security_context.as_ref().unwrap();
     assert_eq!(pod_security.fs_group, Some(2000));
@@ -626,7 +646,12 @@ fn an_unprivileged_pod_is_never_built_as_root_whatever_identity_it_is_given() {
         ..run()
     };
     for job in [
-        restore_job(&restore(), &plan(), &restore_run, &settings()),
+        restore_job(
+            &restore(),
+            &from_plan(&restore(), &plan()),
+            &restore_run,
+            &settings(),
+        ),
         backup_job(&plan(), &backup_run, &settings()),
     ] {
         let security = container(&job).security_context.as_ref().unwrap();
