@@ -269,6 +269,12 @@ pub fn is_dns_subdomain(text: &str) -> bool {
             .all(|label| is_label(label, |c| c.is_ascii_lowercase() || c.is_ascii_digit()))
 }
 
+/// Whether `text` is a Restore's origin: `NAMESPACE/PLAN`, a DNS-1123 label and subdomain.
+pub fn is_origin(text: &str) -> bool {
+    text.split_once('/')
+        .is_some_and(|(namespace, plan)| is_dns_label(namespace) && is_dns_subdomain(plan))
+}
+
 /// Whether `text` is a host name or IPv4 address the connection URI can take as it is.
 pub fn is_host(text: &str) -> bool {
     text.len() <= 253
@@ -324,7 +330,7 @@ impl Findings {
             NameShape::DnsSubdomain => is_dns_subdomain(value),
             NameShape::DnsLabel => is_dns_label(value),
             NameShape::Host => is_host(value),
-            NameShape::Origin => crate::restore_source::Origin::parse(value).is_some(),
+            NameShape::Origin => is_origin(value),
         };
         if !valid {
             self.refusals.push(Refusal::InvalidName {
