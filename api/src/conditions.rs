@@ -91,7 +91,8 @@ reasons! {
     NoVolumeSnapshotClass => "NoVolumeSnapshotClass",
     /// A Restore names a BackupPlan that does not exist.
     BackupPlanNotFound => "BackupPlanNotFound",
-    /// A Restore's database entry has no `type` and the plan has no entry of that name.
+    /// A Restore's database entry has no `type` and the plan has no entry of that name (or the
+    /// Restore names a repository alone, where only `type` says the engine).
     UnknownDatabase => "UnknownDatabase",
     /// A Restore's target PersistentVolumeClaim does not exist (and `createClaim` is not set).
     TargetVolumeNotFound => "TargetVolumeNotFound",
@@ -145,6 +146,9 @@ reasons! {
     SnapshotFailed => "SnapshotFailed",
     /// The sidecar reported a failure of the restore.
     RestoreFailed => "RestoreFailed",
+    /// The repository holds no snapshot of the Restore's origin that matches (`latest`,
+    /// `takenBefore`, or the id); the message lists the origins it holds.
+    SnapshotNotFound => "SnapshotNotFound",
     /// The sidecar reported a failure of a prune.
     PruneFailed => "PruneFailed",
     /// A check could not be carried out.
@@ -224,6 +228,9 @@ reasons! {
     /// The cluster's policy does not allow Restores of the namespace to write to a database host
     /// (`policy.allowedRestoreDatabaseHosts`).
     DatabaseHostNotAllowed => "DatabaseHostNotAllowed",
+    /// A Restore reads the snapshots of another namespace's plan (a clone), and no rule of the
+    /// cluster's `policy.allowedRestoreOrigins` allows it.
+    CloneNotAllowed => "CloneNotAllowed",
 
     // SnapshotsListed: the gate's listing against the plan's last success.
     /// The listing has the last successful backup's snapshot (or newer ones).

@@ -1,4 +1,5 @@
-//! `Restore`: bring a snapshot of a BackupPlan back into volumes and database servers.
+//! `Restore`: bring a snapshot of a BackupPlan, or of a repository named alone, back into volumes
+//! and database servers.
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -6,6 +7,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::backup_plan::Repository;
 use super::common::{CredentialsSecretRef, DatabaseType, PodSettings};
 use super::mover::{MoverSettings, MoverStatus};
 use super::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, HOST_PATTERN, PATH_PATTERN};
@@ -13,8 +15,16 @@ use super::names::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, HOST_PATTERN, PATH_
 /// `latest`, or a snapshot id or a prefix of one (at least 8 hex digits).
 pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
 
-/// Restores a snapshot taken by a BackupPlan of the same namespace into PersistentVolumeClaims
-/// and database servers. A Restore runs once; create another to restore again.
+/// The host a plan's snapshots are written under: `NAMESPACE/PLAN`, both DNS names (a namespace
+/// is a DNS-1123 label, a plan a subdomain).
+pub const ORIGIN_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// CEL, on the spec: the snapshots come from exactly one place.
+pub const ONE_SOURCE_RULE: &str = "has(self.backupPlanName) != has(self.repository)";
+
+/// Restores a snapshot into PersistentVolumeClaims and database servers: a snapshot of a
+/// BackupPlan of the same namespace, or one a repository named here holds (when the plan, or the
+/// whole cluster, is gone). A Restore runs once; create another to restore again.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "neverwiped.io",
@@ -26,9 +36,10 @@ pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
     shortname = "nwr",
     shortname = "nwrestore",
     category = "neverwiped",
-    doc = "A Restore brings a snapshot taken by a BackupPlan back into volumes and database servers; it runs once.",
+    doc = "A Restore brings a snapshot taken by a BackupPlan, or held by a repository it names, back into volumes and database servers; it runs once.",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Plan","type":"string","jsonPath":".spec.backupPlanName"}"#,
+    printcolumn = r#"{"name":"Origin","type":"string","jsonPath":".spec.origin"}"#,
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.snapshotId"}"#,
     printcolumn = r#"{"name":"Taken","type":"date","jsonPath":".status.snapshotTime"}"#,
     printcolumn = r#"{"name":"Bytes Restored","type":"integer","jsonPath":".status.bytesRestored"}"#,
@@ -42,14 +53,16 @@ pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
     ).message("a Restore needs at least one entry in volumes or databases"),
     validation = Rule::new("!has(self.takenBefore) || self.snapshot == 'latest'")
         .message("takenBefore picks the newest snapshot before a time; use it with snapshot: latest"),
+    validation = Rule::new(ONE_SOURCE_RULE)
+        .message("set exactly one of backupPlanName (a BackupPlan of this namespace) or repository (with origin)"),
     validation = Rule::new("self == oldSelf").message("a Restore runs once and cannot be changed; create a new one"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreSpec {
-    /// The BackupPlan, in this namespace, whose repository and snapshots to restore from.
-    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
-    pub backup_plan_name: String,
-    /// `latest` (the plan's newest snapshot), or a snapshot id or a unique prefix of one.
+    /// Where the snapshots come from: `backupPlanName`, or `repository` with `origin`.
+    #[serde(flatten)]
+    pub source: RestoreSource,
+    /// `latest` (the origin's newest snapshot), or a snapshot id or a unique prefix of one.
     #[serde(default = "default_snapshot")]
     #[schemars(length(min = 6, max = 64), regex(pattern = SNAPSHOT_PATTERN))]
     pub snapshot: String,
@@ -87,6 +100,39 @@ pub struct RestoreSpec {
 
 fn default_snapshot() -> String {
     "latest".into()
+}
+
+/// Where a Restore's snapshots come from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(untagged, rename_all_fields = "camelCase")]
+pub enum RestoreSource {
+    /// A BackupPlan of the Restore's namespace: its repository, and the snapshots it took.
+    Plan {
+        /// The BackupPlan, in this namespace, whose repository and snapshots to restore from.
+        #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+        backup_plan_name: String,
+    },
+    /// A repository named here, for when its plan (or the whole cluster) is gone.
+    Repository {
+        /// The repository, as a BackupPlan names it; its Secrets are in the Restore's namespace.
+        /// Checked as a plan's repository is (`policy.allowedRepositoryPrefixes`, Secret types).
+        repository: Repository,
+        /// The `NAMESPACE/PLAN` of the BackupPlan that took the snapshots (the snapshots' host).
+        /// Another namespace than the Restore's makes it a clone, which the cluster admin allows
+        /// per pair of namespaces or per repository (`policy.allowedRestoreOrigins`).
+        #[schemars(length(min = 3, max = 317), regex(pattern = ORIGIN_PATTERN))]
+        origin: String,
+    },
+}
+
+impl RestoreSource {
+    /// The BackupPlan named, for a Restore from a plan.
+    pub fn plan_name(&self) -> Option<&str> {
+        match self {
+            RestoreSource::Plan { backup_plan_name } => Some(backup_plan_name),
+            RestoreSource::Repository { .. } => None,
+        }
+    }
 }
 
 /// One backed-up volume and the PersistentVolumeClaim it is restored into.

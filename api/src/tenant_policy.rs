@@ -59,6 +59,39 @@ pub struct TenantPolicy {
     /// A namespace the map leaves out may restore to no host.
     #[serde(default)]
     pub allowed_restore_database_hosts: Allowed<BTreeMap<String, Vec<String>>>,
+    /// Clones: which namespaces' snapshots Restores of another namespace may read (a Restore
+    /// whose `spec.origin` is in its own namespace needs no rule). Empty (the default): none.
+    #[serde(default)]
+    pub allowed_restore_origins: Vec<CloneRule>,
+}
+
+/// One clone the cluster admin allows: Restores in namespace `to` may restore the snapshots that
+/// plans of namespace `from` took, from the repositories under `repositoryPrefixes` (left out:
+/// from any repository the Restore may use).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloneRule {
+    /// The origin's namespace, or `"*"`: any.
+    pub from: String,
+    /// The Restore's namespace, or `"*"`: any.
+    pub to: String,
+    /// Repository URLs the clone may read from, each parsed and compared as
+    /// `allowedRepositoryPrefixes` are.
+    #[serde(default)]
+    pub repository_prefixes: Allowed<Vec<RestLocation>>,
+}
+
+impl CloneRule {
+    /// Whether this rule lets a Restore in `to` read the snapshots of namespace `from` in the
+    /// repository at `location`.
+    pub fn allows(&self, from: &str, to: &str, location: &RestLocation) -> bool {
+        let names = |rule: &str, namespace: &str| rule == "*" || rule == namespace;
+        let under = match &self.repository_prefixes {
+            Allowed::Any => true,
+            Allowed::Only(prefixes) => prefixes.iter().any(|prefix| location.is_under(prefix)),
+        };
+        names(&self.from, from) && names(&self.to, to) && under
+    }
 }
 
 /// One allowed toleration: every field set must equal the pod toleration's; a field left out
@@ -144,6 +177,16 @@ impl TenantPolicy {
 }
 
 impl TenantPolicy {
+    /// Whether a Restore in namespace `to` may restore snapshots that a plan of namespace `from`
+    /// took, from the repository at `location`: always within one namespace, else by a rule.
+    pub fn allows_restore_origin(&self, from: &str, to: &str, location: &RestLocation) -> bool {
+        from == to
+            || self
+                .allowed_restore_origins
+                .iter()
+                .any(|rule| rule.allows(from, to, location))
+    }
+
     /// Whether pods of `namespace` may read and write volumes as root.
     pub fn allows_privileged_mover(&self, namespace: &str) -> bool {
         self.privileged_mover_namespaces
@@ -336,6 +379,31 @@ mod tests {
         assert!(!listed.allows_privileged_mover("*"));
         let all = policy(r#"{"privilegedMoverNamespaces": ["*"]}"#);
         assert!(all.allows_privileged_mover("anything"));
+    }
+
+    #[test]
+    fn clones_need_a_rule_for_the_pair_of_namespaces_and_the_repository() {
+        let location = |url: &str| RestLocation::parse(url).unwrap();
+        let shop = location("https://gate.example.com/shop/app");
+        let other = location("https://gate.example.com/other/app");
+        let none = policy("{}");
+        assert!(none.allows_restore_origin("shop", "shop", &shop));
+        assert!(!none.allows_restore_origin("shop", "staging", &shop));
+        let rules = policy(
+            r#"{"allowedRestoreOrigins": [
+                {"from": "shop", "to": "staging"},
+                {"from": "*", "to": "recovery", "repositoryPrefixes": ["https://gate.example.com/shop"]}]}"#,
+        );
+        assert!(rules.allows_restore_origin("shop", "staging", &other));
+        assert!(!rules.allows_restore_origin("staging", "shop", &shop));
+        assert!(rules.allows_restore_origin("blog", "recovery", &shop));
+        assert!(!rules.allows_restore_origin("blog", "recovery", &other));
+        let outside = location("https://gate.example.com/shop-2/app");
+        assert!(!rules.allows_restore_origin("blog", "recovery", &outside));
+        let error = TenantPolicy::from_json(r#"{"allowedRestoreOrigins": [{"from": "a"}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("missing field `to`"), "{error}");
     }
 
     #[test]

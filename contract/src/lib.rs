@@ -35,6 +35,9 @@ pub enum ExitStatus {
     LockFailed,
     /// The password does not open any key of the repository.
     WrongPassword,
+    /// `latest` of the host asked for (`--host`) found no snapshot; the error lists the hosts
+    /// the repository holds.
+    NoSnapshotOfHost,
     /// Stopped by SIGHUP: the lock was removed and no snapshot was written after the signal.
     Hangup,
     /// Stopped by SIGINT (Ctrl-C), as [`ExitStatus::Hangup`].
@@ -53,6 +56,7 @@ impl ExitStatus {
             ExitStatus::NoRepository => 10,
             ExitStatus::LockFailed => 11,
             ExitStatus::WrongPassword => 12,
+            ExitStatus::NoSnapshotOfHost => 13,
             // 128 + the signal's number, as a shell and restic report a run a signal ended.
             ExitStatus::Hangup => 129,
             ExitStatus::Interrupted => 130,
@@ -76,6 +80,7 @@ impl ExitStatus {
             10 => ExitStatus::NoRepository,
             11 => ExitStatus::LockFailed,
             12 => ExitStatus::WrongPassword,
+            13 => ExitStatus::NoSnapshotOfHost,
             129 => ExitStatus::Hangup,
             130 => ExitStatus::Interrupted,
             143 => ExitStatus::Terminated,
@@ -495,6 +500,7 @@ mod tests {
             ExitStatus::NoRepository,
             ExitStatus::LockFailed,
             ExitStatus::WrongPassword,
+            ExitStatus::NoSnapshotOfHost,
             ExitStatus::Hangup,
             ExitStatus::Interrupted,
             ExitStatus::Terminated,

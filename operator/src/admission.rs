@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use neverwiped_contract::location::{self, LocationFault, RestLocation};
 
 use crate::api::{
-    BackupPlanSpec, BackupVolume, CredentialsSecretRef, PodSettings, Repository, RestoreSpec,
+    BackupPlanSpec, BackupVolume, CredentialsSecretRef, PodSettings, Repository, RestoreSource,
+    RestoreSpec,
 };
 use crate::conditions::Reason;
 use crate::tenant_policy::TenantPolicy;
@@ -32,6 +33,8 @@ pub enum NameShape {
     DnsLabel,
     /// A host name or IPv4 address.
     Host,
+    /// A Restore's origin: `NAMESPACE/PLAN`.
+    Origin,
 }
 
 impl std::fmt::Display for NameShape {
@@ -40,6 +43,7 @@ impl std::fmt::Display for NameShape {
             NameShape::DnsSubdomain => "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most 253 characters)",
             NameShape::DnsLabel => "a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)",
             NameShape::Host => "a host name or IPv4 address (letters, digits, '-' and '.')",
+            NameShape::Origin => "NAMESPACE/PLAN: a namespace (a DNS-1123 label), '/', and a BackupPlan's name (a DNS-1123 subdomain)",
         })
     }
 }
@@ -188,8 +192,8 @@ pub fn check_backup_plan(
 }
 
 /// Everything a Restore asks for that the operator refuses; `plan` is the spec of the BackupPlan
-/// it restores from, whose repository and (unless the Restore sets its own) pod settings the
-/// restore Job uses.
+/// it restores from (if it names one), whose repository and (unless the Restore sets its own) pod
+/// settings the restore Job uses. A repository the Restore names itself is checked as a plan's.
 pub fn check_restore(
     spec: &RestoreSpec,
     plan: Option<&BackupPlanSpec>,
@@ -197,11 +201,7 @@ pub fn check_restore(
     policy: &TenantPolicy,
 ) -> Vec<Refusal> {
     let mut found = Findings::default();
-    found.name(
-        "spec.backupPlanName",
-        &spec.backup_plan_name,
-        NameShape::DnsSubdomain,
-    );
+    found.source(&spec.source, plan, policy);
     for (index, volume) in spec.volumes.iter().enumerate() {
         let field = format!("spec.volumes[{index}]");
         let source = &volume.source_claim_name;
@@ -244,16 +244,13 @@ pub fn check_restore(
             &database.credentials_secret_ref,
         );
     }
-    let plan_field = format!("BackupPlan {:?}'s spec.repository", spec.backup_plan_name);
-    if let Some(plan) = plan {
-        found.repository(&plan.repository, &plan_field, policy);
-    }
-    match &spec.pod {
-        Some(pod) => found.pod("spec.pod", Some(pod), policy),
-        None => {
-            let field = format!("BackupPlan {:?}'s spec.pod", spec.backup_plan_name);
+    match (&spec.pod, spec.source.plan_name()) {
+        (Some(pod), _) => found.pod("spec.pod", Some(pod), policy),
+        (None, Some(plan_name)) => {
+            let field = format!("BackupPlan {plan_name:?}'s spec.pod");
             found.pod(&field, plan.and_then(|p| p.pod.as_ref()), policy);
         }
+        (None, None) => {}
     }
     found.secrets_of_type(secret_types);
     found.refusals
@@ -270,6 +267,12 @@ pub fn is_dns_subdomain(text: &str) -> bool {
         && text
             .split('.')
             .all(|label| is_label(label, |c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+}
+
+/// Whether `text` is a Restore's origin: `NAMESPACE/PLAN`, a DNS-1123 label and subdomain.
+pub fn is_origin(text: &str) -> bool {
+    text.split_once('/')
+        .is_some_and(|(namespace, plan)| is_dns_label(namespace) && is_dns_subdomain(plan))
 }
 
 /// Whether `text` is a host name or IPv4 address the connection URI can take as it is.
@@ -327,6 +330,7 @@ impl Findings {
             NameShape::DnsSubdomain => is_dns_subdomain(value),
             NameShape::DnsLabel => is_dns_label(value),
             NameShape::Host => is_host(value),
+            NameShape::Origin => is_origin(value),
         };
         if !valid {
             self.refusals.push(Refusal::InvalidName {
@@ -387,6 +391,30 @@ impl Findings {
 
     fn credentials(&mut self, field: &str, credentials: &CredentialsSecretRef) {
         self.secret(field, &credentials.name);
+    }
+
+    /// Where a Restore reads from: the plan's name and repository, or its own repository and
+    /// origin.
+    fn source(
+        &mut self,
+        source: &RestoreSource,
+        plan: Option<&BackupPlanSpec>,
+        policy: &TenantPolicy,
+    ) {
+        match source {
+            RestoreSource::Plan { backup_plan_name } => {
+                let field = "spec.backupPlanName";
+                self.name(field, backup_plan_name, NameShape::DnsSubdomain);
+                if let Some(plan) = plan {
+                    let field = format!("BackupPlan {backup_plan_name:?}'s spec.repository");
+                    self.repository(&plan.repository, &field, policy);
+                }
+            }
+            RestoreSource::Repository { repository, origin } => {
+                self.name("spec.origin", origin, NameShape::Origin);
+                self.repository(repository, "spec.repository", policy);
+            }
+        }
     }
 
     fn repository(&mut self, repository: &Repository, field: &str, policy: &TenantPolicy) {

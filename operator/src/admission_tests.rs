@@ -63,7 +63,9 @@ fn a_source_claim_name_that_walks_out_of_the_restore_directory_is_refused() {
 #[test]
 fn every_name_that_becomes_a_path_or_an_object_name_is_checked() {
     let mut spec = restore();
-    spec.backup_plan_name = "Nightly".into();
+    spec.source = RestoreSource::Plan {
+        backup_plan_name: "Nightly".into(),
+    };
     spec.volumes.push(RestoreVolume {
         source_claim_name: "a/b".into(),
         target_claim_name: "..".into(),

@@ -65,3 +65,11 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         changes: None,
     }
 }
+
+/// What `restore` reads from `plan`.
+pub fn from_plan<'a>(
+    restore: &'a crate::api::Restore,
+    plan: &'a crate::api::BackupPlan,
+) -> crate::restore_source::ReadFrom<'a> {
+    crate::restore_source::ReadFrom::of(restore, Some(plan)).expect("the plan is there")
+}

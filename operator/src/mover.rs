@@ -188,20 +188,20 @@ pub fn choose_mover(
 }
 
 /// The mover of a Restore's pod: the Restore's `spec.mover`, else its plan's; the user, by
-/// default, the one the plan's backups ran as.
+/// default, the one the plan's backups ran as (a Restore without a plan: the default user).
 pub fn restore_mover(
     restore: &Restore,
-    plan: &BackupPlan,
+    plan: Option<&BackupPlan>,
     policy: &TenantPolicy,
 ) -> Result<MoverChoice, Refusal> {
-    let (settings, field) = match &restore.spec.mover {
-        Some(own) => (Some(own), "spec.mover".to_owned()),
-        None => (
+    let (settings, field) = match (&restore.spec.mover, plan) {
+        (None, Some(plan)) => (
             plan.spec.mover.as_ref(),
             format!("BackupPlan {:?}'s spec.mover", plan.name_any()),
         ),
+        (own, _) => (own.as_ref(), "spec.mover".to_owned()),
     };
-    let recorded = plan.status.as_ref().and_then(|s| s.mover.as_ref());
+    let recorded = plan.and_then(|p| p.status.as_ref()?.mover.as_ref());
     let namespace = restore.namespace().unwrap_or_default();
     choose_mover(
         settings,

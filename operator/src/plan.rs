@@ -70,7 +70,7 @@ pub enum Problem {
     NoVolumeSnapshotClass { claim: String, driver: String },
     #[error("BackupPlan {name:?} (spec.backupPlanName) does not exist in this namespace")]
     BackupPlanNotFound { name: String },
-    #[error("{field}: the BackupPlan has no database entry {name:?}, so its type is unknown; set type or correct the name")]
+    #[error("{field}: the engine of database entry {name:?} is unknown: it sets no type, and no BackupPlan entry of that name says it; set type (postgresql, mariadb or mysql) or correct the name")]
     UnknownDatabase { name: String, field: String },
     #[error(
         "{field}: PersistentVolumeClaim {name:?} does not exist; create it or set createClaim"
@@ -86,6 +86,8 @@ pub enum Problem {
     RequesterNotAllowed(#[from] crate::restore_access::AccessDenied),
     #[error(transparent)]
     DatabaseHostNotAllowed(#[from] crate::restore_access::HostNotAllowed),
+    #[error(transparent)]
+    CloneNotAllowed(#[from] crate::restore_source::CloneNotAllowed),
 }
 
 impl Problem {
@@ -113,6 +115,7 @@ impl Problem {
             Problem::TargetVolumeExists { .. } => Reason::TargetVolumeExists,
             Problem::Refused(refusal) => refusal.reason(),
             Problem::RequesterUnknown => Reason::RequesterUnknown,
+            Problem::CloneNotAllowed(refusal) => refusal.reason(),
             Problem::RequesterNotAllowed(denied) => denied.access.rule.reason(),
             Problem::DatabaseHostNotAllowed(_) => Reason::DatabaseHostNotAllowed,
         }

@@ -2,7 +2,7 @@
 //! the plan's repository and writes claims and databases with its own rights, so a Restore may
 //! only read what its creator could read and write where its creator could write: restoring a
 //! plan's data (into a claim or into any database host) needs what decrypting it needs (`get` on
-//! the plan's password and gate-login Secrets), writing into an existing claim needs `update` on
+//! the repository's password and gate-login Secrets, the plan's or the Restore's own), writing into an existing claim needs `update` on
 //! it, creating one needs `create`. The creator is the user the admission request named, recorded
 //! in [`REQUESTER_ANNOTATION`] (and, optionally, some of its groups in
 //! [`REQUESTER_GROUPS_ANNOTATION`]), which the chart's ValidatingAdmissionPolicy lets only that
@@ -10,8 +10,9 @@
 
 use kube::api::ObjectMeta;
 
-use crate::api::{BackupPlanSpec, RestoreSpec};
+use crate::api::RestoreSpec;
 use crate::conditions::Reason;
+use crate::restore_source::ReadFrom;
 use crate::tenant_policy::TenantPolicy;
 
 pub use crate::api::{REQUESTER_ANNOTATION, REQUESTER_GROUPS_ANNOTATION};
@@ -70,7 +71,7 @@ impl AccessRule {
     fn explanation(self) -> &'static str {
         match self {
             AccessRule::DecryptPlan => {
-                "restoring a plan's data needs what decrypting it needs: get on the plan's password and gate-login Secrets"
+                "restoring a plan's data needs what decrypting it needs: get on the repository's password and gate-login Secrets"
             }
             AccessRule::WriteClaim => {
                 "writing into a PersistentVolumeClaim needs update on it (create for a new one)"
@@ -110,15 +111,15 @@ pub enum AccessReview {
     Reviewed { denied: Vec<AccessDenied> },
 }
 
-/// Every access the creator of a Restore of `plan` must have; `claim_exists` says which target
-/// claims exist (the others are created).
+/// Every access the creator of a Restore reading `from` must have; `claim_exists` says which
+/// target claims exist (the others are created).
 pub fn access_needed(
     spec: &RestoreSpec,
-    plan: &BackupPlanSpec,
+    from: &ReadFrom,
     claim_exists: impl Fn(&str) -> bool,
 ) -> Vec<AccessNeeded> {
-    let plan_field = format!("BackupPlan {:?}'s spec.repository", spec.backup_plan_name);
-    let repository = &plan.repository;
+    let plan_field = from.repository_field();
+    let repository = from.repository;
     let mut needed = vec![AccessNeeded {
         verb: "get",
         resource: "secrets",

@@ -1,6 +1,18 @@
 use super::*;
-use crate::api::{CredentialsSecretRef, RestoreDatabase, RestoreVolume};
+use crate::api::{BackupPlan, CredentialsSecretRef, Restore, RestoreDatabase, RestoreVolume};
 use crate::fixtures::plan_spec;
+use crate::restore_source::ReadFrom;
+
+/// The needs of a Restore of `spec` in namespace shop, reading the plan `nightly` (when it names
+/// one) of [`plan_spec`].
+fn needed_for(spec: &RestoreSpec, claim_exists: impl Fn(&str) -> bool) -> Vec<AccessNeeded> {
+    let mut plan = BackupPlan::new("nightly", plan_spec());
+    plan.metadata.namespace = Some("shop".into());
+    let mut restore = Restore::new("back", spec.clone());
+    restore.metadata.namespace = Some("shop".into());
+    let from = ReadFrom::of(&restore, Some(&plan)).expect("a source");
+    access_needed(spec, &from, claim_exists)
+}
 
 fn restore_spec() -> RestoreSpec {
     serde_json::from_value(serde_json::json!({
@@ -45,7 +57,7 @@ fn the_requester_is_read_from_its_annotations_and_an_empty_one_is_none() {
 
 #[test]
 fn a_restore_needs_the_plans_secrets_and_write_access_to_each_target_claim() {
-    let needed = access_needed(&restore_spec(), &plan_spec(), |name| name == "data");
+    let needed = needed_for(&restore_spec(), |name| name == "data");
     let summary: Vec<_> = needed
         .iter()
         .map(|n| (n.verb, n.resource, n.name.as_deref(), n.rule))
@@ -87,7 +99,7 @@ fn a_database_only_restore_still_needs_the_plans_secrets() {
         credentials_secret_ref: CredentialsSecretRef::new("mine"),
         on_non_empty_target: Default::default(),
     }];
-    let needed = access_needed(&spec, &plan_spec(), |_| true);
+    let needed = needed_for(&spec, |_| true);
     assert_eq!(needed.len(), 2);
     assert!(needed.iter().all(|n| n.rule == AccessRule::DecryptPlan));
     let denied = AccessDenied {
@@ -96,7 +108,7 @@ fn a_database_only_restore_still_needs_the_plans_secrets() {
     };
     assert_eq!(
         denied.to_string(),
-        "the user who created this Restore (\"mallory\") may not get secrets \"repo\" named by BackupPlan \"nightly\"'s spec.repository.passwordSecretRef; restoring a plan's data needs what decrypting it needs: get on the plan's password and gate-login Secrets"
+        "the user who created this Restore (\"mallory\") may not get secrets \"repo\" named by BackupPlan \"nightly\"'s spec.repository.passwordSecretRef; restoring a plan's data needs what decrypting it needs: get on the repository's password and gate-login Secrets"
     );
     let policy = TenantPolicy::from_json(
         r#"{"allowedRestoreDatabaseHosts": {"shop": ["postgres.shop.svc"]}}"#,
@@ -117,7 +129,37 @@ fn every_volume_target_is_checked_whatever_its_source() {
         create_claim: None,
         includes: vec![],
     }];
-    let needed = access_needed(&spec, &plan_spec(), |_| true);
+    let needed = needed_for(&spec, |_| true);
     assert_eq!(needed[2].name.as_deref(), Some("mine"));
     assert_eq!(needed[2].verb, "update");
+}
+
+#[test]
+fn a_restore_from_a_repository_alone_needs_its_own_secrets() {
+    let spec: RestoreSpec = serde_json::from_value(serde_json::json!({
+        "repository": {"url": "https://gate.example.com/shop",
+                       "passwordSecretRef": {"name": "old-repo", "key": "password"},
+                       "credentialsSecretRef": {"name": "old-gate"},
+                       "caSecretRef": {"name": "old-ca", "key": "ca.crt"}},
+        "origin": "shop/nightly",
+        "volumes": [{"sourceClaimName": "data", "targetClaimName": "data"}],
+    }))
+    .unwrap();
+    let needed = needed_for(&spec, |_| false);
+    let summary: Vec<_> = needed
+        .iter()
+        .map(|n| (n.verb, n.name.as_deref(), n.field.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("get", Some("old-repo"), "spec.repository.passwordSecretRef"),
+            (
+                "get",
+                Some("old-gate"),
+                "spec.repository.credentialsSecretRef"
+            ),
+            ("create", None, "spec.volumes[0].targetClaimName"),
+        ]
+    );
 }

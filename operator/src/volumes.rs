@@ -512,7 +512,9 @@ mod tests {
             "back",
             RestoreSpec {
                 on_non_empty_target: Default::default(),
-                backup_plan_name: "nightly".into(),
+                source: crate::api::RestoreSource::Plan {
+                    backup_plan_name: "nightly".into(),
+                },
                 snapshot: "latest".into(),
                 taken_before: None,
                 volumes: vec![],

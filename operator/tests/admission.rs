@@ -111,6 +111,60 @@ fn assert_refused(result: Result<(), String>, field: &str, what: &str) {
 }
 
 #[test]
+fn the_api_server_takes_a_restore_from_a_plan_or_from_a_repository_and_origin_never_both() {
+    if !api_server_or_skip() {
+        return;
+    }
+    apply_test_crds();
+    let namespace = TestNamespace::create("admission-source");
+    let ns = namespace.name.as_str();
+    let volume = json!({"sourceClaimName": "data", "targetClaimName": "data"});
+    let repository = json!({"url": "https://gate.example.com/team-a/shop",
+                            "passwordSecretRef": {"name": "repo", "key": "password"}});
+    let mut alone = restore("alone", volume);
+    let spec = alone["spec"].as_object_mut().unwrap();
+    spec.remove("backupPlanName");
+    spec.insert("repository".into(), repository.clone());
+    spec.insert("origin".into(), json!("shop/nightly"));
+    create(ns, &alone).expect("a Restore from a repository and an origin is accepted");
+
+    let one_of = "set exactly one of backupPlanName";
+    let mut both = alone.clone();
+    both["metadata"]["name"] = json!("both");
+    both["spec"]["backupPlanName"] = json!("nightly");
+    assert_refused(create(ns, &both), one_of, "a plan and a repository");
+    let mut neither = alone.clone();
+    neither["metadata"]["name"] = json!("neither");
+    let spec = neither["spec"].as_object_mut().unwrap();
+    spec.remove("repository");
+    spec.remove("origin");
+    // The schema's anyOf refuses it before the rule runs.
+    assert_refused(
+        create(ns, &neither),
+        "spec.backupPlanName: Required value",
+        "neither a plan nor a repository",
+    );
+    let mut no_origin = alone.clone();
+    no_origin["metadata"]["name"] = json!("no-origin");
+    no_origin["spec"].as_object_mut().unwrap().remove("origin");
+    assert_refused(
+        create(ns, &no_origin),
+        "origin",
+        "a repository without an origin",
+    );
+    for (name, origin) in [("bad-origin", "shop"), ("walks", "shop/../blog")] {
+        let mut bad = alone.clone();
+        bad["metadata"]["name"] = json!(name);
+        bad["spec"]["origin"] = json!(origin);
+        assert_refused(create(ns, &bad), "spec.origin", origin);
+    }
+    let mut bad_url = alone.clone();
+    bad_url["metadata"]["name"] = json!("bad-url");
+    bad_url["spec"]["repository"]["url"] = json!("https://gate.example.com/team-a/../team-b");
+    assert_refused(create(ns, &bad_url), "spec.repository.url", "a dot segment");
+}
+
+#[test]
 fn the_api_server_refuses_a_restore_whose_source_claim_name_walks_out_of_its_directory() {
     if !api_server_or_skip() {
         return;

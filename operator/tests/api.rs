@@ -68,7 +68,7 @@ fn the_backupplan_example_parses_and_passes_the_schema_rules() {
 fn the_restore_example_parses_and_passes_the_schema_rules() {
     let text = example("restore.yaml");
     let restore: Restore = serde_saphyr::from_str(&text).expect("the example is a Restore");
-    assert_eq!(restore.spec.backup_plan_name, "nightly");
+    assert_eq!(restore.spec.source.plan_name(), Some("nightly"));
     assert_eq!(
         restore.spec.databases[0].on_non_empty_target,
         NonEmptyTargetPolicy::Refuse

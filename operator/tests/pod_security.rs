@@ -27,6 +27,7 @@ use neverwiped_operator::job::{
     MaintenanceKind, MaintenanceRun, RestoreRun,
 };
 use neverwiped_operator::mover::{Mover, MoverIdentity};
+use neverwiped_operator::restore_source::ReadFrom;
 use serde_json::json;
 
 // ---------------------------------------------------------------------------------------------
@@ -898,7 +899,9 @@ fn restore(mover: &Mover) -> Job {
         "bring-back",
         RestoreSpec {
             on_non_empty_target: Default::default(),
-            backup_plan_name: "nightly".into(),
+            source: neverwiped_operator::api::RestoreSource::Plan {
+                backup_plan_name: "nightly".into(),
+            },
             snapshot: "latest".into(),
             taken_before: None,
             volumes: vec![RestoreVolume {
@@ -926,7 +929,12 @@ fn restore(mover: &Mover) -> Job {
         database_types: BTreeMap::new(),
         mover: mover.clone(),
     };
-    restore_job(&restore, &plan(&["data"], true), &run, &settings())
+    restore_job(
+        &restore,
+        &ReadFrom::of(&restore, Some(&plan(&["data"], true))).expect("a plan"),
+        &run,
+        &settings(),
+    )
 }
 
 fn maintenance(kind: MaintenanceKind) -> Job {
@@ -1171,7 +1179,12 @@ fn every_pod_of_the_quickstart_meets_restricted() {
         database_types: BTreeMap::new(),
         mover: writer,
     };
-    let (spec, meta) = template(&restore_job(&restore, &plan, &run, &settings()));
+    let (spec, meta) = template(&restore_job(
+        &restore,
+        &ReadFrom::of(&restore, Some(&plan)).expect("a plan"),
+        &run,
+        &settings(),
+    ));
     pods.push(("the Restore's pod".into(), spec, meta));
 
     let mut wrong = Vec::new();

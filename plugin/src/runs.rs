@@ -204,7 +204,9 @@ pub fn restore_object(
         },
         spec: RestoreSpec {
             on_non_empty_target: Default::default(),
-            backup_plan_name: plan_name,
+            source: neverwiped_api::RestoreSource::Plan {
+                backup_plan_name: plan_name,
+            },
             snapshot: request.snapshot.clone(),
             taken_before: request.taken_before.map(Time),
             volumes,

@@ -31,6 +31,15 @@ pub enum Error {
     #[error("no snapshot matches {0:?}")]
     SnapshotNotFound(String),
 
+    /// `latest` of a host (a plan's `NAMESPACE/PLAN`) found nothing: the hosts the repository
+    /// holds, so that a Restore that names the wrong origin says which are there.
+    #[error("no snapshot matches {wanted:?}; the repository holds {}", origins_held(.held))]
+    NoSnapshotOfHost {
+        wanted: String,
+        /// Each host with snapshots, and how many it has.
+        held: Vec<(String, usize)>,
+    },
+
     #[error("{prefix:?} matches {count} snapshots: give more digits")]
     AmbiguousSnapshot { prefix: String, count: usize },
 
@@ -198,6 +207,18 @@ fn stopped_restore(cause: &Error, removed: &[String]) -> String {
     )
 }
 
+/// The hosts of a repository's snapshots, for a person: `snapshots of a/b (3), c/d (1)`.
+fn origins_held(held: &[(String, usize)]) -> String {
+    if held.is_empty() {
+        return "no snapshots".to_owned();
+    }
+    let listed: Vec<String> = held
+        .iter()
+        .map(|(host, count)| format!("{} ({count})", neverwiped_contract::text::escaped(host)))
+        .collect();
+    format!("snapshots of {}", listed.join(", "))
+}
+
 impl Error {
     /// The exit status this error ends the process with.
     pub fn exit_status(&self) -> ExitStatus {
@@ -207,6 +228,7 @@ impl Error {
             Error::Backend(BackendError::NoRepository { .. }) => ExitStatus::NoRepository,
             Error::Format(FormatError::NotARepository { .. }) => ExitStatus::NoRepository,
             Error::RestoreStopped { .. } => ExitStatus::Partial,
+            Error::NoSnapshotOfHost { .. } => ExitStatus::NoSnapshotOfHost,
             _ => ExitStatus::Failed,
         }
     }

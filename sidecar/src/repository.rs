@@ -319,9 +319,14 @@ impl Repository {
             let (mut snapshots, damaged) = self.snapshots_and_damage().await?;
             warn_skipped(&damaged);
             snapshots.sort_by(|a, b| a.1.time.cmp(&b.1.time).then(a.0.cmp(&b.0)));
+            let held = hosts_held(&snapshots);
             let newest = snapshots.into_iter().rev().find(|(_, s)| filter.matches(s));
             return match (newest, damaged.as_slice()) {
                 (Some(newest), _) => Ok(newest),
+                (None, []) if filter.host.is_some() => Err(Error::NoSnapshotOfHost {
+                    wanted: filter.describe(spec),
+                    held,
+                }),
                 (None, []) => Err(Error::SnapshotNotFound(filter.describe(spec))),
                 // The one sought may be among those that cannot be read: say so, naming them.
                 (None, damaged) => Err(Error::Corrupt {
@@ -454,6 +459,17 @@ impl SnapshotFilter {
         }
         text
     }
+}
+
+/// Each host of `snapshots` and how many snapshots it has, by host name.
+fn hosts_held(snapshots: &[(SnapshotId, Snapshot)]) -> Vec<(String, usize)> {
+    let mut held = std::collections::BTreeMap::<&str, usize>::new();
+    for (_, snapshot) in snapshots {
+        *held.entry(snapshot.hostname.as_str()).or_default() += 1;
+    }
+    held.into_iter()
+        .map(|(host, n)| (host.to_owned(), n))
+        .collect()
 }
 
 /// A repository with its index loaded. Cloning is cheap: clones share one index, which backups

@@ -1377,6 +1377,64 @@ fn backup_and_restore_through_the_gate_with_credentials_from_the_environment() {
 }
 
 #[test]
+fn restoring_latest_of_an_origin_with_no_snapshots_lists_the_origins_the_gate_holds() {
+    let Some(server) = RestServer::start_with_login("cli_gate_origins") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let source = small_tree(work.path(), "source");
+    let gate_password = work.path().join("gate-password");
+    fs::write(&gate_password, server.password().unwrap()).unwrap();
+    let mut sidecar = Sidecar::new(format!("rest:{}", server.url()));
+    sidecar.env.push((
+        "NEVERWIPED_GATE_USERNAME".into(),
+        server.username().unwrap().into(),
+    ));
+    sidecar.env.push((
+        "NEVERWIPED_GATE_PASSWORD_FILE".into(),
+        text(&gate_password).into(),
+    ));
+    sidecar.run(&["init"]).expect_ok();
+    for host in ["shop/nightly", "shop/nightly", "blog/hourly"] {
+        sidecar
+            .run(&["backup", text(&source), "--host", host])
+            .expect_ok();
+    }
+    let target = work.path().join("target");
+    let result_file = work.path().join("result.json");
+    let run = sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--host",
+            "shop-old/nightly",
+            "--target",
+            text(&target),
+            "--result-file",
+            text(&result_file),
+        ])
+        .expect_code(13);
+    let error = run.error_line();
+    assert!(
+        error.contains("latest of host shop-old/nightly")
+            && error
+                .contains("the repository holds snapshots of blog/hourly (1), shop/nightly (2)"),
+        "{error}"
+    );
+    let result = read_result(&result_file);
+    assert_eq!(result.status, ExitStatus::NoSnapshotOfHost);
+    assert!(
+        result
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("shop/nightly (2)")),
+        "{result:?}"
+    );
+    assert!(!target.exists(), "nothing may be restored");
+    sidecar.restore_and_compare("latest", &source);
+}
+
+#[test]
 fn wrong_gate_credentials_give_a_clear_401_message_and_exit_1() {
     let Some(server) = RestServer::start_with_login("cli_gate_401") else {
         return;

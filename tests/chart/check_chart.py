@@ -887,6 +887,15 @@ def the_admission_policy_requires_read_access_to_what_a_plan_or_restore_names() 
     restore = policy_variables(policy, SAMPLE_RESTORE, "restores")
     expect(restore["secretNames"] == ["pg2-admin"] and restore["claimNames"] == ["data-new"]
            and restore["selectsClaims"] is False, f"a Restore's names: {restore}")
+    alone = copy.deepcopy(SAMPLE_RESTORE)
+    del alone["spec"]["backupPlanName"]
+    alone["spec"]["repository"] = {"url": "https://gate.example.com/shop",
+                                   "passwordSecretRef": {"name": "old-repo", "key": "password"},
+                                   "credentialsSecretRef": {"name": "old-gate"}}
+    alone["spec"]["origin"] = "shop/nightly"
+    restore = policy_variables(policy, alone, "restores")
+    expect(restore["secretNames"] == ["old-repo", "old-gate", "pg2-admin"],
+           f"a Restore from a repository alone names its repository's Secrets: {restore}")
 
     policies = Rendered({"policy": {"requireReadAccess": False}}).all("ValidatingAdmissionPolicy")
     expect([p["metadata"]["name"] for p in policies]
@@ -1073,6 +1082,22 @@ def privileged_movers_are_allowed_only_in_the_namespaces_the_values_list() -> No
     env = Rendered({**single, "policy": {"privilegedMoverNamespaces": ["backup-admin"]}}).operator_env()
     expect(json.loads(env["NEVERWIPED_TENANT_POLICY"]) == {"privilegedMoverNamespaces": ["backup-admin"]},
            f"the namespaces as JSON: {env.get('NEVERWIPED_TENANT_POLICY')}")
+
+
+@check
+def clones_are_allowed_only_by_the_rules_the_values_list() -> None:
+    single = {"tenancy": "single"}
+    expect("NEVERWIPED_TENANT_POLICY" not in Rendered(single).operator_env(),
+           "no clone rules by default")
+    rules = [{"from": "shop", "to": "shop-staging"},
+             {"from": "*", "to": "recovery", "repositoryPrefixes": ["https://gate.example.com/"]}]
+    env = Rendered({**single, "policy": {"allowedRestoreOrigins": rules}}).operator_env()
+    expect(json.loads(env["NEVERWIPED_TENANT_POLICY"]) == {"allowedRestoreOrigins": rules},
+           f"the clone rules as JSON: {env.get('NEVERWIPED_TENANT_POLICY')}")
+    for bad in [[{"from": "shop"}], [{"from": "Shop", "to": "b"}],
+                [{"from": "a", "to": "b", "prefixes": []}]]:
+        expect(render_error({**single, "policy": {"allowedRestoreOrigins": bad}}) is not None,
+               f"the values schema refuses the clone rule {bad}")
 
 
 @check

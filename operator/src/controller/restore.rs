@@ -18,7 +18,9 @@ use super::effects::{execute, Create, Delete, Effects, PlannedEvent};
 use super::restore_review::review_restore;
 use super::{fetch_secret_keys, pod_of, Context, Error, Settings};
 use crate::admission::{check_restore, is_dns_subdomain, SecretTypes};
-use crate::api::{BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus};
+use crate::api::{
+    BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus, DEFAULT_DEADLINE,
+};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
 use crate::mover::{restore_mover, MoverChoice};
@@ -26,6 +28,7 @@ use crate::plan::{
     check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys,
 };
 use crate::restore_access::{hosts_not_allowed, AccessReview};
+use crate::restore_source::{clone_refusal, ReadFrom};
 use crate::schedule::parse_duration;
 use crate::status::{
     finish_restore, job_state, set_restore_conditions, JobEnd, JobState, Readiness,
@@ -200,67 +203,34 @@ struct Checked {
 /// Checks that everything the Restore names exists; the claims it is to create go on `decision`.
 fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDecision) -> Checked {
     let spec = &restore.spec;
-    let mut problems = Vec::new();
-    let mut database_types = BTreeMap::new();
-    let mut deadline = None;
-    match &observed.plan {
-        None => problems.push(Problem::BackupPlanNotFound {
-            name: spec.backup_plan_name.clone(),
-        }),
-        Some(plan) => {
-            match &observed.access {
-                AccessReview::NoRequester => problems.push(Problem::RequesterUnknown),
-                AccessReview::Reviewed { denied } => {
-                    problems.extend(denied.iter().cloned().map(Problem::RequesterNotAllowed))
-                }
+    let mut checked = Checked {
+        problems: Vec::new(),
+        database_types: BTreeMap::new(),
+        deadline: None,
+    };
+    match ReadFrom::of(restore, observed.plan.as_ref()) {
+        Some(from) => check_source(restore, &from, observed, &mut checked),
+        // A plan that is not there; an origin that does not parse is admission's refusal.
+        None => checked.problems.extend(spec.source.plan_name().map(|name| {
+            Problem::BackupPlanNotFound {
+                name: name.to_owned(),
             }
-            let mut uses: Vec<_> = repository_secrets_used(&plan.spec.repository)
-                .into_iter()
-                .map(|mut u| {
-                    u.field = format!("BackupPlan {:?}'s {}", spec.backup_plan_name, u.field);
-                    u
-                })
-                .collect();
-            for (index, database) in spec.databases.iter().enumerate() {
-                let field = format!("spec.databases[{index}].credentialsSecretRef");
-                uses.extend(credentials_used(&database.credentials_secret_ref, &field));
-                let engine = database.engine.or_else(|| {
-                    plan.spec
-                        .databases
-                        .iter()
-                        .find(|d| d.name == database.name)
-                        .map(|d| d.engine)
-                });
-                match engine {
-                    Some(engine) => {
-                        database_types.insert(database.name.clone(), engine);
-                    }
-                    None => problems.push(Problem::UnknownDatabase {
-                        name: database.name.clone(),
-                        field: format!("spec.databases[{index}]"),
-                    }),
-                }
-            }
-            problems.extend(check_secrets(&uses, &observed.secrets));
-            match parse_duration(&plan.spec.deadline) {
-                Ok(parsed) => deadline = Some(parsed),
-                Err(error) => problems.push(Problem::Deadline(error)),
-            }
-        }
+        })),
     }
     for (index, volume) in spec.volumes.iter().enumerate() {
         let field = format!("spec.volumes[{index}].targetClaimName");
         let existing = observed.claims.get(&volume.target_claim_name);
         match (&volume.create_claim, existing) {
-            (None, None) => problems.push(Problem::TargetVolumeNotFound {
+            (None, None) => checked.problems.push(Problem::TargetVolumeNotFound {
                 name: volume.target_claim_name.clone(),
                 field,
             }),
-            (Some(_), Some(claim)) if !created_by_restore(claim, &restore.name_any()) => problems
-                .push(Problem::TargetVolumeExists {
+            (Some(_), Some(claim)) if !created_by_restore(claim, &restore.name_any()) => {
+                checked.problems.push(Problem::TargetVolumeExists {
                     name: volume.target_claim_name.clone(),
                     field,
-                }),
+                })
+            }
             (Some(new), None) => decision.create_claims.push(restore_target_claim(
                 restore,
                 &volume.target_claim_name,
@@ -269,23 +239,73 @@ fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDe
             _ => {}
         }
     }
+    checked
+}
 
-    Checked {
-        problems,
-        database_types,
-        deadline,
+/// Checks what the Restore reads from: its creator's access, the Secrets, each database's engine
+/// and the deadline (the plan's, or the default without one).
+fn check_source(
+    restore: &Restore,
+    from: &ReadFrom,
+    observed: &ObservedRestore,
+    checked: &mut Checked,
+) {
+    let spec = &restore.spec;
+    let problems = &mut checked.problems;
+    match &observed.access {
+        AccessReview::NoRequester => problems.push(Problem::RequesterUnknown),
+        AccessReview::Reviewed { denied } => {
+            problems.extend(denied.iter().cloned().map(Problem::RequesterNotAllowed))
+        }
+    }
+    let mut uses: Vec<_> = repository_secrets_used(from.repository)
+        .into_iter()
+        .map(|mut u| {
+            if let Some(plan) = spec.source.plan_name() {
+                u.field = format!("BackupPlan {plan:?}'s {}", u.field);
+            }
+            u
+        })
+        .collect();
+    let plan_databases = from
+        .plan
+        .map(|p| p.spec.databases.as_slice())
+        .unwrap_or(&[]);
+    for (index, database) in spec.databases.iter().enumerate() {
+        let field = format!("spec.databases[{index}].credentialsSecretRef");
+        uses.extend(credentials_used(&database.credentials_secret_ref, &field));
+        let engine = database.engine.or_else(|| {
+            let entry = plan_databases.iter().find(|d| d.name == database.name);
+            entry.map(|d| d.engine)
+        });
+        match engine {
+            Some(engine) => {
+                checked.database_types.insert(database.name.clone(), engine);
+            }
+            None => problems.push(Problem::UnknownDatabase {
+                name: database.name.clone(),
+                field: format!("spec.databases[{index}]"),
+            }),
+        }
+    }
+    problems.extend(check_secrets(&uses, &observed.secrets));
+    let deadline = from
+        .plan
+        .map_or(DEFAULT_DEADLINE, |p| p.spec.deadline.as_str());
+    match parse_duration(deadline) {
+        Ok(parsed) => checked.deadline = Some(parsed),
+        Err(error) => problems.push(Problem::Deadline(error)),
     }
 }
 
-/// Who the restore pod runs as (once the plan is known); a refusal joins `problems`.
+/// Who the restore pod runs as; a refusal joins `problems`.
 fn chosen_mover(
     restore: &Restore,
     observed: &ObservedRestore,
     settings: &Settings,
     problems: &mut Vec<Problem>,
 ) -> Option<MoverChoice> {
-    let plan = observed.plan.as_ref()?;
-    restore_mover(restore, plan, &settings.tenant_policy)
+    restore_mover(restore, observed.plan.as_ref(), &settings.tenant_policy)
         .map_err(|refusal| problems.push(Problem::Refused(refusal)))
         .ok()
 }
@@ -316,13 +336,16 @@ fn start_or_wait(
     let namespace = restore.metadata.namespace.as_deref().unwrap_or_default();
     let hosts = hosts_not_allowed(&restore.spec, namespace, &settings.tenant_policy);
     problems.extend(hosts.into_iter().map(Problem::DatabaseHostNotAllowed));
+    let from = ReadFrom::of(restore, observed.plan.as_ref());
+    let clone = from.and_then(|from| clone_refusal(&from, namespace, &settings.tenant_policy));
+    problems.extend(clone.map(Problem::CloneNotAllowed));
     let mover = chosen_mover(restore, observed, settings, &mut problems);
     let status = &mut decision.status;
-    match (not_ready(&problems), &observed.plan, deadline) {
-        (None, Some(plan), Some(deadline)) => {
+    match (not_ready(&problems), from, deadline) {
+        (None, Some(from), Some(deadline)) => {
             let job = restore_job(
                 restore,
-                plan,
+                &from,
                 &RestoreRun {
                     deadline,
                     database_types,
@@ -381,10 +404,14 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::await_change());
     }
     let client = &ctx.client;
-    let plan = fetch_plan(client, &namespace, &restore.spec.backup_plan_name).await?;
+    let plan = match restore.spec.source.plan_name() {
+        Some(name) => fetch_plan(client, &namespace, name).await?,
+        None => None,
+    };
+    let from = ReadFrom::of(&restore, plan.as_ref());
     let mut uses = Vec::new();
-    if let Some(plan) = &plan {
-        uses.extend(repository_secrets_used(&plan.spec.repository));
+    if let Some(from) = &from {
+        uses.extend(repository_secrets_used(from.repository));
     }
     for database in &restore.spec.databases {
         uses.extend(credentials_used(&database.credentials_secret_ref, ""));
@@ -404,8 +431,8 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         None => Vec::new(),
     };
     let (secrets, secret_types) = fetch_secret_keys(client, &namespace, &uses).await?;
-    let access = match (&plan, &job) {
-        (Some(plan), None) => review_restore(client, &namespace, &restore, plan, &claims).await?,
+    let access = match (&from, &job) {
+        (Some(from), None) => review_restore(client, &namespace, &restore, from, &claims).await?,
         _ => AccessReview::NoRequester,
     };
     let observed = ObservedRestore {

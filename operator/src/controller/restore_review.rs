@@ -10,16 +10,17 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
 
 use super::Error;
-use crate::api::{BackupPlan, Restore};
+use crate::api::Restore;
 use crate::restore_access::{access_needed, AccessDenied, AccessNeeded, AccessReview, Requester};
+use crate::restore_source::ReadFrom;
 
-/// What the Restore's requester lacks, of what running it against `plan` needs; `claims` are its
+/// What the Restore's requester lacks, of what running it from `from` needs; `claims` are its
 /// target claims that exist.
 pub async fn review_restore(
     client: &kube::Client,
     namespace: &str,
     restore: &Restore,
-    plan: &BackupPlan,
+    from: &ReadFrom<'_>,
     claims: &BTreeMap<String, PersistentVolumeClaim>,
 ) -> Result<AccessReview, Error> {
     let Some(requester) = Requester::of(&restore.metadata) else {
@@ -27,7 +28,7 @@ pub async fn review_restore(
     };
     let api = Api::<SubjectAccessReview>::all(client.clone());
     let mut denied = Vec::new();
-    for access in access_needed(&restore.spec, &plan.spec, |c| claims.contains_key(c)) {
+    for access in access_needed(&restore.spec, from, |c| claims.contains_key(c)) {
         let review = subject_access_review(&requester, namespace, &access);
         let answer = api.create(&PostParams::default(), &review).await?;
         if !answer.status.is_some_and(|s| s.allowed) {

@@ -28,7 +28,9 @@ fn restore(create: bool) -> Restore {
         "back",
         RestoreSpec {
             on_non_empty_target: Default::default(),
-            backup_plan_name: "nightly".into(),
+            source: crate::api::RestoreSource::Plan {
+                backup_plan_name: "nightly".into(),
+            },
             snapshot: "latest".into(),
             taken_before: None,
             volumes: vec![RestoreVolume {
@@ -196,7 +198,9 @@ fn a_restore_whose_pod_cannot_start_fails_now_with_its_jobs_start_time() {
 fn a_restore_whose_creator_may_not_decrypt_the_plan_gets_no_job() {
     use crate::restore_access::{access_needed, AccessDenied};
     let restore = restore(true);
-    let needed = access_needed(&restore.spec, &plan().spec, |_| false);
+    let plan = plan();
+    let from = ReadFrom::of(&restore, Some(&plan)).unwrap();
+    let needed = access_needed(&restore.spec, &from, |_| false);
     let mut observed = observed();
     observed.access = AccessReview::Reviewed {
         denied: vec![AccessDenied {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use jiff::SignedDuration;
 
-use super::tests::{plan, restore, run, settings};
+use super::tests::{from_plan, plan, restore, run, settings};
 use super::*;
 use crate::api::RunTrigger;
 use crate::mover::Mover;
@@ -51,7 +51,12 @@ fn maintenance_and_restore_jobs_name_their_repository_host_and_no_node() {
     };
     for job in [
         maintenance_job(&plan(), &run, &settings()),
-        restore_job(&restore(), &plan(), &restore_run, &settings()),
+        restore_job(
+            &restore(),
+            &from_plan(&restore(), &plan()),
+            &restore_run,
+            &settings(),
+        ),
     ] {
         let annotations = job.metadata.annotations.as_ref().unwrap();
         assert_eq!(annotations[ANNOTATION_REPOSITORY_HOST], "gate.example.com");

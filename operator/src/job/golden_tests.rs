@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use jiff::SignedDuration;
 use k8s_openapi::api::batch::v1::Job;
 
-use super::tests::{plan, restore, run, settings};
+use super::tests::{from_plan, plan, restore, run, settings};
 use super::*;
 use crate::api::{DatabaseType, RunTrigger};
 use crate::mover::Mover;
@@ -135,8 +135,47 @@ fn golden_restore_job() {
     };
     assert_golden(
         "restore",
-        &restore_job(&restore(), &plan(), &run, &settings()),
+        &restore_job(
+            &restore(),
+            &from_plan(&restore(), &plan()),
+            &run,
+            &settings(),
+        ),
     );
+}
+
+/// A Restore from a repository alone, in another namespace than its origin's (a clone the
+/// policy allowed): no plan label, no key hint, `--host` pinned although it names an id, the
+/// default deadline and the Restore's own Secrets.
+#[test]
+fn golden_restore_job_from_a_repository_alone() {
+    let mut restore = restore();
+    restore.metadata.namespace = Some("recovery".into());
+    restore.spec.source = crate::api::RestoreSource::Repository {
+        repository: crate::api::Repository {
+            url: "https://gate.example.com/shop".into(),
+            password_secret_ref: crate::api::SecretKeyRef {
+                name: "old-shop-repository".into(),
+                key: "password".into(),
+            },
+            credentials_secret_ref: Some(crate::api::CredentialsSecretRef::new("old-gate-login")),
+            ca_secret_ref: None,
+        },
+        origin: "shop/nightly".into(),
+    };
+    restore.spec.snapshot = "0123abcd".into();
+    restore.spec.taken_before = None;
+    let from = crate::restore_source::ReadFrom::of(&restore, None).unwrap();
+    let run = RestoreRun {
+        deadline: SignedDuration::from_hours(12),
+        database_types: BTreeMap::from([("orders".to_string(), DatabaseType::Postgresql)]),
+        mover: Mover::Privileged,
+    };
+    let job = restore_job(&restore, &from, &run, &settings());
+    let args = sidecar_args(&job);
+    let host = args.iter().position(|a| a == "--host").expect("--host");
+    assert_eq!(args[host + 1], "shop/nightly");
+    assert_golden("restore-from-repository", &job);
 }
 
 /// `plan()` after a run that opened its repository with the key `5f5f…`.
@@ -185,7 +224,12 @@ fn every_job_of_a_plan_tries_the_key_that_worked_last_time_first() {
             backup_job(plan, &run(), &settings()),
             maintenance_job(plan, &maintenance_run(MaintenanceKind::Prune), &settings()),
             maintenance_job(plan, &maintenance_run(MaintenanceKind::Check), &settings()),
-            restore_job(&restore(), plan, &restore_run, &settings()),
+            restore_job(
+                &restore(),
+                &from_plan(&restore(), plan),
+                &restore_run,
+                &settings(),
+            ),
         ]
     };
     for (with_hint, without) in jobs(&hinted).iter().zip(jobs(&plan()).iter()) {

@@ -17,6 +17,8 @@ mod annotation_tests;
 #[cfg(test)]
 mod golden_tests;
 #[cfg(test)]
+mod restore_tests;
+#[cfg(test)]
 mod selection_tests;
 #[cfg(test)]
 mod tests;

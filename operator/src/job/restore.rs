@@ -16,9 +16,10 @@ use super::{
     RESTORE_ROOT, RESULT_FILE,
 };
 use crate::api::{
-    BackupPlan, DatabaseType, NonEmptyTargetPolicy, Restore, RestoreDatabase, VolumeTargetPolicy,
+    DatabaseType, NonEmptyTargetPolicy, Restore, RestoreDatabase, VolumeTargetPolicy,
 };
 use crate::mover::Mover;
+use crate::restore_source::ReadFrom;
 
 /// The capabilities of a privileged restore pod (root): what restoring owners, modes, set-ID
 /// bits and device files takes.
@@ -39,17 +40,16 @@ pub struct RestoreRun {
     pub mover: Mover,
 }
 
-/// Builds the Job that runs `restore`, reading from `plan`'s repository.
+/// Builds the Job that runs `restore`, reading the snapshots of `from`'s origin in its repository.
 pub fn restore_job(
     restore: &Restore,
-    plan: &BackupPlan,
+    from: &ReadFrom,
     run: &RestoreRun,
     settings: &JobSettings,
 ) -> Job {
     let spec = &restore.spec;
-    let repository = &plan.spec.repository;
+    let repository = from.repository;
     let namespace = restore.namespace().unwrap_or_default();
-    let plan_name = plan.name_any();
     let mut pod = PodBuilder::default();
     pod.mount_repository(
         &repository.password_secret_ref,
@@ -87,14 +87,13 @@ pub fn restore_job(
 
     let (databases, databases_to_overwrite) = database_args(&mut pod, &spec.databases, run);
 
-    let latest = spec.snapshot == "latest";
     let mut args = RestoreArgs {
         snapshot: spec.snapshot.clone(),
         repository: super::repository_arg(&literal(&repository.url)),
         result_file: RESULT_FILE.into(),
         target: (!spec.volumes.is_empty()).then(|| RESTORE_ROOT.to_owned()),
         includes,
-        host: latest.then(|| format!("{}/{plan_name}", plan.namespace().unwrap_or_default())),
+        host: from.host_arg(&spec.snapshot),
         before: spec.taken_before.as_ref().map(|time| time.0.to_string()),
         databases,
         databases_to_overwrite,
@@ -102,7 +101,7 @@ pub fn restore_job(
         delete: spec.on_non_empty_target == VolumeTargetPolicy::Mirror,
     }
     .to_args();
-    cli::push_key_hint(&mut args, super::key_hint(plan));
+    cli::push_key_hint(&mut args, from.plan.and_then(super::key_hint));
 
     // A privileged mover writes files back with their owners and modes: CHOWN (set the owner),
     // FOWNER (set modes and times of files the process does not own), DAC_OVERRIDE (write into
@@ -118,7 +117,9 @@ pub fn restore_job(
     };
     let mut labels = common_labels("restore");
     labels.insert(LABEL_RESTORE.into(), restore.name_any());
-    labels.insert(LABEL_PLAN.into(), plan_name);
+    if let Some(plan) = from.plan {
+        labels.insert(LABEL_PLAN.into(), plan.name_any());
+    }
     pod.finish(FinishedPod {
         name: restore_job_name(restore),
         namespace,
@@ -129,9 +130,12 @@ pub fn restore_job(
         privileges,
         deadline: run.deadline,
         node_name: None,
-        repository_url: &plan.spec.repository.url,
+        repository_url: &repository.url,
         hostname: None,
-        pod_settings: spec.pod.as_ref().or(plan.spec.pod.as_ref()),
+        pod_settings: spec
+            .pod
+            .as_ref()
+            .or(from.plan.and_then(|p| p.spec.pod.as_ref())),
         settings,
     })
 }

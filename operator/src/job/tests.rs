@@ -6,6 +6,7 @@ use crate::api::{
     NonEmptyTargetPolicy, PodSettings, Repository, Restore, RestoreDatabase, RestoreSpec,
     RestoreVolume, SecretKeyRef,
 };
+pub(super) use crate::fixtures::from_plan;
 use crate::fixtures::plan_spec;
 use crate::mover::{Mover, MoverIdentity};
 use k8s_openapi::api::core::v1::Toleration;
@@ -79,11 +80,11 @@ pub(super) fn run() -> BackupRun {
     }
 }
 
-fn pod_spec(job: &Job) -> &PodSpec {
+pub(super) fn pod_spec(job: &Job) -> &PodSpec {
     job.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
 }
 
-fn container(job: &Job) -> &Container {
+pub(super) fn container(job: &Job) -> &Container {
     &pod_spec(job).containers[0]
 }
 
@@ -431,7 +432,9 @@ pub(super) fn restore() -> Restore {
         "bring-back",
         RestoreSpec {
             on_non_empty_target: Default::default(),
-            backup_plan_name: "nightly".into(),
+            source: crate::api::RestoreSource::Plan {
+                backup_plan_name: "nightly".into(),
+            },
             snapshot: "latest".into(),
             taken_before: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 "2026-11-29T00:00:00Z".parse().unwrap(),
@@ -457,76 +460,6 @@ pub(super) fn restore() -> Restore {
     restore.metadata.namespace = Some("shop".into());
     restore.metadata.uid = Some("0b6d1c1e-0000-4000-8000-000000000002".into());
     restore
-}
-
-#[test]
-fn restore_job_writes_each_volume_into_its_target_claim() {
-    let run = RestoreRun {
-        deadline: SignedDuration::from_hours(12),
-        database_types: BTreeMap::from([("orders".to_string(), DatabaseType::Postgresql)]),
-        mover: Mover::Privileged,
-    };
-    let job = restore_job(&restore(), &plan(), &run, &settings());
-    assert_eq!(job.metadata.name.as_deref(), Some("bring-back-restore"));
-    let container = container(&job);
-    assert_eq!(
-        container.args.as_deref().unwrap(),
-        [
-            "restore",
-            "latest",
-            "--repo",
-            "rest:https://gate.example.com/shop",
-            "--result-file",
-            "/dev/termination-log",
-            "--target",
-            "/restore",
-            "--include",
-            "/data/data/uploads/2026",
-            "--host",
-            "shop/nightly",
-            "--before",
-            "2026-11-29T00:00:00Z",
-            "--database",
-            "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@pg-new:5432",
-            "--database-password-file",
-            "orders=/var/run/neverwiped/databases/orders/password",
-            "--overwrite-database",
-            "orders",
-        ]
-    );
-    let mount = container
-        .volume_mounts
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|m| m.mount_path == "/restore/data/data")
-        .unwrap();
-    assert_eq!(mount.read_only, Some(false));
-    let capabilities = container
-        .security_context
-        .as_ref()
-        .unwrap()
-        .capabilities
-        .as_ref()
-        .unwrap();
-    assert_eq!(
-        capabilities.add.as_deref().unwrap(),
-        [
-            "CHOWN".to_string(),
-            "DAC_OVERRIDE".into(),
-            "FOWNER".into(),
-            "FSETID".into(),
-            "MKNOD".into()
-        ]
-    );
-    let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!(owner.kind, "Restore");
-    assert_eq!(
-        job.metadata.labels.as_ref().unwrap()[LABEL_RESTORE],
-        "bring-back"
-    );
-    // The plan's placement applies to its restores too.
-    assert!(pod_spec(&job).tolerations.is_some());
 }
 
 #[test]
@@ -590,7 +523,12 @@ fn an_unprivileged_restore_sets_its_fs_group_only_when_the_root_mismatches() {
             fs_group: Some(2000),
         }),
     };
-    let job = restore_job(&restore(), &plan(), &run, &settings());
+    let job = restore_job(
+        &restore(),
+        &from_plan(&restore(), &plan()),
+        &run,
+        &settings(),
+    );
     let pod = pod_spec(&job);
     let pod_security = pod.security_context.as_ref().unwrap();
     assert_eq!(pod_security.fs_group, Some(2000));
@@ -626,7 +564,12 @@ fn an_unprivileged_pod_is_never_built_as_root_whatever_identity_it_is_given() {
         ..run()
     };
     for job in [
-        restore_job(&restore(), &plan(), &restore_run, &settings()),
+        restore_job(
+            &restore(),
+            &from_plan(&restore(), &plan()),
+            &restore_run,
+            &settings(),
+        ),
         backup_job(&plan(), &backup_run, &settings()),
     ] {
         let security = container(&job).security_context.as_ref().unwrap();

@@ -323,6 +323,7 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                 ExitStatus::WrongPassword => Reason::WrongPassword,
                 ExitStatus::NoRepository => Reason::RepositoryNotFound,
                 ExitStatus::LockFailed => Reason::RepositoryLocked,
+                ExitStatus::NoSnapshotOfHost => Reason::SnapshotNotFound,
                 _ => match result.operation {
                     Operation::Restore => Reason::RestoreFailed,
                     Operation::Prune => Reason::PruneFailed,

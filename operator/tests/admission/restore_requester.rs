@@ -283,3 +283,106 @@ async fn a_restore_only_reads_what_its_creator_could_read_and_writes_where_they_
     )
     .await;
 }
+
+/// A Restore from a repository alone (no plan) in namespace `ns`, by `user`, of `origin`.
+fn restore_from_repository(name: &str, user: &str, url: &str, origin: &str) -> Value {
+    json!({
+        "apiVersion": "neverwiped.io/v1alpha1", "kind": "Restore",
+        "metadata": {"name": name, "annotations": {"neverwiped.io/requested-by": user}},
+        "spec": {
+            "repository": {"url": url,
+                           "passwordSecretRef": {"name": "old-repository", "key": "password"},
+                           "credentialsSecretRef": {"name": "old-gate-login"}},
+            "origin": origin,
+            "volumes": [{"sourceClaimName": "uploads", "targetClaimName": "uploads"}],
+        },
+    })
+}
+
+#[tokio::test]
+async fn a_restore_from_a_repository_alone_runs_within_the_policy_and_clones_only_by_a_rule() {
+    if !crate::support::api_server_or_skip() {
+        return;
+    }
+    apply_crds();
+    let namespace = TestNamespace::create("origin");
+    let ns = namespace.name.as_str();
+    create_secret(ns, "old-repository", &[("password", "pw-7c21")]);
+    create_basic_auth_secret(ns, "old-gate-login", "shop", "gate-pw-1e0b");
+    let claim = json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "uploads", "namespace": ns},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    });
+    kubectl_stdin(&["create", "-f", "-"], Some(&claim.to_string()));
+    let policy = json!({
+        "allowedRepositoryPrefixes": ["http://gate.example.test:8000/"],
+        "allowedRestoreOrigins": [{"from": "shop", "to": ns}],
+    })
+    .to_string();
+    let _operator = Operator::start_with(ns, "operator", &[("NEVERWIPED_TENANT_POLICY", &policy)]);
+    // Rita may only restore in her namespace: read its repository's Secrets, write its claim.
+    let rights = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+                         "resourceNames": ["old-repository", "old-gate-login"]},
+                        {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+                         "verbs": ["get", "update"], "resourceNames": ["uploads"]}]);
+    grant(ns, "rita", watcher_rules("rita-db", rights));
+    let gate = "http://gate.example.test:8000/shop";
+    let own_origin = format!("{ns}/nightly");
+    let cases = [
+        ("own", gate, own_origin.as_str()),
+        ("clone", gate, "shop/nightly"),
+        ("forbidden-clone", gate, "blog/nightly"),
+        (
+            "elsewhere",
+            "https://attacker.example/shop",
+            own_origin.as_str(),
+        ),
+    ];
+    for (name, url, origin) in cases {
+        create_as(
+            "rita",
+            &[],
+            ns,
+            &restore_from_repository(name, "rita", url, origin),
+        );
+    }
+    for (name, host) in [("own", own_origin.as_str()), ("clone", "shop/nightly")] {
+        assert_started(ns, name).await;
+        let job = kubectl_json(&["get", "job", &format!("{name}-restore"), "-n", ns]);
+        let container = &job["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let at = args.iter().position(|a| *a == "--host").expect("--host");
+        assert_eq!(args[at + 1], host, "{name}: {args:?}");
+        assert!(
+            args.contains(&"rest:http://gate.example.test:8000/shop"),
+            "{name}: {args:?}"
+        );
+        let secrets = job["spec"]["template"]["spec"]["volumes"].to_string();
+        for secret in ["old-repository", "old-gate-login"] {
+            assert!(
+                secrets.contains(secret),
+                "{name}: the Job mounts {secret}: {secrets}"
+            );
+        }
+    }
+    assert_refused(
+        ns,
+        "forbidden-clone",
+        "CloneNotAllowed",
+        &format!("from: blog, to: {ns}"),
+    )
+    .await;
+    assert_refused(
+        ns,
+        "elsewhere",
+        "RepositoryNotAllowed",
+        "policy.allowedRepositoryPrefixes",
+    )
+    .await;
+}

@@ -40,6 +40,7 @@ Exit codes:
   10  no repository at --repo
   11  the repository is locked by another process
   12  wrong password
+  13  `latest --host HOST` found no snapshot of HOST (the error lists the hosts the repository holds)
   129, 130, 143  stopped by SIGHUP, SIGINT (Ctrl-C) or SIGTERM: no snapshot after the signal,
                  the run's lock removed";
 
