@@ -39,13 +39,7 @@ pub async fn find(
         host: Some(host.to_owned()),
         before: choice.before,
     };
-    let found = selection::find_snapshot(repo, &choice.spec, &filter).await;
-    let (id, snapshot) = match found {
-        Err(selection::SelectionError::Repository(neverwiped::Error::SnapshotNotFound(what))) => {
-            bail!("no snapshot matches {what}; {}", origins_found(repo).await?)
-        }
-        other => other?,
-    };
+    let (id, snapshot) = selection::find_snapshot(repo, &choice.spec, &filter).await?;
     let plain_latest = choice.spec == "latest" && choice.before.is_none();
     if let Some(last) = choice.last_success.as_ref().filter(|_| plain_latest) {
         let found = id.to_string();
@@ -124,22 +118,12 @@ fn snapshot_row(id: &SnapshotId, snapshot: &Snapshot, origin: &str) -> String {
     )
 }
 
-/// The origins (`NAMESPACE/PLAN`) the repository holds snapshots of, said for a user who named
-/// one it does not.
-pub async fn origins_found(repo: &Repository) -> Result<String> {
-    let mut origins: Vec<String> = repo
-        .snapshots()
-        .await?
-        .into_iter()
-        .map(|(_, snapshot)| text::escaped(&snapshot.hostname).into_owned())
-        .collect();
-    origins.sort();
-    origins.dedup();
-    Ok(if origins.is_empty() {
-        "it holds no snapshot at all".to_owned()
-    } else {
-        format!("the origins it holds are: {}", origins.join(", "))
-    })
+/// The error for an origin (`NAMESPACE/PLAN`) the repository holds no snapshot of, naming the
+/// origins it does hold, as the sidecar's `latest` says it.
+pub async fn no_snapshot_of(repo: &Repository, origin: &str) -> Result<anyhow::Error> {
+    let held = neverwiped::repository::hosts_held(&repo.snapshots().await?);
+    let wanted = format!("any snapshot of host {origin}");
+    Ok(neverwiped::Error::NoSnapshotOfHost { wanted, held }.into())
 }
 
 /// A snapshot path as given (`data/app`, `/data/app/`) as the snapshot names it: `/data/app`.

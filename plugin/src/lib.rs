@@ -96,10 +96,9 @@ async fn read(cli: &Cli, cluster: &Cluster, namespace: &str) -> Result<()> {
             let count = browse::snapshots(&opened.repo, host.as_deref(), *json).await?;
             match (&source, host) {
                 // A plan may have none yet; an origin named by hand that has none is a mistake.
-                (Source::CommandLine(_), Some(host)) if count == 0 => anyhow::bail!(
-                    "the repository holds no snapshot of {host}; {}",
-                    browse::origins_found(&opened.repo).await?
-                ),
+                (Source::CommandLine(_), Some(host)) if count == 0 => {
+                    Err(browse::no_snapshot_of(&opened.repo, &host).await?)
+                }
                 _ => Ok(()),
             }
         }

@@ -462,7 +462,7 @@ impl SnapshotFilter {
 }
 
 /// Each host of `snapshots` and how many snapshots it has, by host name.
-fn hosts_held(snapshots: &[(SnapshotId, Snapshot)]) -> Vec<(String, usize)> {
+pub fn hosts_held(snapshots: &[(SnapshotId, Snapshot)]) -> Vec<(String, usize)> {
     let mut held = std::collections::BTreeMap::<&str, usize>::new();
     for (_, snapshot) in snapshots {
         *held.entry(snapshot.hostname.as_str()).or_default() += 1;

@@ -97,7 +97,7 @@ async fn with_the_plan_gone_the_repository_and_its_secrets_are_enough_to_read_it
     assert_eq!(tree_facts(&downloaded), tree_facts(&app));
 
     // An origin the repository does not hold: the ones it holds are named.
-    let origins = "the origins it holds are: billing/orders, shop/nightly";
+    let origins = "the repository holds snapshots of billing/orders (1), shop/nightly (2)";
     for args in [
         vec!["snapshots", "shop/nightly-old"],
         vec!["ls", "shop/nightly-old", "latest"],
