@@ -241,7 +241,7 @@ impl KeepRules {
 /// caller promises that no process running under that host name still uses the repository: the
 /// operator gives every pod of one BackupPlan the same host name, and passes the flag only when no
 /// other pod of that plan is alive, so the locks of a killed run never block the next one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BackupArgs {
     pub paths: Vec<String>,
     /// `--repo`, as [`RepositoryLocation::to_arg`] writes it.
@@ -266,6 +266,8 @@ pub struct BackupArgs {
     /// `--protect-within DURATION` (e.g. `14d`): the `--keep-*` rules never remove a snapshot
     /// younger than this. The admin's protection window, never the plan's.
     pub protect_within: Option<String>,
+    /// `--claim JSON`: what each volume's claim was, recorded in the snapshot.
+    pub claims: Vec<crate::record::RecordedClaim>,
 }
 
 impl BackupArgs {
@@ -306,6 +308,10 @@ impl BackupArgs {
             args.push("--init".into());
         }
         push_protect_within(&mut args, self.protect_within.as_deref());
+        for claim in &self.claims {
+            args.push("--claim".into());
+            args.push(claim.to_arg());
+        }
         args
     }
 }
@@ -625,6 +631,12 @@ mod tests {
             retry_lock: Some("1800s".into()),
             init: true,
             protect_within: Some("14d".into()),
+            claims: vec![crate::record::RecordedClaim {
+                path: "/data/app".into(),
+                name: "app".into(),
+                requested_size: Some("1Gi".into()),
+                ..Default::default()
+            }],
         }
         .to_args();
         assert_eq!(
@@ -668,6 +680,8 @@ mod tests {
                 "--init",
                 "--protect-within",
                 "14d",
+                "--claim",
+                r#"{"path":"/data/app","name":"app","requestedSize":"1Gi"}"#,
             ]
         );
     }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 pub mod cli;
 pub mod location;
 pub mod pattern;
+pub mod record;
 pub mod text;
 
 /// The most bytes Kubernetes keeps of a container's termination message.

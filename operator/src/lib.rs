@@ -12,6 +12,7 @@
 //! snapshot API the operator uses. [`mover`] chooses who the pods that read or write volumes run as.
 
 pub mod admission;
+pub mod claim_record;
 pub mod client;
 pub mod controller;
 pub mod csi;

@@ -482,6 +482,16 @@ fn an_exclude_naming_a_variable_reaches_the_sidecar_literally() {
                 "/$(NEVERWIPED_GATE_USERNAME)".into(),
             ],
             selection: Default::default(),
+            claim: Some(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {
+                        "name": "data",
+                        "annotations": {"example.com/owner": "$(NEVERWIPED_GATE_USERNAME)"},
+                        "labels": {"app": "$$(x)"}
+                    }
+                }))
+                .unwrap(),
+            ),
         }],
         node_name: None,
         deadline: jiff::SignedDuration::from_hours(1),
@@ -532,6 +542,13 @@ fn an_exclude_naming_a_variable_reaches_the_sidecar_literally() {
     assert!(!expanded
         .iter()
         .any(|arg| arg.contains("/var/run/neverwiped/repository")));
+    // The claim's record too: the snapshot records the annotation, not the gate's user name.
+    let claim: serde_json::Value = serde_json::from_str(after("--claim")[0]).unwrap();
+    assert_eq!(
+        claim["annotations"]["example.com/owner"],
+        "$(NEVERWIPED_GATE_USERNAME)"
+    );
+    assert_eq!(claim["labels"]["app"], "$$(x)");
 }
 
 // --- A hostile gate: the Restore shows which point in time it brought back -------------------

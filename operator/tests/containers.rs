@@ -695,6 +695,34 @@ async fn restore(
     (status, run)
 }
 
+/// The `sources` that snapshot `id` of the repository at `url` records, as the workspace's
+/// sidecar (`cargo build` it first) lists them.
+fn recorded_sources(url: &str, id: &str) -> Value {
+    let scratch = Scratch::new("sources");
+    let password = scratch.0.join("password");
+    std::fs::write(&password, REPOSITORY_PASSWORD).unwrap();
+    let sidecar = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/neverwiped-sidecar");
+    let repository = format!("rest:{url}");
+    let output = Command::new(&sidecar)
+        .args(["--repo", &repository, "snapshots", "--json"])
+        .env("NEVERWIPED_PASSWORD_FILE", &password)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{} does not run ({e}): cargo build first",
+                sidecar.display()
+            )
+        });
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let snapshots: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let snapshot = snapshots.into_iter().find(|s| s["id"] == id);
+    snapshot.expect("the snapshot is listed")["sources"].clone()
+}
+
 fn succeeded(run: &PodRun) -> bool {
     matches!(&run.ending, Ending::Exited { exit_code: 0, .. })
 }
@@ -812,6 +840,28 @@ async fn a_volume_and_a_database_backed_up_in_containers_restore_identically() {
         result["bytesRead"].as_u64(),
         Some(file_bytes + dump_bytes),
         "{result:#}"
+    );
+    // The snapshot records what the claim and the database were, to recreate them elsewhere.
+    let sources = recorded_sources(&rest.url("shop"), &snapshot);
+    let claim = &sources["claims"][0];
+    assert_eq!(
+        (&claim["path"], &claim["name"], &claim["requestedSize"]),
+        (&json!("/data/uploads"), &json!("uploads"), &json!("1Gi")),
+        "{sources:#}"
+    );
+    assert_eq!(
+        claim["accessModes"],
+        json!(["ReadWriteOnce"]),
+        "{sources:#}"
+    );
+    let database = &sources["databases"][0];
+    assert_eq!(database["engine"], "postgresql", "{sources:#}");
+    assert_eq!(database["databases"], json!(["shop"]), "{sources:#}");
+    let version = source_db.sql("postgres", "SHOW server_version");
+    assert_eq!(
+        database["serverVersion"].as_str(),
+        Some(version.trim()),
+        "{sources:#}"
     );
 
     secret(

@@ -884,6 +884,7 @@ fn backup(mover: &Mover, mounted: &[(&str, &str)], node: Option<&str>, databases
                 mounted_claim: (*mounted).into(),
                 excludes: vec![],
                 selection: Default::default(),
+                claim: None,
             })
             .collect(),
         node_name: node.map(Into::into),
@@ -1159,6 +1160,7 @@ fn every_pod_of_the_quickstart_meets_restricted() {
                 mounted_claim: claim,
                 excludes: vec![],
                 selection: Default::default(),
+                claim: None,
             }
         })
         .collect();

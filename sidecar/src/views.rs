@@ -7,6 +7,7 @@
 //! else `name`. The stored objects keep their own format; these are views of them.
 
 use base64::Engine;
+use neverwiped_contract::record::RecordedSources;
 use serde::Serialize;
 
 use crate::format::snapshot::{Snapshot, SnapshotSummary};
@@ -48,6 +49,12 @@ pub struct SnapshotView {
     pub original: Option<String>,
     pub summary: SummaryView,
     pub program_version: String,
+    /// What the backed-up claims and databases were; absent when nothing was recorded.
+    #[serde(skip_serializing_if = "RecordedSources::is_empty")]
+    pub sources: RecordedSources,
+    /// The members a newer version stored that this one does not know; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown_members: Vec<String>,
 }
 
 /// A snapshot's summary. `warnings` is a list of messages wherever a command prints it; here
@@ -114,6 +121,8 @@ impl SnapshotView {
             original: snapshot.original.map(|original| original.to_hex()),
             summary: SummaryView::from(&snapshot.summary),
             program_version: snapshot.program_version.clone(),
+            sources: snapshot.sources.clone(),
+            unknown_members: snapshot.unknown.keys().cloned().collect(),
         }
     }
 }

@@ -39,6 +39,8 @@ mod modify_check;
 mod modify_forget;
 #[path = "cli/modify_tag.rs"]
 mod modify_tag;
+#[path = "cli/recorded_sources.rs"]
+mod recorded_sources;
 #[path = "cli/stopping.rs"]
 mod stopping;
 mod support;
@@ -2204,6 +2206,11 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             retry_lock: Some("60s".into()),
             init: false,
             protect_within: Some("14d".into()),
+            claims: vec![neverwiped_contract::record::RecordedClaim {
+                path: text(work.path()).into(),
+                name: "app".into(),
+                ..Default::default()
+            }],
         }
         .to_args(),
         RestoreArgs {

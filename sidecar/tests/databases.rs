@@ -143,6 +143,17 @@ fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
 // PostgreSQL data set and state
 // ---------------------------------------------------------------------------------------------
 
+/// What the newest snapshot records of its database entries (`snapshots --json`).
+fn recorded_databases(sidecar: &Sidecar) -> Vec<serde_json::Value> {
+    let listed = sidecar.run(&["snapshots", "--json"]).expect_ok();
+    let snapshots: Vec<serde_json::Value> = serde_json::from_str(&listed.stdout).unwrap();
+    let newest = snapshots.last().expect("a snapshot");
+    newest["sources"]["databases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no databases recorded: {newest}"))
+        .clone()
+}
+
 /// Two databases owned by an application role: `shop` with tables, indexes, a foreign key, a
 /// sequence, a view, non-ASCII text and `orders` rows; `inventory`, small. Deterministic, so
 /// that a second dump of it is the same bytes.
@@ -325,6 +336,24 @@ fn postgres_every_database_and_role_comes_back_after_a_drop_through_rest_server(
         dump.dump_bytes
     );
     assert_eq!(result.bytes_read, dump.dump_bytes);
+    // The snapshot records the server's engine, version and databases, for a restore elsewhere.
+    let recorded = &recorded_databases(&sidecar)[0];
+    assert_eq!(
+        (recorded["name"].as_str(), recorded["engine"].as_str()),
+        (Some("main"), Some("postgresql"))
+    );
+    let version = recorded["serverVersion"].as_str().unwrap();
+    assert!(
+        !version.is_empty()
+            && server
+                .psql("postgres", "SHOW server_version")
+                .contains(version)
+    );
+    let databases = recorded["databases"].as_array().unwrap();
+    for database in ["inventory", "postgres", "shop"] {
+        assert!(databases.contains(&database.into()), "{recorded}");
+    }
+    assert!(!databases.contains(&"template1".into()), "{recorded}");
     println!(
         "dump: {} bytes, {} added",
         dump.dump_bytes, result.bytes_added
@@ -471,6 +500,10 @@ fn postgres_one_database_restores_under_its_own_name_or_another() {
         )
         .expect_ok();
     assert_eq!(run.result().databases[0].name, "shop-db/shop");
+    assert_eq!(
+        recorded_databases(&sidecar)[0]["databases"],
+        serde_json::json!(["shop"])
+    );
     let ls = sidecar.run(&["ls", "latest"]).expect_ok();
     assert!(
         ls.stdout.contains("/databases/shop-db/shop.sql"),
@@ -592,6 +625,13 @@ fn postgres_an_entry_of_chosen_databases_dumps_each_and_restores_them_all_or_one
         .map(|d| d.name.as_str())
         .collect();
     assert_eq!(names, ["app/shop", "app/inventory"]);
+    // Recorded once, with both databases.
+    let recorded = recorded_databases(&sidecar);
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(
+        recorded[0]["databases"],
+        serde_json::json!(["shop", "inventory"])
+    );
     assert!(run
         .result()
         .databases
@@ -892,6 +932,17 @@ fn mariadb_every_database_and_user_comes_back_after_a_drop() {
     let dump = first.result().databases[0].clone();
     assert_eq!((dump.name.as_str(), dump.error.as_deref()), ("maria", None));
     assert!(dump.dump_bytes > orders * 150, "{dump:?}");
+    let recorded = &recorded_databases(&sidecar)[0];
+    assert_eq!(recorded["engine"], "mariadb");
+    let version = recorded["serverVersion"].as_str().unwrap();
+    assert!(!version.is_empty() && server.root_sql("SELECT VERSION()").contains(version));
+    assert!(
+        recorded["databases"]
+            .as_array()
+            .unwrap()
+            .contains(&"shop".into()),
+        "{recorded}"
+    );
     let second = timed("second backup", || sidecar.run(&backup)).expect_ok();
     println!(
         "dump: {} bytes; second backup added {}",

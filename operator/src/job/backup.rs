@@ -1,13 +1,16 @@
 //! The backup Job of a plan's run: its volumes mounted read-only under `/data/<claim>`, its
 //! databases' credentials, and the sidecar's `backup` arguments with the plan's keep rules.
 
+use crate::claim_record::recorded_claim;
 use crate::expansion::literal;
 use crate::volume_patterns::{self, PatternField};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use neverwiped_contract::cli::{self, BackupArgs, DatabaseArg, KeepRules, ScopedSelection};
+use neverwiped_contract::record::RecordedClaim;
 
 use super::pod::{FinishedPod, PodBuilder, Privileges};
 use super::{
@@ -20,7 +23,7 @@ use crate::mover::Mover;
 use jiff::{SignedDuration, Timestamp};
 
 /// A volume a backup Job reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BackupVolumeMount {
     /// The plan's claim: the volume's name in the snapshot (`/data/<source_claim>`).
     pub source_claim: String,
@@ -30,6 +33,8 @@ pub struct BackupVolumeMount {
     pub excludes: Vec<String>,
     /// The size and tag-file options that act only inside this volume.
     pub selection: ScopedSelection,
+    /// The plan's claim as it is now, recorded in the snapshot (none when it was not seen).
+    pub claim: Option<PersistentVolumeClaim>,
 }
 
 /// One backup run of a plan: what the reconciler decided.
@@ -106,38 +111,20 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         spec.repository.ca_secret_ref.as_ref(),
     );
 
-    let mut volumes = run.volumes.clone();
-    volumes.sort_by(|a, b| a.source_claim.cmp(&b.source_claim));
-    let mut paths = Vec::new();
-    let mut excludes = Vec::new();
-    let mut scoped = Vec::new();
-    for (index, volume) in volumes.iter().enumerate() {
-        let path = format!("{DATA_ROOT}/{}", volume.source_claim);
-        pod.mount_claim(&format!("data-{index}"), &volume.mounted_claim, &path, true);
-        excludes.extend(
-            volume
-                .excludes
-                .iter()
-                .map(|pattern| scoped_exclude(&path, pattern)),
-        );
-        if !volume.selection.is_empty() {
-            scoped.push((literal(&path), literal_selection(&volume.selection)));
-        }
-        paths.push(path);
-    }
-
+    let volumes = mount_volumes(&mut pod, &run.volumes);
+    let no_volumes = volumes.paths.is_empty();
     let databases = database_args(&mut pod, &spec.databases);
 
     let hostname = lock_hostname(&namespace, &plan_name);
     let (keep, protect_within) = retention(plan, settings);
     let mut args = BackupArgs {
-        paths,
+        paths: volumes.paths,
         repository: super::repository_arg(&literal(&spec.repository.url)),
         result_file: RESULT_FILE.into(),
         host: Some(format!("{namespace}/{plan_name}")),
         tags: vec![("plan".into(), plan_name.clone())],
-        excludes,
-        scoped,
+        excludes: volumes.excludes,
+        scoped: volumes.scoped,
         upload_limit_bytes_per_sec: spec
             .limits
             .as_ref()
@@ -150,6 +137,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         // A plan's first backup creates its repository.
         init: true,
         protect_within,
+        claims: volumes.claims,
     }
     .to_args();
     cli::push_key_hint(&mut args, super::key_hint(plan));
@@ -160,7 +148,7 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     // Standard `baseline` does not list DAC_READ_SEARCH; DAC_OVERRIDE, which it lists, would also
     // grant writing: the narrower capability is the safer one.) An unprivileged one reads what its
     // user may. A plan with only databases needs no privilege.
-    let privileges = match (&run.mover, volumes.is_empty()) {
+    let privileges = match (&run.mover, no_volumes) {
         (_, true) => Privileges::Unprivileged,
         (Mover::Privileged, false) => Privileges::Root(&["DAC_READ_SEARCH"]),
         (Mover::Unprivileged(identity), false) => Privileges::User(identity.reading()),
@@ -192,6 +180,44 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
         pod_settings: spec.pod.as_ref(),
         settings,
     })
+}
+
+/// The backup's arguments for its volumes, in the order of their claims' names.
+struct VolumeArgs {
+    paths: Vec<String>,
+    excludes: Vec<String>,
+    scoped: Vec<(String, ScopedSelection)>,
+    claims: Vec<RecordedClaim>,
+}
+
+/// Mounts each volume read-only at `/data/<claim>` and gives the arguments that read it.
+fn mount_volumes(pod: &mut PodBuilder, volumes: &[BackupVolumeMount]) -> VolumeArgs {
+    let mut volumes = volumes.to_vec();
+    volumes.sort_by(|a, b| a.source_claim.cmp(&b.source_claim));
+    let mut args = VolumeArgs {
+        paths: Vec::new(),
+        excludes: Vec::new(),
+        scoped: Vec::new(),
+        claims: Vec::new(),
+    };
+    for (index, volume) in volumes.iter().enumerate() {
+        let path = format!("{DATA_ROOT}/{}", volume.source_claim);
+        pod.mount_claim(&format!("data-{index}"), &volume.mounted_claim, &path, true);
+        args.claims
+            .extend(volume.claim.as_ref().map(|c| recorded_claim(c, &path)));
+        args.excludes.extend(
+            volume
+                .excludes
+                .iter()
+                .map(|pattern| scoped_exclude(&path, pattern)),
+        );
+        if !volume.selection.is_empty() {
+            args.scoped
+                .push((literal(&path), literal_selection(&volume.selection)));
+        }
+        args.paths.push(path);
+    }
+    args
 }
 
 /// A volume's exclude pattern, scoped to that volume (see [`volume_patterns::scoped`]).

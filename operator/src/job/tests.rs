@@ -65,12 +65,24 @@ pub(super) fn run() -> BackupRun {
                 mounted_claim: "logs".into(),
                 excludes: vec!["*.gz".into()],
                 selection: Default::default(),
+                claim: None,
             },
             BackupVolumeMount {
                 source_claim: "data".into(),
                 mounted_claim: "data".into(),
                 excludes: vec!["cache".into(), "/lost+found".into()],
                 selection: Default::default(),
+                claim: Some(
+                    serde_json::from_value(serde_json::json!({
+                        "metadata": {"name": "data", "labels": {"app": "shop"}},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "storageClassName": "fast",
+                            "resources": {"requests": {"storage": "10Gi"}}
+                        }
+                    }))
+                    .unwrap(),
+                ),
             },
         ],
         node_name: Some("node-7".into()),
@@ -133,6 +145,9 @@ fn backup_job_runs_the_sidecar_with_the_documented_arguments() {
             "--retry-lock",
             "1800s",
             "--init",
+            // What the claim was; the logs volume's claim was not seen.
+            "--claim",
+            r#"{"path":"/data/data","name":"data","requestedSize":"10Gi","storageClassName":"fast","accessModes":["ReadWriteOnce"],"labels":{"app":"shop"}}"#,
         ]
     );
     // The pod runs under that host name, which the sidecar records in its locks.

@@ -104,6 +104,12 @@ fn run_sidecar(job: &Job, tree: &Path, scratch: &Path) -> RunResult {
         .map(|arg| match arg.as_str() {
             "/data/app" => tree.to_str().unwrap().to_owned(),
             "/dev/termination-log" => result_file.to_str().unwrap().to_owned(),
+            // The claim's record names the volume's path too (`--claim`).
+            claim if claim.starts_with("{\"path\":\"/data/app\"") => claim.replacen(
+                "\"/data/app\"",
+                &serde_json::to_string(tree.to_str().unwrap()).unwrap(),
+                1,
+            ),
             _ => arg,
         })
         .collect();

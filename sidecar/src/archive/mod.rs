@@ -23,6 +23,7 @@ use crate::ids::{BlobId, SnapshotId};
 use crate::locking;
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
+use neverwiped_contract::record::RecordedSources;
 use neverwiped_contract::ChangeStats;
 use pipeline::{run_packer, run_worker, JobBatch, Recycler, SealedBlob};
 use source::SourceTree;
@@ -111,6 +112,8 @@ pub struct BackupOptions {
     /// Set the moment the snapshot object is stored, for whoever must report a run that is
     /// stopped after that point (a signal): its snapshot exists.
     pub stored: Arc<StoredSnapshot>,
+    /// What the snapshot records of its claims and databases.
+    pub recorded: RecordedSources,
 }
 
 /// The id of a backup's snapshot once it is stored; empty before.
@@ -150,6 +153,7 @@ impl BackupOptions {
             time: None,
             progress: Arc::new(Progress::default()),
             stored: Arc::default(),
+            recorded: RecordedSources::default(),
         }
     }
 }
@@ -294,6 +298,8 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
                     original: None,
                     summary,
                     program_version: format!("neverwiped {}", env!("CARGO_PKG_VERSION")),
+                    sources: options.recorded.clone(),
+                    unknown: Default::default(),
                 };
                 Ok((snapshot, outcome))
             })

@@ -219,6 +219,12 @@ pub struct BackupArgs {
     /// File holding the password of database NAME (repeatable).
     #[arg(long = "database-password-file", value_name = "NAME=PATH")]
     pub database_password_files: Vec<String>,
+    /// What the claim of the volume at PATH was (repeatable; the operator gives one per
+    /// volume): JSON {"path": PATH, "name", "requestedSize", "storageClassName", "accessModes",
+    /// "volumeMode", "labels", "annotations"}, recorded in the snapshot so a restore can recreate
+    /// the claim. PATH must be one of the paths backed up.
+    #[arg(long = "claim", value_name = "JSON")]
+    pub claims: Vec<String>,
     /// Create the repository first when there is none at --repo (with the password given).
     #[arg(long)]
     pub init: bool,

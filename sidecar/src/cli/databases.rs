@@ -11,6 +11,7 @@ use neverwiped::dump::{self, DatabaseTarget, DatabaseUri};
 use neverwiped::format::snapshot::Snapshot;
 use neverwiped::ids::SnapshotId;
 use neverwiped::repository::IndexedRepository;
+use neverwiped_contract::record::RecordedDatabase;
 use neverwiped_contract::DatabaseResult;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -121,20 +122,32 @@ pub fn targets(databases: &[String], password_files: &[String]) -> Result<Vec<Da
     Ok(targets)
 }
 
-/// The dump streams of `backup --database`; each dump starts when the backup reaches it.
+/// The dump streams of `backup --database`, each dump started when the backup reaches it, and
+/// what the snapshot records of each database (asked of its server now).
 pub fn backup_sources(
     databases: &[String],
     password_files: &[String],
     record: &DatabaseRecord,
-) -> Result<Vec<Source>> {
+) -> Result<(Vec<Source>, Vec<RecordedDatabase>)> {
     let mut sources = Vec::new();
+    let mut described = Vec::new();
     for target in targets(databases, password_files)? {
         let (source, status) = dump::dump_source(&target)?;
         tracing::info!(database = %target.name, uri = %target.uri, path = %source.snapshot_path, "database to dump");
         record.enter(&target.label(), status);
         sources.push(Source::Stream(source));
+        record_database(&mut described, dump::record::describe(&target));
     }
-    Ok(sources)
+    Ok((sources, described))
+}
+
+/// Adds `database` to what the snapshot records: an entry given once per database it names
+/// (`--database orders=…/shop --database orders=…/stock`) is recorded once, with them all.
+fn record_database(described: &mut Vec<RecordedDatabase>, database: RecordedDatabase) {
+    match described.iter_mut().find(|d| d.name == database.name) {
+        Some(entry) => entry.databases.extend(database.databases),
+        None => described.push(database),
+    }
 }
 
 /// `restore SNAPSHOT --database NAME=URI ...`: each database's dump into its server, in order.

@@ -27,6 +27,7 @@ pub mod result_file;
 mod scoped_selection;
 mod secrets;
 mod select;
+mod sources;
 mod stats;
 pub mod stop;
 mod subset;
@@ -45,6 +46,7 @@ use neverwiped::progress::Progress;
 use neverwiped::repository::{IndexedRepository, Repository};
 use neverwiped::restore::{self, RestoreOptions};
 use neverwiped_contract::location::RepositoryLocation;
+use neverwiped_contract::record::RecordedSources;
 use neverwiped_contract::{
     ChangeStats, CheckStats, ExitStatus, HostSnapshots, PruneStats, RepositoryStats,
 };
@@ -324,7 +326,8 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
             false => anyhow::bail!("nothing to back up: give paths, --stdin or --database"),
         }
     }
-    let database_sources =
+    let claims = sources::claims(&args.claims, &paths)?;
+    let (database_sources, described) =
         databases::backup_sources(&args.databases, &args.database_password_files, databases)?;
     let repo = match open_indexed(cli, record).await {
         Err(error) if args.init && exit_status_of(&error) == ExitStatus::NoRepository => {
@@ -350,20 +353,13 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
             reader: Box::new(std::io::stdin()),
         }));
     }
-    let mut options = BackupOptions::new(sources);
-    if let Some(host) = &args.host {
-        options.hostname = host.clone();
-    }
-    options.tags = args.tags.clone();
-    options.excludes = args.excludes.filter()?;
-    args.selection.apply(&mut options, &paths)?;
-    options.upload_limit_bytes_per_sec = args.limit_upload;
-    if let Some(bytes) = args.upload_memory {
-        options.upload_memory_bytes = bytes;
-    }
-    options.allow_empty = args.allow_empty;
-    options.time = args.time;
+    let mut options = backup_options(args, sources, &paths)?;
     options.stored = record.snapshot.clone();
+    options.recorded = RecordedSources {
+        claims,
+        databases: described,
+        unknown: Default::default(),
+    };
     options.parent = match (&args.parent, args.force) {
         (_, true) => ParentChoice::None,
         (Some(spec), false) => ParentChoice::Snapshot(select::find(&repo, spec).await?.0),
@@ -411,6 +407,28 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         changes: Some(report.changes),
         ..Outcome::default()
     })
+}
+
+/// The options `backup`'s arguments set, for `sources`.
+fn backup_options(
+    args: &BackupArgs,
+    sources: Vec<Source>,
+    paths: &[std::path::PathBuf],
+) -> Result<BackupOptions> {
+    let mut options = BackupOptions::new(sources);
+    if let Some(host) = &args.host {
+        options.hostname = host.clone();
+    }
+    options.tags = args.tags.clone();
+    options.excludes = args.excludes.filter()?;
+    args.selection.apply(&mut options, paths)?;
+    options.upload_limit_bytes_per_sec = args.limit_upload;
+    if let Some(bytes) = args.upload_memory {
+        options.upload_memory_bytes = bytes;
+    }
+    options.allow_empty = args.allow_empty;
+    options.time = args.time;
+    Ok(options)
 }
 
 /// Forgets the snapshots of `host` that the backup's `--keep-*` rules do not keep; `None` when no

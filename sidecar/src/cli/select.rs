@@ -15,6 +15,19 @@ pub async fn find(repo: &Repository, spec: &str) -> Result<(SnapshotId, Snapshot
     Ok(repo.find_snapshot(&snapshot_spec(spec)).await?)
 }
 
+/// A snapshot a newer version wrote may record what this one cannot restore: said before the
+/// restore, which puts back what this version knows (its tree and its dumps).
+fn warn_of_unknown_members((id, snapshot): &(SnapshotId, Snapshot)) {
+    if let Some(members) = snapshot.unknown_members() {
+        let members = neverwiped::text::escaped(&members);
+        let version = neverwiped::text::escaped(&snapshot.program_version);
+        tracing::warn!(
+            "snapshot {} was written by {version}, which stored members this version does not know ({members}): restoring what this version knows",
+            id.short()
+        );
+    }
+}
+
 /// The snapshot a restore means. `--host` and `--before` choose among snapshots for `latest`; an
 /// id that names a snapshot they rule out is refused rather than silently restored.
 pub async fn for_restore(repo: &Repository, args: &RestoreArgs) -> Result<(SnapshotId, Snapshot)> {
@@ -23,7 +36,10 @@ pub async fn for_restore(repo: &Repository, args: &RestoreArgs) -> Result<(Snaps
         before: args.before,
     };
     match selection::find_snapshot(repo, &args.snapshot, &filter).await {
-        Ok(found) => Ok(found),
+        Ok(found) => {
+            warn_of_unknown_members(&found);
+            Ok(found)
+        }
         Err(SelectionError::OtherHost { id, found, wanted }) => bail!(
             "snapshot {id} is of host {found}, not of --host {wanted}: give a snapshot of {wanted}, or `latest --host {wanted}`"
         ),

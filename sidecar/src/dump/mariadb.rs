@@ -47,7 +47,8 @@ pub const TRAILER: Trailer = Trailer {
 };
 
 /// Schemas that belong to the server, never listed as occupying it.
-const SYSTEM_SCHEMAS: &str = "'mysql', 'information_schema', 'performance_schema', 'sys'";
+pub(crate) const SYSTEM_SCHEMAS: &str =
+    "'mysql', 'information_schema', 'performance_schema', 'sys'";
 
 /// The option file holding the password: `[client]` is read by every client tool.
 pub fn option_file(password: &str) -> Zeroizing<String> {

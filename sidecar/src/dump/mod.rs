@@ -17,6 +17,7 @@ pub mod child;
 pub mod mariadb;
 pub mod older_server;
 pub mod postgres;
+pub mod record;
 pub mod restore;
 pub mod script;
 pub mod uri;

@@ -2,7 +2,9 @@
 
 use super::raw_bytes;
 use crate::ids::{BlobId, SnapshotId};
+use neverwiped_contract::record::RecordedSources;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -25,6 +27,23 @@ pub struct Snapshot {
     pub original: Option<SnapshotId>,
     pub summary: SnapshotSummary,
     pub program_version: String,
+    /// What the backed-up volumes and databases were: enough to recreate their claims.
+    #[serde(default, skip_serializing_if = "RecordedSources::is_empty")]
+    pub sources: RecordedSources,
+    /// Members a newer version wrote that this one does not know: kept as they are by every
+    /// rewrite (`tag`, `copy`), so no reader loses what a newer writer recorded.
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
+}
+
+impl Snapshot {
+    /// The names of the members this version does not know, for a warning.
+    pub fn unknown_members(&self) -> Option<String> {
+        (!self.unknown.is_empty()).then(|| {
+            let names: Vec<&str> = self.unknown.keys().map(String::as_str).collect();
+            names.join(", ")
+        })
+    }
 }
 
 /// A path that need not be UTF-8.
@@ -75,6 +94,8 @@ mod tests {
                 ..Default::default()
             },
             program_version: "neverwiped 0.1.0".into(),
+            sources: RecordedSources::default(),
+            unknown: BTreeMap::new(),
         };
         let json = serde_json::to_string(&snapshot).unwrap();
         assert_eq!(
@@ -85,5 +106,23 @@ mod tests {
             )
         );
         assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), snapshot);
+    }
+
+    #[test]
+    fn members_of_a_newer_version_are_kept_through_a_rewrite() {
+        let newer = format!(
+            "{{\"time\":\"2026-11-30T01:00:00.000000001Z\",\"hostname\":\"ns/plan\",\"username\":\"root\",\"paths\":[\"/data/db\"],\"tree\":\"{}\",\"summary\":{{\"files\":1,\"dirs\":0,\"filesRead\":0,\"bytesRead\":0,\"totalBytes\":0,\"bytesAdded\":0,\"blobsAdded\":0,\"warnings\":0,\"durationMillis\":0}},\"programVersion\":\"neverwiped 9.0.0\",\"sources\":{{\"claims\":[{{\"path\":\"/data/db\",\"name\":\"db\",\"future\":1}}]}},\"zeta\":{{\"a\":[1,2]}},\"alpha\":\"x\"}}",
+            "09".repeat(32)
+        );
+        let mut read: Snapshot = serde_json::from_str(&newer).unwrap();
+        assert_eq!(read.unknown_members().as_deref(), Some("alpha, zeta"));
+        assert_eq!(read.sources.claims[0].name, "db");
+        read.tags.push("kept".into());
+        let written: serde_json::Value = serde_json::to_value(&read).unwrap();
+        assert_eq!(written["zeta"], serde_json::json!({"a": [1, 2]}));
+        assert_eq!(written["alpha"], "x");
+        assert_eq!(written["tags"], serde_json::json!(["kept"]));
+        assert_eq!(written["sources"]["claims"][0]["path"], "/data/db");
+        assert_eq!(written["sources"]["claims"][0]["future"], 1);
     }
 }

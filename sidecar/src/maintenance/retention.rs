@@ -359,6 +359,8 @@ mod tests {
             original: None,
             summary: SnapshotSummary::default(),
             program_version: "test".into(),
+            sources: Default::default(),
+            unknown: Default::default(),
         };
         let mut id = [0u8; 32];
         id[..8].copy_from_slice(&time.timestamp().to_le_bytes());

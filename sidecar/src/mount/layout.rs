@@ -253,6 +253,8 @@ mod tests {
             original: None,
             summary: SnapshotSummary::default(),
             program_version: "test".into(),
+            sources: Default::default(),
+            unknown: Default::default(),
         }
     }
 

@@ -209,6 +209,11 @@ pub fn advance<'a>(
             mounted_claim: mounted,
             excludes: claim.excludes.clone(),
             selection: claim.selection.clone(),
+            claim: ready
+                .claims
+                .iter()
+                .find(|c| c.name_any() == claim.name)
+                .cloned(),
         });
     }
     let started = preparing
