@@ -91,10 +91,10 @@ pub enum Command {
 }
 
 /// A repository named on the command line, for when its BackupPlan is gone, renamed or in
-/// another cluster: `snapshots`, `ls`, `cat`, `download` and `mount` then read no plan, and
-/// their PLAN is the origin of the snapshots (`NAMESPACE/PLAN`, or PLAN of `-n`'s namespace).
-/// The Secrets are read from `-n`'s namespace, and the URL must be within the tenant policy's
-/// allowed repository prefixes, as a plan's.
+/// another cluster: `snapshots`, `ls`, `cat`, `download`, `mount` and `restore` then read no
+/// plan, and their PLAN is the origin of the snapshots (`NAMESPACE/PLAN`, or PLAN of `-n`'s
+/// namespace). The Secrets are read from `-n`'s namespace (a Restore's, from its own), and the
+/// URL must be within the tenant policy's allowed repository prefixes, as a plan's.
 #[derive(Debug, Clone, Default, Args)]
 pub struct RepositoryArgs {
     /// The repository's URL on the gate (as a plan's `spec.repository.url`).
@@ -125,6 +125,8 @@ pub struct SnapshotArg {
 
 #[derive(Debug, Clone, Args)]
 pub struct RestoreArgs {
+    /// The BackupPlan; with --repository, the origin of the snapshots: PLAN (of -n's
+    /// namespace) or NAMESPACE/PLAN, as `snapshots --repository` lists them.
     pub plan: String,
     /// `latest`, or the first digits (8 or more) of a snapshot id.
     #[arg(default_value = "latest")]
@@ -151,6 +153,11 @@ pub struct RestoreArgs {
     /// Create the Restore and return, without following it.
     #[arg(long)]
     pub no_wait: bool,
+    /// With --repository: create the Restore in this namespace, whose Secrets the flags name
+    /// and whose claims it restores into (by default -n's). An origin of another namespace makes
+    /// it a clone, which the cluster admin's policy allows or refuses.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub to_namespace: Option<String>,
 }
 
 fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {

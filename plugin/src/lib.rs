@@ -44,10 +44,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             no_repository_flags(&cli, "backup")?;
             runs::backup(&cluster, &namespace, plan, *wait).await
         }
-        Command::Restore(args) => {
-            no_repository_flags(&cli, "restore")?;
-            restore(&cluster, &namespace, args).await
-        }
+        Command::Restore(args) => restore(&cli, &cluster, &namespace, args).await,
         Command::Status { all_namespaces } => {
             no_repository_flags(&cli, "status")?;
             status(&cluster, &namespace, *all_namespaces).await
@@ -60,8 +57,8 @@ pub async fn run(cli: Cli) -> Result<()> {
 fn no_repository_flags(cli: &Cli, command: &str) -> Result<()> {
     if cli.repository.url.is_some() {
         anyhow::bail!(
-            "{command} works on a BackupPlan; --repository is for snapshots, ls, cat, download \
-             and mount (a Restore from a repository alone is a Restore with spec.repository)"
+            "{command} works on a BackupPlan; --repository is for snapshots, ls, cat, download, \
+             mount and restore"
         );
     }
     Ok(())
@@ -153,10 +150,39 @@ async fn read(cli: &Cli, cluster: &Cluster, namespace: &str) -> Result<()> {
     }
 }
 
-/// `restore`: a Restore of the plan, created with the caller's rights and followed.
-async fn restore(cluster: &Cluster, namespace: &str, args: &args::RestoreArgs) -> Result<()> {
-    let plan = cluster.plan(namespace, &args.plan).await?;
-    let request = runs::RestoreRequest {
+/// `restore`: a Restore of the plan, or with `--repository` of an origin's snapshots in that
+/// repository (in `--to-namespace`, else the command's namespace), created with the caller's
+/// rights and followed.
+async fn restore(
+    cli: &Cli,
+    cluster: &Cluster,
+    namespace: &str,
+    args: &args::RestoreArgs,
+) -> Result<()> {
+    let request = restore_request(args);
+    let now = jiff::Timestamp::now();
+    let mut restore = match (cli.repository.to_repository()?, &args.to_namespace) {
+        (Some(repository), to_namespace) => {
+            let origin = source::origin(namespace, &args.plan)?;
+            let target = to_namespace.as_deref().unwrap_or(namespace);
+            runs::restore_from_repository(repository, &origin, target, &request, now)?
+        }
+        (None, Some(_)) => anyhow::bail!(
+            "--to-namespace needs --repository URL --password-secret NAME: a Restore in another \
+             namespace reads the repository with Secrets of that namespace"
+        ),
+        (None, None) => {
+            let plan = cluster.plan(namespace, &args.plan).await?;
+            runs::restore_object(&plan, &request, now)?
+        }
+    };
+    requester::record_caller(cluster, &mut restore.metadata).await;
+    runs::restore(cluster, restore, !args.no_wait).await
+}
+
+/// What `restore`'s arguments ask to bring back.
+fn restore_request(args: &args::RestoreArgs) -> runs::RestoreRequest {
+    runs::RestoreRequest {
         name: args.name.clone(),
         snapshot: selection_spec(&args.snapshot),
         taken_before: args
@@ -166,10 +192,7 @@ async fn restore(cluster: &Cluster, namespace: &str, args: &args::RestoreArgs) -
         includes: args.includes.clone(),
         databases: args.databases.clone(),
         overwrite_databases: args.overwrite_databases,
-    };
-    let mut restore = runs::restore_object(&plan, &request, jiff::Timestamp::now())?;
-    requester::record_caller(cluster, &mut restore.metadata).await;
-    runs::restore(cluster, restore, !args.no_wait).await
+    }
 }
 
 /// `status`: every plan of the namespace (or of all) at a glance.

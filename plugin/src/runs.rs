@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use neverwiped_api::{
-    BackupPlan, NonEmptyTargetPolicy, Restore, RestoreDatabase, RestorePhase, RestoreSpec,
-    RestoreVolume, RunRecord,
+    BackupPlan, NonEmptyTargetPolicy, Repository, Restore, RestoreDatabase, RestorePhase,
+    RestoreSource, RestoreSpec, RestoreVolume, RunRecord,
 };
 
 use crate::cluster::Cluster;
@@ -165,15 +165,6 @@ pub fn restore_object(
             );
         }
     }
-    let volumes = pairs
-        .into_iter()
-        .map(|(source, target)| RestoreVolume {
-            source_claim_name: source,
-            target_claim_name: target,
-            create_claim: None,
-            includes: request.includes.clone(),
-        })
-        .collect();
     let mut databases = Vec::new();
     for entry in &request.databases {
         let Some(source) = plan.spec.databases.iter().find(|d| d.name == *entry) else {
@@ -192,30 +183,93 @@ pub fn restore_object(
             },
         });
     }
+    let source = RestoreSource::Plan {
+        backup_plan_name: plan_name.clone(),
+    };
+    let namespace = plan.metadata.namespace.clone().unwrap_or_default();
+    let mut restore = new_restore(source, &namespace, &plan_name, request, &pairs, now);
+    restore.spec.databases = databases;
+    Ok(restore)
+}
+
+/// The Restore that `request` means for the snapshots of `origin` (`NAMESPACE/PLAN`) in
+/// `repository`, created in `namespace`, whose Secrets it names: for the day the plan is gone, or
+/// a clone into another namespace. Only volumes: a database's target server is the plan's.
+pub fn restore_from_repository(
+    repository: Repository,
+    origin: &str,
+    namespace: &str,
+    request: &RestoreRequest,
+    now: jiff::Timestamp,
+) -> Result<Restore> {
+    if !request.databases.is_empty() {
+        bail!(
+            "--database restores into the server the plan names, and --repository names no plan: \
+             write the Restore's spec.databases with the target server (docs/reference.md, Restore)"
+        );
+    }
+    if request.volumes.is_empty() {
+        bail!(
+            "--repository names no plan to take the volumes from: say which with --volume \
+             SOURCE[=TARGET] (the volumes of a snapshot are the folders of /data: kubectl \
+             neverwiped ls {origin} latest /data --repository …)"
+        );
+    }
+    let plan = origin.split_once('/').map_or(origin, |(_, plan)| plan);
+    let source = RestoreSource::Repository {
+        repository,
+        origin: origin.to_owned(),
+    };
+    Ok(new_restore(
+        source,
+        namespace,
+        plan,
+        request,
+        &request.volumes,
+        now,
+    ))
+}
+
+/// A Restore in `namespace` of `source`'s snapshot `request` names, into the claims of `pairs`.
+fn new_restore(
+    source: RestoreSource,
+    namespace: &str,
+    plan: &str,
+    request: &RestoreRequest,
+    pairs: &[(String, String)],
+    now: jiff::Timestamp,
+) -> Restore {
+    let volumes = pairs
+        .iter()
+        .map(|(source, target)| RestoreVolume {
+            source_claim_name: source.clone(),
+            target_claim_name: target.clone(),
+            create_claim: None,
+            includes: request.includes.clone(),
+        })
+        .collect();
     let name = request
         .name
         .clone()
-        .unwrap_or_else(|| format!("{}-restore-{}", fit_name(&plan_name), now.as_second()));
-    Ok(Restore {
+        .unwrap_or_else(|| format!("{}-restore-{}", fit_name(plan), now.as_second()));
+    Restore {
         metadata: ObjectMeta {
             name: Some(name),
-            namespace: plan.metadata.namespace.clone(),
+            namespace: Some(namespace.to_owned()),
             ..ObjectMeta::default()
         },
         spec: RestoreSpec {
             on_non_empty_target: Default::default(),
-            source: neverwiped_api::RestoreSource::Plan {
-                backup_plan_name: plan_name,
-            },
+            source,
             snapshot: request.snapshot.clone(),
             taken_before: request.taken_before.map(Time),
             volumes,
-            databases,
+            databases: Vec::new(),
             pod: None,
             mover: None,
         },
         status: None,
-    })
+    }
 }
 
 /// A plan name short enough to leave room for `-restore-` and a time in a 253-character name.

@@ -1,9 +1,13 @@
 //! The day the plan is gone: with only the repository's URL and its Secrets (created by hand in
 //! a namespace of any name), `snapshots`, `ls`, `cat` and `download` read the snapshots of an
-//! origin (`NAMESPACE/PLAN`) that no longer exists, as a real user with the download Role.
+//! origin (`NAMESPACE/PLAN`) that no longer exists, as a real user with the download Role; and
+//! `restore` creates a Restore from the repository alone, where the restore Role allows it.
 
 use std::path::Path;
 use std::process::Output;
+
+use neverwiped_testkit::{kubectl, kubectl_json};
+use serde_json::json;
 
 use super::support::{Persona, RestServer, TestNamespace, GATE_SECRET, PASSWORD_SECRET};
 use super::{back_up, failed, plugin, source_tree, succeeded, tree_facts, PASSWORD};
@@ -133,10 +137,123 @@ async fn with_the_plan_gone_the_repository_and_its_secrets_are_enough_to_read_it
         &["snapshots", "--repository", &url],
     ));
     assert!(bare.contains("--password-secret"), "{bare}");
-    let restore = failed(run(
+}
+
+#[test]
+fn a_restore_from_the_repository_alone_is_created_where_it_is_asked_for_with_the_callers_rights() {
+    if !super::support::api_server_or_skip() {
+        return;
+    }
+    super::support::apply_crds();
+    // The origin's namespace (its plan long gone) and the clone's, where the user may restore.
+    let origin = TestNamespace::create("plugin-origin");
+    let clone = TestNamespace::create("plugin-clone");
+    let (origin_ns, clone_ns) = (origin.name.as_str(), clone.name.as_str());
+    let Some(kubeconfig) = Persona::Restore.kubeconfig(&clone) else {
+        return;
+    };
+    let url = "https://gate.example.com/team-a/shop";
+    let asked = [
+        "restore",
+        "nightly",
+        "latest",
+        "--volume",
+        "data=data-copy",
+        "--include",
+        "/app",
+        "--to-namespace",
+        clone_ns,
+        "--name",
+        "cloned",
+        "--no-wait",
+    ];
+    let output = run(&kubeconfig, origin_ns, &with_repository(&asked, url));
+    let warned = String::from_utf8_lossy(&output.stderr).into_owned();
+    let said = String::from_utf8(succeeded(output)).unwrap();
+    assert!(
+        said.contains(&format!("created Restore {clone_ns}/cloned")),
+        "{said}"
+    );
+    let created = kubectl_json(&["get", "restores.neverwiped.io", "cloned", "-n", clone_ns]);
+    let spec = &created["spec"];
+    assert_eq!(
+        spec["repository"],
+        json!({
+            "url": url,
+            "passwordSecretRef": {"name": PASSWORD_SECRET, "key": "password"},
+            "credentialsSecretRef": {"name": GATE_SECRET, "usernameKey": "username", "passwordKey": "password"},
+        }),
+        "{created:#}"
+    );
+    assert_eq!(
+        spec["origin"],
+        format!("{origin_ns}/nightly"),
+        "{created:#}"
+    );
+    assert!(spec.get("backupPlanName").is_none(), "{created:#}");
+    assert_eq!(
+        spec["volumes"],
+        json!([{"sourceClaimName": "data", "targetClaimName": "data-copy", "includes": ["/app"]}]),
+        "{created:#}"
+    );
+    // The caller is recorded as its creator where the API server says who it is; this one serves
+    // no SelfSubjectReview, and the plugin then says that the operator will not run it.
+    match created["metadata"]["annotations"]["neverwiped.io/requested-by"].as_str() {
+        Some(user) => assert_eq!(user, "plugin-restore", "{created:#}"),
+        None => assert!(warned.contains("(RequesterUnknown)"), "{warned}"),
+    }
+
+    // Into a namespace where the user may not create Restores: the API server's refusal.
+    let elsewhere = [
+        "restore",
+        "nightly",
+        "--volume",
+        "data",
+        "--to-namespace",
+        origin_ns,
+        "--no-wait",
+    ];
+    let refused = failed(run(
         &kubeconfig,
-        ns,
-        &with_repository(&["restore", "x"], &url),
+        origin_ns,
+        &with_repository(&elsewhere, url),
     ));
-    assert!(restore.contains("spec.repository"), "{restore}");
+    assert!(refused.contains("403 Forbidden"), "{refused}");
+    // What a Restore without a plan cannot know is asked for, before anything is created.
+    for (args, expected) in [
+        (vec!["restore", "nightly"], "--volume SOURCE[=TARGET]"),
+        (
+            vec![
+                "restore",
+                "nightly",
+                "--volume",
+                "data",
+                "--database",
+                "orders",
+            ],
+            "spec.databases",
+        ),
+        (
+            vec!["restore", "Not/an/origin", "--volume", "data"],
+            "not a plan's origin",
+        ),
+    ] {
+        let refused = failed(run(&kubeconfig, clone_ns, &with_repository(&args, url)));
+        assert!(refused.contains(expected), "{args:?}: {refused}");
+    }
+    let plain = ["restore", "nightly", "--to-namespace", clone_ns];
+    let refused = failed(plugin(&kubeconfig, origin_ns, &plain));
+    assert!(
+        refused.contains("--to-namespace needs --repository"),
+        "{refused}"
+    );
+    let listed = kubectl(&[
+        "get",
+        "restores.neverwiped.io",
+        "-n",
+        clone_ns,
+        "-o",
+        "name",
+    ]);
+    assert_eq!(listed.trim(), "restore.neverwiped.io/cloned", "{listed}");
 }
