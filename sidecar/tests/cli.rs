@@ -108,6 +108,21 @@ impl Sidecar {
         Sidecar::new(repo.to_str().unwrap())
     }
 
+    /// The repository of a rest-server with a login, its user name and password in the
+    /// environment as the backup pod has them.
+    fn through_gate(server: &RestServer) -> Sidecar {
+        let mut sidecar = Sidecar::new(format!("rest:{}", server.url()));
+        sidecar.env.push((
+            "NEVERWIPED_GATE_USERNAME".into(),
+            server.username().unwrap().into(),
+        ));
+        sidecar.env.push((
+            "NEVERWIPED_GATE_PASSWORD".into(),
+            server.password().unwrap().into(),
+        ));
+        sidecar
+    }
+
     /// A command with the repository and the password file set; nothing else of the caller's
     /// `NEVERWIPED_*` environment.
     fn command(&self) -> Command {
@@ -1385,17 +1400,7 @@ fn restoring_latest_of_an_origin_with_no_snapshots_lists_the_origins_the_gate_ho
     };
     let work = tempfile::tempdir().unwrap();
     let source = small_tree(work.path(), "source");
-    let gate_password = work.path().join("gate-password");
-    fs::write(&gate_password, server.password().unwrap()).unwrap();
-    let mut sidecar = Sidecar::new(format!("rest:{}", server.url()));
-    sidecar.env.push((
-        "NEVERWIPED_GATE_USERNAME".into(),
-        server.username().unwrap().into(),
-    ));
-    sidecar.env.push((
-        "NEVERWIPED_GATE_PASSWORD_FILE".into(),
-        text(&gate_password).into(),
-    ));
+    let sidecar = Sidecar::through_gate(&server);
     sidecar.run(&["init"]).expect_ok();
     for host in ["shop/nightly", "shop/nightly", "blog/hourly"] {
         sidecar
@@ -1444,15 +1449,7 @@ fn wrong_gate_credentials_give_a_clear_401_message_and_exit_1() {
     let work = tempfile::tempdir().unwrap();
     let source = small_tree(work.path(), "source");
     let address = format!("rest:{}", server.url());
-    let mut good = Sidecar::new(&address);
-    good.env.push((
-        "NEVERWIPED_GATE_USERNAME".into(),
-        server.username().unwrap().into(),
-    ));
-    good.env.push((
-        "NEVERWIPED_GATE_PASSWORD".into(),
-        server.password().unwrap().into(),
-    ));
+    let good = Sidecar::through_gate(&server);
     good.run(&["init"]).expect_ok();
 
     let mut wrong = Sidecar::new(&address);
@@ -1638,15 +1635,7 @@ async fn a_backup_to_the_gate_killed_halfway_runs_again_reusing_what_was_uploade
     let source = work.path().join("data");
     build_mixed_data(&source, 60, 5);
     add_incompressible(&source, 144, 55);
-    let mut sidecar = Sidecar::new(format!("rest:{}", server.url()));
-    sidecar.env.push((
-        "NEVERWIPED_GATE_USERNAME".into(),
-        server.username().unwrap().into(),
-    ));
-    sidecar.env.push((
-        "NEVERWIPED_GATE_PASSWORD".into(),
-        server.password().unwrap().into(),
-    ));
+    let sidecar = Sidecar::through_gate(&server);
     sidecar.run(&["init"]).expect_ok();
     // rest-server keeps the repository in the same layout as a local one.
     let storage = server.data_dir().join("repo");

@@ -23,6 +23,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const HOST: &str = "shop/nightly";
+/// The admin's prune of the tests: the host's last snapshot kept, inside a 14-day window.
+const PRUNE_KEEPING_ONE: [&str; 7] = [
+    "prune",
+    "--host",
+    HOST,
+    "--keep-last",
+    "1",
+    "--protect-within",
+    "14d",
+];
 
 /// The sidecar as one login runs it: its repository URL, gate login and the repository password.
 struct Login {
@@ -281,15 +291,7 @@ async fn the_tenant_deletes_nothing_and_the_admins_prune_keeps_the_window_whole(
     // Everything the backup pod holds deletes nothing.
     assert_refused(tenant.run(&["forget", "--keep-last", "1"]), "snapshots");
     assert_refused(tenant.run(&["forget", &ids[0][..12]]), "snapshots");
-    let prune = [
-        "prune",
-        "--host",
-        HOST,
-        "--keep-last",
-        "1",
-        "--protect-within",
-        "14d",
-    ];
+    let prune = PRUNE_KEEPING_ONE;
     assert_refused(tenant.run(&prune), "snapshots");
     let second_password = work.path().join("second-password");
     fs::write(&second_password, "another password\n").unwrap();
@@ -364,15 +366,7 @@ fn a_prune_killed_at_any_moment_loses_nothing_a_protected_snapshot_needs() {
     let login = Login::local(&pristine, &password_file);
     login.run(&["init"]).expect_ok();
     let (source, states, ids) = four_nights(&login, work.path());
-    let prune = [
-        "prune",
-        "--host",
-        HOST,
-        "--keep-last",
-        "1",
-        "--protect-within",
-        "14d",
-    ];
+    let prune = PRUNE_KEEPING_ONE;
     let mut killed_before_the_end = 0;
     for delay_ms in [0, 10, 30, 60, 100, 150, 250, 400] {
         let repo = work.path().join(format!("round-{delay_ms}"));
