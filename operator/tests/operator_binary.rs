@@ -238,6 +238,11 @@ async fn a_backup_plan_applied_with_kubectl_runs_a_job_and_reports_its_result() 
             "--retry-lock",
             "1800s",
             "--init",
+            // Each claim as the API server holds it, recorded in the snapshot.
+            "--claim",
+            r#"{"path":"/data/media","name":"media","requestedSize":"1Gi","accessModes":["ReadWriteOnce"],"labels":{"backup":"nightly"}}"#,
+            "--claim",
+            r#"{"path":"/data/uploads","name":"uploads","requestedSize":"1Gi","accessModes":["ReadWriteOnce"]}"#,
         ]
     );
     // Secrets as files and as environment variables from the Secrets.
