@@ -153,6 +153,20 @@ pub struct RestoreArgs {
     /// Create the Restore and return, without following it.
     #[arg(long)]
     pub no_wait: bool,
+    /// First create the claims the snapshot recorded (every one, or those --volume names, under
+    /// their TARGET names), as they were: size, storage class, access and volume modes, labels
+    /// and annotations. The Restore then restores that snapshot (its id) into them. Refused if
+    /// one of them exists.
+    #[arg(long)]
+    pub create_claims: bool,
+    /// With --create-claims: a storage class of the snapshot's claims and the one to create
+    /// them with here (repeatable), e.g. fast-ssd=standard.
+    #[arg(
+        long = "storage-class",
+        value_name = "OLD=NEW",
+        requires = "create_claims"
+    )]
+    pub storage_classes: Vec<String>,
     /// With --repository: create the Restore in this namespace, whose Secrets the flags name
     /// and whose claims it restores into (by default -n's). An origin of another namespace makes
     /// it a clone, which the cluster admin's policy allows or refuses.

@@ -2,7 +2,7 @@
 //! Secrets, Restores. Each refusal of the API server says which verb on which object was refused,
 //! so the caller knows which right to ask for.
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -244,6 +244,40 @@ impl Cluster {
             .get(name)
             .await
             .map_err(|e| restore_target("get", name, namespace).error(e))
+    }
+
+    /// Whether the claim `name` exists in `namespace`.
+    pub async fn claim_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        match claims.get(name).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+            Err(e) => Err(claim_target("get", name, namespace).error(e)),
+        }
+    }
+
+    /// Creates `claim` in `namespace`.
+    pub async fn create_claim(
+        &self,
+        namespace: &str,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, ClusterError> {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        claims
+            .create(&PostParams::default(), claim)
+            .await
+            .map_err(|e| claim_target("create", &name, namespace).error(e))
+    }
+}
+
+fn claim_target<'a>(verb: &'static str, name: &'a str, namespace: &'a str) -> Target<'a> {
+    Target {
+        verb,
+        kind: "PersistentVolumeClaim",
+        resource: "persistentvolumeclaims",
+        name: Some(name),
+        namespace,
     }
 }
 

@@ -8,10 +8,12 @@
 //! - [`browse`]: `snapshots`, `ls`, `cat`, `download`, with the engine's own snapshot selection.
 //! - [`mount`]: the plan's snapshots as a read-only FUSE file system.
 //! - [`runs`]: `backup` and `restore`, asked of the operator and followed through status.
+//! - [`claims`]: the claims a snapshot recorded, created anew before a Restore fills them.
 //! - [`status`]: every plan at a glance.
 
 pub mod args;
 pub mod browse;
+pub mod claims;
 pub mod cluster;
 pub mod freshness;
 pub mod mount;
@@ -152,32 +154,88 @@ async fn read(cli: &Cli, cluster: &Cluster, namespace: &str) -> Result<()> {
 
 /// `restore`: a Restore of the plan, or with `--repository` of an origin's snapshots in that
 /// repository (in `--to-namespace`, else the command's namespace), created with the caller's
-/// rights and followed.
+/// rights and followed; with `--create-claims`, after the claims the snapshot recorded.
 async fn restore(
     cli: &Cli,
     cluster: &Cluster,
     namespace: &str,
     args: &args::RestoreArgs,
 ) -> Result<()> {
-    let request = restore_request(args);
+    let mut request = restore_request(args);
     let now = jiff::Timestamp::now();
-    let mut restore = match (cli.repository.to_repository()?, &args.to_namespace) {
+    let (mut restore, claims) = match (cli.repository.to_repository()?, &args.to_namespace) {
         (Some(repository), to_namespace) => {
             let origin = source::origin(namespace, &args.plan)?;
             let target = to_namespace.as_deref().unwrap_or(namespace);
-            runs::restore_from_repository(repository, &origin, target, &request, now)?
+            let source = Source::CommandLine(repository.clone());
+            let claims =
+                recorded_claims(cli, cluster, (target, &source), &origin, args, &mut request)
+                    .await?;
+            let restore =
+                runs::restore_from_repository(repository, &origin, target, &request, now)?;
+            (restore, claims)
         }
         (None, Some(_)) => anyhow::bail!(
             "--to-namespace needs --repository URL --password-secret NAME: a Restore in another \
              namespace reads the repository with Secrets of that namespace"
         ),
         (None, None) => {
+            let source = Source::Plan(args.plan.clone());
+            let host = repository::plan_host(namespace, &args.plan);
+            let claims = recorded_claims(
+                cli,
+                cluster,
+                (namespace, &source),
+                &host,
+                args,
+                &mut request,
+            )
+            .await?;
             let plan = cluster.plan(namespace, &args.plan).await?;
-            runs::restore_object(&plan, &request, now)?
+            (runs::restore_object(&plan, &request, now)?, claims)
         }
     };
+    let target = restore.metadata.namespace.clone().unwrap_or_default();
+    claims::create(cluster, &target, &claims).await?;
     requester::record_caller(cluster, &mut restore.metadata).await;
     runs::restore(cluster, restore, !args.no_wait).await
+}
+
+/// With `--create-claims`: the claims the snapshot of `host` that `request` means recorded, to
+/// create in `namespace` (whose Secrets open the repository); `request` then names that snapshot
+/// by its id and each claim as a volume. Without: none.
+async fn recorded_claims(
+    cli: &Cli,
+    cluster: &Cluster,
+    (namespace, source): (&str, &Source),
+    host: &str,
+    args: &args::RestoreArgs,
+    request: &mut runs::RestoreRequest,
+) -> Result<Vec<claims::ClaimToCreate>> {
+    if !args.create_claims {
+        return Ok(Vec::new());
+    }
+    let classes = claims::class_map(&args.storage_classes)?;
+    let opened = repository::open(cluster, namespace, source, cli.gate_timeout).await?;
+    let choice = SnapshotChoice {
+        spec: request.snapshot.clone(),
+        before: args.before,
+        last_success: None,
+    };
+    let (id, snapshot) = browse::find(&opened.repo, host, &choice).await?;
+    let made = claims::from_snapshot(&snapshot, &request.volumes, &classes, namespace)?;
+    request.volumes = made
+        .iter()
+        .map(|c| {
+            (
+                c.source.clone(),
+                c.claim.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    request.snapshot = id.to_hex();
+    request.taken_before = None;
+    Ok(made)
 }
 
 /// What `restore`'s arguments ask to bring back.

@@ -129,6 +129,17 @@ fn tree_facts(root: &Path) -> BTreeMap<PathBuf, String> {
 
 /// Backs up `paths` into the repository at `url` under `host`; returns the snapshot's id.
 async fn back_up(url: &str, server: &RestServer, host: &str, paths: &[PathBuf]) -> String {
+    back_up_recording(url, server, host, paths, Default::default()).await
+}
+
+/// As [`back_up`], the snapshot recording `sources` as a plan's backup Job does.
+async fn back_up_recording(
+    url: &str,
+    server: &RestServer,
+    host: &str,
+    paths: &[PathBuf],
+    sources: neverwiped_contract::record::RecordedSources,
+) -> String {
     let RepositoryLocation::Rest(location) = RepositoryLocation::parse(url).unwrap() else {
         panic!("{url} names no gate");
     };
@@ -149,6 +160,7 @@ async fn back_up(url: &str, server: &RestServer, host: &str, paths: &[PathBuf]) 
     let mut options = BackupOptions::new(paths.iter().cloned().map(Source::Path).collect());
     options.hostname = host.to_owned();
     options.tags = vec!["plan=nightly".into()];
+    options.recorded = sources;
     let report = archive::backup(&repo, options).await.unwrap();
     report.snapshot_id.to_hex()
 }

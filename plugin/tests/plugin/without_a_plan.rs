@@ -10,7 +10,9 @@ use neverwiped_testkit::{kubectl, kubectl_json};
 use serde_json::json;
 
 use super::support::{Persona, RestServer, TestNamespace, GATE_SECRET, PASSWORD_SECRET};
-use super::{back_up, failed, plugin, source_tree, succeeded, tree_facts, PASSWORD};
+use super::{
+    back_up, back_up_recording, failed, plugin, source_tree, succeeded, tree_facts, PASSWORD,
+};
 
 /// `args`, then the flags that name the repository at `url` and its Secrets.
 fn with_repository(args: &[&str], url: &str) -> Vec<String> {
@@ -256,4 +258,116 @@ fn a_restore_from_the_repository_alone_is_created_where_it_is_asked_for_with_the
         "name",
     ]);
     assert_eq!(listed.trim(), "restore.neverwiped.io/cloned", "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_claims_makes_the_claims_the_snapshot_recorded_before_the_restore_that_fills_them() {
+    if !super::support::api_server_or_skip() {
+        return;
+    }
+    let Some(server) = RestServer::start() else {
+        return;
+    };
+    super::support::apply_crds();
+    // A new cluster's namespace: the repository's Secrets made by hand, no claim, no plan.
+    let namespace = TestNamespace::create("plugin-claims");
+    let ns = namespace.name.as_str();
+    let Some(kubeconfig) = Persona::Restore.kubeconfig(&namespace) else {
+        return;
+    };
+    server.create_plan_secrets(&namespace, PASSWORD);
+    let url = server.url("claims");
+    let source = tempfile::tempdir().unwrap();
+    source_tree(source.path());
+    let recorded = json!({"claims": [{
+        "path": source.path().to_str().unwrap(), "name": "orders", "requestedSize": "2Gi",
+        "storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+        "labels": {"app": "shop"}, "annotations": {"example.com/team": "payments"},
+    }]});
+    let paths = [source.path().to_path_buf()];
+    let sources = serde_json::from_value(recorded).unwrap();
+    let id = back_up_recording(
+        &format!("rest:{url}"),
+        &server,
+        "shop/nightly",
+        &paths,
+        sources,
+    )
+    .await;
+
+    let asked = [
+        "restore",
+        "shop/nightly",
+        "--create-claims",
+        "--storage-class",
+        "fast=standard",
+        "--name",
+        "recreated",
+        "--no-wait",
+    ];
+    let said = String::from_utf8(succeeded(run(
+        &kubeconfig,
+        ns,
+        &with_repository(&asked, &url),
+    )))
+    .unwrap();
+    assert!(
+        said.contains(&format!(
+            "created PersistentVolumeClaim {ns}/orders (2Gi, storage class standard)"
+        )),
+        "{said}"
+    );
+    let claim = kubectl_json(&["get", "persistentvolumeclaims", "orders", "-n", ns]);
+    assert_eq!(
+        claim["spec"]["resources"]["requests"]["storage"], "2Gi",
+        "{claim:#}"
+    );
+    assert_eq!(claim["spec"]["storageClassName"], "standard", "{claim:#}");
+    assert_eq!(
+        claim["spec"]["accessModes"],
+        json!(["ReadWriteOnce"]),
+        "{claim:#}"
+    );
+    assert_eq!(claim["spec"]["volumeMode"], "Filesystem", "{claim:#}");
+    assert_eq!(claim["metadata"]["labels"]["app"], "shop", "{claim:#}");
+    assert_eq!(
+        claim["metadata"]["annotations"]["example.com/team"], "payments",
+        "{claim:#}"
+    );
+    // The Restore restores the very snapshot whose record made the claim, into it.
+    let restore = kubectl_json(&["get", "restores.neverwiped.io", "recreated", "-n", ns]);
+    assert_eq!(restore["spec"]["snapshot"], id.as_str(), "{restore:#}");
+    assert_eq!(restore["spec"]["origin"], "shop/nightly", "{restore:#}");
+    assert_eq!(
+        restore["spec"]["volumes"],
+        json!([{"sourceClaimName": "orders", "targetClaimName": "orders"}]),
+        "{restore:#}"
+    );
+
+    // Once the claim exists, the same command is refused before anything is created.
+    let again = [
+        "restore",
+        "shop/nightly",
+        "--create-claims",
+        "--name",
+        "again",
+        "--no-wait",
+    ];
+    let refused = failed(run(&kubeconfig, ns, &with_repository(&again, &url)));
+    assert!(
+        refused.contains(&format!("the claim {ns}/orders exists already")),
+        "{refused}"
+    );
+    let unknown = [
+        "restore",
+        "shop/nightly",
+        "--create-claims",
+        "--volume",
+        "media",
+        "--no-wait",
+    ];
+    let refused = failed(run(&kubeconfig, ns, &with_repository(&unknown, &url)));
+    assert!(refused.contains("it records orders"), "{refused}");
+    let listed = kubectl(&["get", "restores.neverwiped.io", "-n", ns, "-o", "name"]);
+    assert_eq!(listed.trim(), "restore.neverwiped.io/recreated", "{listed}");
 }
