@@ -19,6 +19,8 @@ use crate::cluster::Cluster;
 /// A claim to create, and the backed-up volume (the recorded claim's name) that fills it.
 pub struct ClaimToCreate {
     pub source: String,
+    /// The storage class the snapshot recorded, before `--storage-class` mapped it.
+    pub recorded_class: Option<String>,
     pub claim: PersistentVolumeClaim,
 }
 
@@ -67,6 +69,7 @@ pub fn from_snapshot(
             };
             Ok(ClaimToCreate {
                 source: source.clone(),
+                recorded_class: claim.storage_class_name.clone(),
                 claim: claim_object(claim, target, namespace, classes)?,
             })
         })
@@ -116,6 +119,7 @@ fn claim_object(
 /// Creates `claims` in `namespace`, none if one of them exists already (a restore into an
 /// existing claim is `--volume SOURCE=TARGET` without `--create-claims`).
 pub async fn create(cluster: &Cluster, namespace: &str, claims: &[ClaimToCreate]) -> Result<()> {
+    check_classes(cluster, claims).await?;
     for wanted in claims {
         let name = wanted.claim.metadata.name.as_deref().unwrap_or_default();
         if cluster.claim_exists(namespace, name).await? {
@@ -142,6 +146,39 @@ pub async fn create(cluster: &Cluster, namespace: &str, claims: &[ClaimToCreate]
             created.metadata.name.unwrap_or_default(),
             wanted.source
         );
+    }
+    Ok(())
+}
+
+/// A claim of a storage class the cluster lacks would stay Pending, and its Restore with it: each
+/// class is looked up first, where the caller may (`get` on storageclasses), else said unchecked.
+async fn check_classes(cluster: &Cluster, claims: &[ClaimToCreate]) -> Result<()> {
+    let mut checked = std::collections::BTreeSet::new();
+    for wanted in claims {
+        let spec = wanted.claim.spec.as_ref();
+        let Some(class) = spec.and_then(|s| s.storage_class_name.as_deref()) else {
+            continue;
+        };
+        if !checked.insert(class) {
+            continue;
+        }
+        match cluster.storage_class_exists(class).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let recorded = wanted.recorded_class.as_deref().unwrap_or(class);
+                bail!(
+                    "the storage class {class:?} of the claim {:?} does not exist in this \
+                     cluster: map it with --storage-class {recorded}=CLASS (kubectl get \
+                     storageclasses lists them)",
+                    wanted.source
+                );
+            }
+            Err(why) => eprintln!(
+                "warning: cannot check that the storage class {class:?} exists ({}); a claim \
+                 of a class this cluster lacks stays Pending",
+                neverwiped::text::escaped(&why.to_string())
+            ),
+        }
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! so the caller knows which right to ask for.
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -268,6 +269,23 @@ impl Cluster {
             .create(&PostParams::default(), claim)
             .await
             .map_err(|e| claim_target("create", &name, namespace).error(e))
+    }
+
+    /// Whether the StorageClass `name` exists (a cluster-wide object).
+    pub async fn storage_class_exists(&self, name: &str) -> Result<bool, ClusterError> {
+        let classes: Api<StorageClass> = Api::all(self.client.clone());
+        match classes.get(name).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+            Err(e) => Err(Target {
+                verb: "get",
+                kind: "StorageClass",
+                resource: "storageclasses",
+                name: Some(name),
+                namespace: "(cluster-wide)",
+            }
+            .error(e)),
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use neverwiped_testkit::{kubectl, kubectl_json};
+use neverwiped_testkit::{kubectl, kubectl_json, kubectl_stdin};
 use serde_json::json;
 
 use super::support::{Persona, RestServer, TestNamespace, GATE_SECRET, PASSWORD_SECRET};
@@ -295,25 +295,62 @@ async fn create_claims_makes_the_claims_the_snapshot_recorded_before_the_restore
     )
     .await;
 
+    let standard = format!("{ns}-standard");
+    let mapped = format!("fast={standard}");
+    // The restore Role cannot look storage classes up: the class is said unchecked.
+    let unchecked = [
+        "restore",
+        "shop/nightly",
+        "--create-claims",
+        "--storage-class",
+        &mapped,
+        "--volume",
+        "orders=orders-unchecked",
+        "--name",
+        "unchecked",
+        "--no-wait",
+    ];
+    let output = run(&kubeconfig, ns, &with_repository(&unchecked, &url));
+    let warned = String::from_utf8_lossy(&output.stderr).into_owned();
+    succeeded(output);
+    assert!(
+        warned.contains(&format!(
+            "cannot check that the storage class {standard:?} exists"
+        )),
+        "{warned}"
+    );
+    // A user of the same Role who may also get storage classes: a class the cluster lacks is
+    // refused before anything is created, naming the mapping that would do.
+    let Some(checker) = class_reader(ns) else {
+        return;
+    };
+    let provisioner = json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": standard}, "provisioner": "example.com/none",
+    });
+    kubectl_stdin(&["apply", "-f", "-"], Some(&provisioner.to_string()));
+    let unmapped = ["restore", "shop/nightly", "--create-claims", "--no-wait"];
+    let refused = failed(run(&checker, ns, &with_repository(&unmapped, &url)));
+    assert!(
+        refused.contains("the storage class \"fast\" of the claim \"orders\" does not exist")
+            && refused.contains("--storage-class fast=CLASS"),
+        "{refused}"
+    );
     let asked = [
         "restore",
         "shop/nightly",
         "--create-claims",
         "--storage-class",
-        "fast=standard",
+        &mapped,
         "--name",
         "recreated",
         "--no-wait",
     ];
-    let said = String::from_utf8(succeeded(run(
-        &kubeconfig,
-        ns,
-        &with_repository(&asked, &url),
-    )))
-    .unwrap();
+    let said =
+        String::from_utf8(succeeded(run(&checker, ns, &with_repository(&asked, &url)))).unwrap();
     assert!(
         said.contains(&format!(
-            "created PersistentVolumeClaim {ns}/orders (2Gi, storage class standard)"
+            "created PersistentVolumeClaim {ns}/orders (2Gi, storage class {standard})"
         )),
         "{said}"
     );
@@ -322,7 +359,11 @@ async fn create_claims_makes_the_claims_the_snapshot_recorded_before_the_restore
         claim["spec"]["resources"]["requests"]["storage"], "2Gi",
         "{claim:#}"
     );
-    assert_eq!(claim["spec"]["storageClassName"], "standard", "{claim:#}");
+    assert_eq!(
+        claim["spec"]["storageClassName"],
+        standard.as_str(),
+        "{claim:#}"
+    );
     assert_eq!(
         claim["spec"]["accessModes"],
         json!(["ReadWriteOnce"]),
@@ -369,5 +410,28 @@ async fn create_claims_makes_the_claims_the_snapshot_recorded_before_the_restore
     let refused = failed(run(&kubeconfig, ns, &with_repository(&unknown, &url)));
     assert!(refused.contains("it records orders"), "{refused}");
     let listed = kubectl(&["get", "restores.neverwiped.io", "-n", ns, "-o", "name"]);
-    assert_eq!(listed.trim(), "restore.neverwiped.io/recreated", "{listed}");
+    assert_eq!(
+        listed.trim(),
+        "restore.neverwiped.io/recreated\nrestore.neverwiped.io/unchecked",
+        "{listed}"
+    );
+}
+
+/// A user of the restore Role's group in `namespace` who may also get storage classes (a
+/// ClusterRole of this test's own, bound to that user alone).
+fn class_reader(namespace: &str) -> Option<std::path::PathBuf> {
+    let user = format!("{namespace}-class-reader");
+    let kubeconfig = neverwiped_testkit::user_kubeconfig(&user, &["shop-backup-operators"])?;
+    let name = format!("{namespace}-storage-classes");
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name},
+         "rules": [{"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
+    ]});
+    kubectl_stdin(&["apply", "-f", "-"], Some(&objects.to_string()));
+    Some(kubeconfig)
 }
