@@ -117,9 +117,18 @@ fn claim_object(
 }
 
 /// Creates `claims` in `namespace`, none if one of them exists already (a restore into an
-/// existing claim is `--volume SOURCE=TARGET` without `--create-claims`).
+/// existing claim is `--volume SOURCE=TARGET` without `--create-claims`), if a storage class is
+/// missing, or if they do not fit a ResourceQuota.
 pub async fn create(cluster: &Cluster, namespace: &str, claims: &[ClaimToCreate]) -> Result<()> {
     check_classes(cluster, claims).await?;
+    match cluster.resource_quotas(namespace).await {
+        Ok(quotas) => crate::quota::check(&quotas, claims, namespace)?,
+        Err(why) => eprintln!(
+            "warning: cannot check the claims against the namespace's ResourceQuotas ({}); a \
+             claim past one is refused when it is created",
+            neverwiped::text::escaped(&why.to_string())
+        ),
+    }
     for wanted in claims {
         let name = wanted.claim.metadata.name.as_deref().unwrap_or_default();
         if cluster.claim_exists(namespace, name).await? {

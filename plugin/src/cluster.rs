@@ -2,7 +2,7 @@
 //! Secrets, Restores. Each refusal of the API server says which verb on which object was refused,
 //! so the caller knows which right to ask for.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, ResourceQuota, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -269,6 +269,25 @@ impl Cluster {
             .create(&PostParams::default(), claim)
             .await
             .map_err(|e| claim_target("create", &name, namespace).error(e))
+    }
+
+    /// The ResourceQuotas of `namespace`.
+    pub async fn resource_quotas(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<ResourceQuota>, ClusterError> {
+        let quotas: Api<ResourceQuota> = Api::namespaced(self.client.clone(), namespace);
+        match quotas.list(&ListParams::default()).await {
+            Ok(list) => Ok(list.items),
+            Err(e) => Err(Target {
+                verb: "list",
+                kind: "ResourceQuota",
+                resource: "resourcequotas",
+                name: None,
+                namespace,
+            }
+            .error(e)),
+        }
     }
 
     /// Whether the StorageClass `name` exists (a cluster-wide object).

@@ -8,7 +8,8 @@
 //! - [`browse`]: `snapshots`, `ls`, `cat`, `download`, with the engine's own snapshot selection.
 //! - [`mount`]: the plan's snapshots as a read-only FUSE file system.
 //! - [`runs`]: `backup` and `restore`, asked of the operator and followed through status.
-//! - [`claims`]: the claims a snapshot recorded, created anew before a Restore fills them.
+//! - [`claims`]: the claims a snapshot recorded, created anew before a Restore fills them;
+//!   [`quota`]: whether they fit the namespace's ResourceQuotas.
 //! - [`status`]: every plan at a glance.
 
 pub mod args;
@@ -17,6 +18,7 @@ pub mod claims;
 pub mod cluster;
 pub mod freshness;
 pub mod mount;
+pub mod quota;
 pub mod repository;
 pub mod requester;
 pub mod runs;
