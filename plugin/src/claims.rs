@@ -122,7 +122,10 @@ fn claim_object(
 pub async fn create(cluster: &Cluster, namespace: &str, claims: &[ClaimToCreate]) -> Result<()> {
     check_classes(cluster, claims).await?;
     match cluster.resource_quotas(namespace).await {
-        Ok(quotas) => crate::quota::check(&quotas, claims, namespace)?,
+        Ok(quotas) => {
+            let made: Vec<PersistentVolumeClaim> = claims.iter().map(|c| c.claim.clone()).collect();
+            crate::quota::check(&quotas, &made, namespace)?
+        }
         Err(why) => eprintln!(
             "warning: cannot check the claims against the namespace's ResourceQuotas ({}); a \
              claim past one is refused when it is created",

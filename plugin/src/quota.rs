@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
-use k8s_openapi::api::core::v1::ResourceQuota;
-
-use crate::claims::ClaimToCreate;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, ResourceQuota};
 
 /// The quota keys a claim counts against: the namespace's total and its storage class's.
 const STORAGE: &str = "requests.storage";
@@ -50,10 +48,10 @@ pub fn quantity_bytes(text: &str) -> Result<u64> {
 }
 
 /// What `claims` ask of each quota key: bytes of storage, or a count of claims.
-fn asked(claims: &[ClaimToCreate]) -> Result<BTreeMap<String, u64>> {
+fn asked(claims: &[PersistentVolumeClaim]) -> Result<BTreeMap<String, u64>> {
     let mut asked = BTreeMap::new();
-    for wanted in claims {
-        let spec = wanted.claim.spec.clone().unwrap_or_default();
+    for claim in claims {
+        let spec = claim.spec.clone().unwrap_or_default();
         let size = spec
             .resources
             .and_then(|r| r.requests)
@@ -72,7 +70,11 @@ fn asked(claims: &[ClaimToCreate]) -> Result<BTreeMap<String, u64>> {
 }
 
 /// Refuses `claims` when one of `quotas` cannot hold them beside what it counts as used.
-pub fn check(quotas: &[ResourceQuota], claims: &[ClaimToCreate], namespace: &str) -> Result<()> {
+pub fn check(
+    quotas: &[ResourceQuota],
+    claims: &[PersistentVolumeClaim],
+    namespace: &str,
+) -> Result<()> {
     let asked = asked(claims)?;
     for quota in quotas {
         let hard = quota
@@ -118,7 +120,7 @@ pub fn check(quotas: &[ResourceQuota], claims: &[ClaimToCreate], namespace: &str
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
-        PersistentVolumeClaim, PersistentVolumeClaimSpec, ResourceQuotaSpec, ResourceQuotaStatus,
+        PersistentVolumeClaimSpec, ResourceQuotaSpec, ResourceQuotaStatus,
         VolumeResourceRequirements,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -137,21 +139,17 @@ mod tests {
         }
     }
 
-    fn claim(size: &str, class: &str) -> ClaimToCreate {
-        ClaimToCreate {
-            source: "orders".into(),
-            recorded_class: Some(class.into()),
-            claim: PersistentVolumeClaim {
-                spec: Some(PersistentVolumeClaimSpec {
-                    storage_class_name: Some(class.into()),
-                    resources: Some(VolumeResourceRequirements {
-                        requests: Some([("storage".to_owned(), Quantity(size.into()))].into()),
-                        ..Default::default()
-                    }),
+    fn claim(size: &str, class: &str) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            spec: Some(PersistentVolumeClaimSpec {
+                storage_class_name: Some(class.into()),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some([("storage".to_owned(), Quantity(size.into()))].into()),
                     ..Default::default()
                 }),
                 ..Default::default()
-            },
+            }),
+            ..Default::default()
         }
     }
 
