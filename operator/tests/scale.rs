@@ -553,7 +553,11 @@ async fn create_plans(client: &Client, namespaces: &[String], plans: usize, sele
         .expect("the plans are created");
 }
 
-/// Plays the Job controller: ends each backup Job `hold` after it first saw it. It sees the Jobs
+/// How long the harness keeps the first Jobs running while it waits for `limit` of them.
+const FIRST_WAVE_WAIT: Duration = Duration::from_secs(20);
+
+/// Plays the Job controller: ends each backup Job `hold` after it first saw it, none of the
+/// first wave before `limit` Jobs were seen (or [`FIRST_WAVE_WAIT`] passed). It sees the Jobs
 /// through a watch of their metadata, in the order the API server stored them.
 struct JobController<'a> {
     client: &'a Client,
@@ -666,6 +670,17 @@ impl<'a> JobController<'a> {
             figures.max_running_in_one_namespace_while_all_wait = figures
                 .max_running_in_one_namespace_while_all_wait
                 .max(most);
+        }
+        // The first wave: no Job ends before `limit` of them were seen (for at most
+        // FIRST_WAVE_WAIT), so a loaded machine that stores them slowly still shows whether the
+        // operator fills every slot.
+        let first_wave_filling = self.seen.len() < self.limit
+            && self
+                .running
+                .values()
+                .all(|(seen, _, _)| seen.elapsed() < FIRST_WAVE_WAIT);
+        if first_wave_filling {
+            return;
         }
         let hold = self.hold;
         let to_end: Vec<(String, String)> = self
