@@ -100,7 +100,7 @@ fn split<'a>(flag: &str, spec: &'a str, value: &str) -> Result<(&'a Path, &'a st
 }
 
 /// `path` made absolute as the backup's walk names it (`.` components and repeated `/` dropped).
-fn normalized(path: &Path) -> Result<PathBuf> {
+pub(super) fn normalized(path: &Path) -> Result<PathBuf> {
     std::path::absolute(path).map_err(|error| {
         anyhow::anyhow!(
             "cannot resolve {}: {error}",

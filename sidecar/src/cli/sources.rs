@@ -1,6 +1,7 @@
 //! `backup --claim JSON`: what each volume's claim was, checked against the backup's paths
 //! before anything is read, and recorded in the snapshot.
 
+use super::scoped_selection::normalized;
 use anyhow::{bail, Context, Result};
 use neverwiped_contract::record::RecordedClaim;
 use neverwiped_contract::text::quoted;
@@ -39,15 +40,6 @@ pub fn claims(given: &[String], paths: &[PathBuf]) -> Result<Vec<RecordedClaim>>
         });
     }
     Ok(claims)
-}
-
-fn normalized(path: &Path) -> Result<PathBuf> {
-    std::path::absolute(path).with_context(|| {
-        format!(
-            "cannot resolve {}",
-            quoted(path.as_os_str().as_encoded_bytes())
-        )
-    })
 }
 
 #[cfg(test)]
