@@ -29,6 +29,11 @@ pub struct ReadyPlan {
 }
 
 impl ReadyPlan {
+    /// The namespace's claim `name`, as it was read for this reconcile.
+    pub fn claim(&self, name: &str) -> Option<&PersistentVolumeClaim> {
+        self.claims.iter().find(|c| c.name_any() == name)
+    }
+
     /// The claims read from snapshots with their VolumeSnapshotClass, in order: the nth is
     /// snapshot `<job>-<n>`.
     pub fn snapshotted(&self) -> Vec<(&str, &str)> {

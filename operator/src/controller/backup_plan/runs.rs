@@ -137,11 +137,7 @@ pub fn start<'a>(
                 mounted_claim: c.name.clone(),
                 excludes: c.excludes.clone(),
                 selection: c.selection.clone(),
-                claim: ready
-                    .claims
-                    .iter()
-                    .find(|k| k.name_any() == c.name)
-                    .cloned(),
+                claim: ready.claim(&c.name).cloned(),
             })
             .collect(),
         node_name: ready.direct_node.clone(),

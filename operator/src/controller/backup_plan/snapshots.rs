@@ -194,7 +194,7 @@ pub fn advance<'a>(
                     .claims
                     .iter()
                     .any(|c| c.metadata.name == snapshot.metadata.name);
-                let source = ready.claims.iter().find(|c| c.name_any() == claim.name);
+                let source = ready.claim(&claim.name);
                 if let (false, Some(source)) = (exists, source) {
                     decision
                         .create_claims
@@ -209,11 +209,7 @@ pub fn advance<'a>(
             mounted_claim: mounted,
             excludes: claim.excludes.clone(),
             selection: claim.selection.clone(),
-            claim: ready
-                .claims
-                .iter()
-                .find(|c| c.name_any() == claim.name)
-                .cloned(),
+            claim: ready.claim(&claim.name).cloned(),
         });
     }
     let started = preparing
