@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
+use kube::ResourceExt;
 use neverwiped::format::snapshot::Snapshot;
 use neverwiped_contract::record::RecordedClaim;
 
@@ -144,18 +145,15 @@ pub async fn create(cluster: &Cluster, namespace: &str, claims: &[ClaimToCreate]
     }
     for wanted in claims {
         let created = cluster.create_claim(namespace, &wanted.claim).await?;
-        let spec = created.spec.unwrap_or_default();
-        let size = spec
-            .resources
-            .and_then(|r| r.requests)
-            .and_then(|r| r.get("storage").map(|q| q.0.clone()))
-            .unwrap_or_default();
-        let class = spec
-            .storage_class_name
-            .unwrap_or_else(|| "the default".into());
+        let size = crate::quota::requested_storage(&created);
+        let class = created
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref());
         println!(
-            "created PersistentVolumeClaim {namespace}/{} ({size}, storage class {class}) as the snapshot recorded {}",
-            created.metadata.name.unwrap_or_default(),
+            "created PersistentVolumeClaim {namespace}/{} ({size}, storage class {}) as the snapshot recorded {}",
+            created.name_any(),
+            class.unwrap_or("the default"),
             wanted.source
         );
     }

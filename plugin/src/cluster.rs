@@ -250,11 +250,7 @@ impl Cluster {
     /// Whether the claim `name` exists in `namespace`.
     pub async fn claim_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
-        match claims.get(name).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-            Err(e) => Err(claim_target("get", name, namespace).error(e)),
-        }
+        exists(claims, claim_target("get", name, namespace)).await
     }
 
     /// Creates `claim` in `namespace`.
@@ -293,18 +289,25 @@ impl Cluster {
     /// Whether the StorageClass `name` exists (a cluster-wide object).
     pub async fn storage_class_exists(&self, name: &str) -> Result<bool, ClusterError> {
         let classes: Api<StorageClass> = Api::all(self.client.clone());
-        match classes.get(name).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-            Err(e) => Err(Target {
-                verb: "get",
-                kind: "StorageClass",
-                resource: "storageclasses",
-                name: Some(name),
-                namespace: "(cluster-wide)",
-            }
-            .error(e)),
-        }
+        let target = Target {
+            verb: "get",
+            kind: "StorageClass",
+            resource: "storageclasses",
+            name: Some(name),
+            namespace: "(cluster-wide)",
+        };
+        exists(classes, target).await
+    }
+}
+
+/// Whether `api` holds the object `target` names: its 404 is no, any other refusal the error.
+async fn exists<K>(api: Api<K>, target: Target<'_>) -> Result<bool, ClusterError>
+where
+    K: Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_opt(target.name.unwrap_or_default()).await {
+        Ok(found) => Ok(found.is_some()),
+        Err(e) => Err(target.error(e)),
     }
 }
 

@@ -47,17 +47,23 @@ pub fn quantity_bytes(text: &str) -> Result<u64> {
     Ok((value * factor).ceil() as u64)
 }
 
+/// The storage `claim` requests, as written (`10Gi`); empty when it names none.
+pub fn requested_storage(claim: &PersistentVolumeClaim) -> &str {
+    claim
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.resources.as_ref())
+        .and_then(|resources| resources.requests.as_ref())
+        .and_then(|requests| requests.get("storage"))
+        .map_or("", |quantity| quantity.0.as_str())
+}
+
 /// What `claims` ask of each quota key: bytes of storage, or a count of claims.
 fn asked(claims: &[PersistentVolumeClaim]) -> Result<BTreeMap<String, u64>> {
     let mut asked = BTreeMap::new();
     for claim in claims {
+        let bytes = quantity_bytes(requested_storage(claim))?;
         let spec = claim.spec.clone().unwrap_or_default();
-        let size = spec
-            .resources
-            .and_then(|r| r.requests)
-            .and_then(|r| r.get("storage").map(|q| q.0.clone()))
-            .unwrap_or_default();
-        let bytes = quantity_bytes(&size)?;
         let mut add = |key: String, amount: u64| *asked.entry(key).or_insert(0) += amount;
         add(STORAGE.to_owned(), bytes);
         add(CLAIMS.to_owned(), 1);
