@@ -9,11 +9,16 @@
 
 mod support;
 
+#[path = "containers/never_wiped.rs"]
+mod never_wiped;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
+
+use neverwiped_testkit::program;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -56,33 +61,6 @@ impl Drop for Scratch {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn wait_for_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} does not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A program from `PATH`, else from the peers' folder.
-fn program(name: &str) -> Option<PathBuf> {
-    let paths = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&paths)
-        .chain([PathBuf::from("/opt/neverwiped-peers/bin")])
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
 /// Skips (or where every test must run, fails) when a program is missing.
 fn programs_or_skip(names: &[&str]) -> bool {
     names.iter().all(|name| {
@@ -94,40 +72,23 @@ fn programs_or_skip(names: &[&str]) -> bool {
     })
 }
 
+/// rest-server without a login over a scratch folder of its own (removed after the server).
 struct RestServer {
-    child: Child,
-    port: u16,
+    server: neverwiped_testkit::RestServer,
     _data: Scratch,
 }
 
 impl RestServer {
     fn start(name: &str) -> RestServer {
         let data = Scratch::new(&format!("{name}-rest"));
-        let port = free_port();
-        let child = Command::new(program("rest-server").expect("rest-server"))
-            .args(["--path", data.0.to_str().expect("a path"), "--no-auth"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("rest-server starts");
-        wait_for_port(port, "rest-server");
         RestServer {
-            child,
-            port,
+            server: neverwiped_testkit::RestServer::start(&data.0, None, false),
             _data: data,
         }
     }
 
     fn url(&self, repository: &str) -> String {
-        format!("http://127.0.0.1:{}/{repository}", self.port)
-    }
-}
-
-impl Drop for RestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.url(repository)
     }
 }
 
@@ -272,6 +233,8 @@ fn postgres_user() -> (u32, u32) {
 /// image's user, the kubeconfig mounted read-only.
 struct OperatorContainer {
     name: String,
+    /// Where it serves `/healthz` and `/metrics`.
+    port: u16,
     _config: Scratch,
 }
 
@@ -284,10 +247,21 @@ impl OperatorContainer {
 
     /// The operator with this tenant policy (`NEVERWIPED_TENANT_POLICY`).
     fn start_with_policy(namespace: &str, policy: &str) -> OperatorContainer {
+        OperatorContainer::start_in(namespace, namespace, policy, &[])
+    }
+
+    /// The operator watching `namespace` as the chart's ServiceAccount of `own_namespace`, with
+    /// this tenant policy and `extra` environment.
+    fn start_in(
+        namespace: &str,
+        own_namespace: &str,
+        policy: &str,
+        extra: &[(&str, &str)],
+    ) -> OperatorContainer {
         let config = Scratch::new(&format!("{namespace}-operator"));
         let kubeconfig = config.0.join("kubeconfig");
         // The chart's ServiceAccount, with the chart's rights only.
-        let source = support::identity::operator_kubeconfig(namespace);
+        let source = support::identity::operator_kubeconfig(own_namespace);
         std::fs::copy(source, &kubeconfig).expect("the kubeconfig is copied");
         // Readable by the image's user (65532), in a folder only this test uses.
         std::fs::set_permissions(&kubeconfig, std::fs::Permissions::from_mode(0o644))
@@ -305,10 +279,15 @@ impl OperatorContainer {
             format!("NEVERWIPED_TENANT_POLICY={policy}"),
             format!("NEVERWIPED_HTTP_ADDR=127.0.0.1:{port}"),
             format!("NEVERWIPED_WATCH_NAMESPACE={namespace}"),
-            format!("NEVERWIPED_LEASE_NAMESPACE={namespace}"),
+            format!("NEVERWIPED_LEASE_NAMESPACE={own_namespace}"),
+            format!("POD_NAMESPACE={own_namespace}"),
             format!("POD_NAME={name}"),
             "RUST_LOG=info,neverwiped_operator=debug".to_owned(),
         ];
+        let env: Vec<String> = env
+            .into_iter()
+            .chain(extra.iter().map(|(key, value)| format!("{key}={value}")))
+            .collect();
         let mut args = vec![
             "run",
             "--detach",
@@ -332,6 +311,7 @@ impl OperatorContainer {
         docker_ok(&args);
         let operator = OperatorContainer {
             name,
+            port,
             _config: config,
         };
         let deadline = Instant::now() + ACT_TIMEOUT;
@@ -357,15 +337,20 @@ impl OperatorContainer {
 }
 
 fn healthy(port: u16) -> bool {
+    http_get(port, "/healthz").is_some()
+}
+
+/// The body of `GET path` on the operator's port, when it answers 200.
+fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let mut response = String::new();
-    write!(stream, "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n").is_ok()
-        && stream.read_to_string(&mut response).is_ok()
-        && (response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200"))
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    stream.read_to_string(&mut response).ok()?;
+    let ok = response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200");
+    let (_, body) = response.split_once("\r\n\r\n")?;
+    ok.then(|| body.to_owned())
 }
 
 impl Drop for OperatorContainer {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::service::service_fn;
@@ -131,6 +131,35 @@ async fn forward(request: Request<Incoming>, server: SocketAddr) -> Result<Answe
     tokio::spawn(connection);
     let answer = sender.send_request(request).await?;
     Ok(answer.map(BodyExt::boxed))
+}
+
+/// Sends one request as `username`/`password` to `url` (`http://HOST:PORT/PATH`) and returns the
+/// answer's status: what any holder of a login can do at the gate with raw HTTP.
+pub async fn request_as(
+    method: &str,
+    url: &str,
+    (username, password): (&str, &str),
+    body: Vec<u8>,
+) -> u16 {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let stream = TcpStream::connect(authority)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {authority}: {e}"));
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("an HTTP connection");
+    tokio::spawn(connection);
+    let login = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+    let request = Request::builder()
+        .method(method)
+        .uri(if path.is_empty() { "/" } else { path })
+        .header(hyper::header::HOST, authority)
+        .header(AUTHORIZATION, format!("Basic {login}"))
+        .body(Full::new(Bytes::from(body)))
+        .expect("a request");
+    let answer = sender.send_request(request).await.expect("an answer");
+    answer.status().as_u16()
 }
 
 fn unauthorized() -> Answer {

@@ -16,9 +16,11 @@ use serde_json::{json, Value};
 
 mod gate_front;
 mod require;
+mod rest_server;
 mod users;
-pub use gate_front::GateFront;
+pub use gate_front::{request_as, GateFront};
 pub use require::{every_test_must_run, missing, require, require_that, SKIP_LOG};
+pub use rest_server::{GatePair, Login, RestServer};
 pub use users::{delete_with_namespace, service_account_kubeconfig, user_kubeconfig, USER_SCRIPT};
 
 /// Where the peers' programs (rest-server, restic, kubectl) are unpacked when they are not on

@@ -4,10 +4,6 @@
 //! admin's login and a copy of the repository password, out of the tenant's reach; its backups
 //! never forget; a plan outside the prefixes forgets with its own login and says so.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
@@ -17,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::PRUNE_WAIT;
 use crate::support::identity::operator_kubeconfig;
+use crate::support::tenant::{apply_as, kubectl_as, refused, tenant};
 use crate::support::*;
 
 const REPOSITORY_PASSWORD: &str = "tenant-repository-password-0c7d";
@@ -49,69 +46,6 @@ fn plan(namespace: &str, name: &str, url: &str) -> Value {
             },
         },
     })
-}
-
-/// The tenant: a real user with every verb on the namespaced kinds of its own namespace (an
-/// `edit`-like Role: the test server has no `edit` ClusterRole) and nothing elsewhere.
-fn tenant(namespace: &str) -> std::path::PathBuf {
-    let user = format!("tenant-{namespace}");
-    let kubeconfig = user_kubeconfig(&user, &[]).expect("the API server's user script");
-    let role = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "tenant-edit", "namespace": namespace},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods", "pods/exec", "pods/log", "secrets", "persistentvolumeclaims"], "verbs": ["*"]},
-                {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["*"]},
-                {"apiGroups": ["neverwiped.io"], "resources": ["backupplans", "restores"], "verbs": ["*"]},
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": "tenant-edit", "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant-edit"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-        },
-    ]});
-    kubectl_stdin(&["apply", "-f", "-"], Some(&role.to_string()));
-    kubeconfig
-}
-
-/// Runs kubectl as the user of `kubeconfig`.
-fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new(kubectl_path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs")
-}
-
-/// Applies `object` as the user of `kubeconfig`.
-fn apply_as(kubeconfig: &Path, object: &Value) {
-    let mut child = Command::new(kubectl_path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["apply", "-f", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    let mut stdin = child.stdin.take().expect("a pipe");
-    stdin
-        .write_all(object.to_string().as_bytes())
-        .expect("kubectl reads");
-    drop(stdin);
-    assert!(child.wait().expect("kubectl ends").success(), "applied");
-}
-
-/// Asserts the API server refused the tenant `args` (403 Forbidden).
-fn refused(kubeconfig: &Path, args: &[&str]) {
-    let output = kubectl_as(kubeconfig, args);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success() && stderr.contains("Forbidden"),
-        "the tenant was not refused {args:?}: {stderr}"
-    );
 }
 
 fn secret_names(namespace: &str) -> Vec<String> {

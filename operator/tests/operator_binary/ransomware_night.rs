@@ -10,50 +10,14 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use neverwiped_contract::RunResult;
-use neverwiped_testkit::program;
 use serde_json::json;
 
 use super::*;
 
 const PASSWORD: &str = "ransomware-night-password-5d1e";
-
-/// rest-server on a loopback port over a scratch folder; stopped when dropped.
-struct RestServer {
-    child: Child,
-    port: u16,
-}
-
-impl RestServer {
-    fn start(data: &Path) -> RestServer {
-        let port = free_port();
-        let child = Command::new(program("rest-server").expect("rest-server on PATH"))
-            .args(["--path", data.to_str().unwrap(), "--no-auth"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("rest-server starts");
-        let started = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "rest-server listens"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        RestServer { child, port }
-    }
-}
-
-impl Drop for RestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// 24 files of text that compresses, 32 KiB to 128 KiB each, in two folders.
 fn write_tree(root: &Path) {
@@ -172,7 +136,7 @@ async fn the_snapshot_before_a_ransomware_night_survives_three_nights_of_keep_la
     let (tree, data) = (scratch.join("app"), scratch.join("rest"));
     std::fs::create_dir_all(&tree).unwrap();
     std::fs::create_dir_all(&data).unwrap();
-    let rest = RestServer::start(&data);
+    let rest = neverwiped_testkit::RestServer::start(&data, None, false);
     create_secret(ns, "app-repository", &[("password", PASSWORD)]);
     create_claim(ns, "app", &[]);
     // Two nights of history with a parent are enough here (the chart's default is three).
@@ -181,7 +145,7 @@ async fn the_snapshot_before_a_ransomware_night_survives_three_nights_of_keep_la
         "operator",
         &[("NEVERWIPED_SUSPICIOUS_MIN_HISTORY", "2")],
     );
-    let repository = format!("http://127.0.0.1:{}/app", rest.port);
+    let repository = rest.url("app");
     apply(&json!({
         "apiVersion": "neverwiped.io/v1alpha1", "kind": "BackupPlan",
         "metadata": {"name": "app", "namespace": ns},

@@ -6,10 +6,12 @@
 
 #![allow(dead_code)]
 
+pub mod alert_rules;
 pub mod chart_render;
 pub mod csi;
 pub mod identity;
 pub mod kubelet;
+pub mod tenant;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
