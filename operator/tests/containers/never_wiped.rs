@@ -345,7 +345,7 @@ async fn the_tenant_deletes_nothing_and_the_snapshot_before_a_ransomware_night_r
         "protectionWindow": {"default": "14d"},
     });
     let operator = OperatorContainer::start_in(
-        ns,
+        Some(ns),
         &world.own_ns,
         "{}",
         &[

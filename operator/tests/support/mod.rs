@@ -8,10 +8,13 @@
 
 pub mod alert_rules;
 pub mod chart_render;
+pub mod containers;
 pub mod csi;
 pub mod identity;
 pub mod kubelet;
+pub mod postgres;
 pub mod tenant;
+pub mod volumes;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
