@@ -5,6 +5,8 @@
 mod backup_changes;
 #[path = "cli/copy.rs"]
 mod copy;
+#[path = "cli/describe.rs"]
+mod describe;
 #[path = "cli/dry_run.rs"]
 mod dry_run;
 #[path = "cli/exact_names.rs"]

@@ -146,6 +146,8 @@ pub enum Command {
     Ls(LsArgs),
     /// Restore a snapshot (or part of it) into a folder.
     Restore(RestoreArgs),
+    /// Say which snapshot a selection means, and what it recorded of its claims and databases.
+    Describe(super::describe::DescribeArgs),
     /// Remove stale locks (of processes that are gone, or not refreshed for 30 minutes).
     Unlock(UnlockArgs),
     /// Verify the repository: structure, and with --read-data every byte.
@@ -440,7 +442,7 @@ pub fn one_line(text: &str) -> String {
 }
 
 /// Each command's name and the operation its result reports: the one table of both.
-const OPERATIONS: [(&str, Operation); 19] = [
+const OPERATIONS: [(&str, Operation); 20] = [
     ("init", Operation::Init),
     ("backup", Operation::Backup),
     ("snapshots", Operation::Snapshots),
@@ -460,6 +462,7 @@ const OPERATIONS: [(&str, Operation); 19] = [
     ("key", Operation::Key),
     ("mount", Operation::Mount),
     ("copy", Operation::Copy),
+    ("describe", Operation::Describe),
 ];
 
 /// The operation of the subcommand called `name` on the command line.
@@ -495,7 +498,7 @@ where
     Ok((cli, operation))
 }
 
-fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+pub fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|time| time.with_timezone(&chrono::Utc))
         .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-11-30T02:00:00Z: {e}"))
@@ -580,7 +583,11 @@ mod tests {
     #[test]
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
-        let examples: [(&[&str], Operation); 17] = [
+        let examples: [(&[&str], Operation); 18] = [
+            (
+                &["describe", "latest", "--host", "shop/nightly"],
+                Operation::Describe,
+            ),
             (&["repair", "index"], Operation::Repair),
             (&["cat", "config"], Operation::Cat),
             (&["tag", "--add", "a"], Operation::Tag),
