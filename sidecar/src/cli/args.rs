@@ -272,7 +272,7 @@ pub struct RestoreArgs {
     #[arg(long)]
     pub host: Option<String>,
     /// With `latest`: the newest snapshot taken before this time (RFC 3339).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = super::durations::parse_time)]
     pub before: Option<chrono::DateTime<chrono::Utc>>,
     /// What to do where the target already holds an entry that is not a folder: always (replace
     /// it), if-changed (replace it unless it is a file with the snapshot's content: same size and
@@ -289,6 +289,17 @@ pub struct RestoreArgs {
     /// (at most 8 MiB); more keeps more fetches in flight from a distant gate [default: 32M].
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
     pub fetch_memory: Option<u64>,
+}
+
+impl RestoreArgs {
+    /// Which snapshot the restore means.
+    pub fn selection(&self) -> super::select::Selection<'_> {
+        super::select::Selection {
+            snapshot: &self.snapshot,
+            host: self.host.as_deref(),
+            before: self.before,
+        }
+    }
 }
 
 fn parse_overwrite(text: &str) -> Result<neverwiped::restore::Overwrite, String> {
@@ -496,12 +507,6 @@ where
     })?;
     let cli = Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))?;
     Ok((cli, operation))
-}
-
-pub fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|time| time.with_timezone(&chrono::Utc))
-        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-11-30T02:00:00Z: {e}"))
 }
 
 fn parse_snapshot_time(text: &str) -> Result<chrono::DateTime<chrono::FixedOffset>, String> {

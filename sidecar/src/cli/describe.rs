@@ -3,7 +3,7 @@
 //! creates claims from the snapshot or restores all it holds, then restores that very snapshot
 //! by id: the claims and the data come from one snapshot.
 
-use super::{locks, select, Outcome};
+use super::{select, Outcome};
 use anyhow::Result;
 use neverwiped::repository::Repository;
 use neverwiped_contract::record::RecordedSources;
@@ -18,7 +18,7 @@ pub struct DescribeArgs {
     #[arg(long)]
     pub host: Option<String>,
     /// With `latest`: the newest snapshot taken before this time (RFC 3339).
-    #[arg(long, value_parser = super::args::parse_time)]
+    #[arg(long, value_parser = super::durations::parse_time)]
     pub before: Option<chrono::DateTime<chrono::Utc>>,
 }
 
@@ -30,8 +30,7 @@ pub async fn describe(repo: &Repository, args: &DescribeArgs, json: bool) -> Res
         host: args.host.as_deref(),
         before: args.before,
     };
-    let (id, snapshot) =
-        locks::read_locked(repo, "describe", select::for_restore(repo, &selection)).await?;
+    let (id, snapshot) = select::for_restore(repo, &selection).await?;
     let mut sources = snapshot.sources.clone();
     neverwiped_contract::fit_described_sources(&mut sources)?;
     if json {

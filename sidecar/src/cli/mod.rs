@@ -254,7 +254,8 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         }
         Command::Restore(args) => restore_snapshot(cli, args, record).await,
         Command::Describe(args) => {
-            describe::describe(&open_repository(cli, record).await?, args, cli.json).await
+            let repo = open_repository(cli, record).await?;
+            locks::read_locked(&repo, "describe", describe::describe(&repo, args, cli.json)).await
         }
         Command::Check(args) => {
             maintenance::check(&open_indexed(cli, record).await?, args, cli.json).await
@@ -495,7 +496,7 @@ async fn restore_snapshot(cli: &Cli, args: &RestoreArgs, record: &RunRecord) -> 
     };
     let database_restores = databases::DatabaseRestores::enter(args, &record.databases)?;
     let repo = open_indexed(cli, record).await?;
-    let (snapshot_id, snapshot) = select::for_restore(&repo, &args.into()).await?;
+    let (snapshot_id, snapshot) = select::for_restore(&repo, &args.selection()).await?;
     let mut options = RestoreOptions::new(target);
     options.filter = args.patterns.filter()?;
     options.existing = restore::ExistingPolicy {

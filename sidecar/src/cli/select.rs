@@ -1,7 +1,6 @@
 //! Which snapshot a command means: `latest` (with `--host`/`--before`) or an id prefix
 //! (the engine's [`neverwiped::selection`], in the CLI's words).
 
-use super::args::RestoreArgs;
 use anyhow::{bail, Result};
 use neverwiped::format::snapshot::Snapshot;
 use neverwiped::ids::SnapshotId;
@@ -28,21 +27,12 @@ fn warn_of_unknown_members((id, snapshot): &(SnapshotId, Snapshot)) {
     }
 }
 
-/// The snapshot a command means: `restore`'s and `describe`'s arguments.
+/// The snapshot a command means: `restore`'s and `describe`'s arguments
+/// (`RestoreArgs::selection`).
 pub struct Selection<'a> {
     pub snapshot: &'a str,
     pub host: Option<&'a str>,
     pub before: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-impl<'a> From<&'a RestoreArgs> for Selection<'a> {
-    fn from(args: &'a RestoreArgs) -> Selection<'a> {
-        Selection {
-            snapshot: &args.snapshot,
-            host: args.host.as_deref(),
-            before: args.before,
-        }
-    }
 }
 
 /// The snapshot a restore means. `--host` and `--before` choose among snapshots for `latest`; an
