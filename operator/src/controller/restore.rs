@@ -476,17 +476,13 @@ fn start_restore(
         });
     }
     let status = &mut decision.status;
-    status.created_claims = decision
-        .create_claims
-        .iter()
-        .map(|c| c.name_any())
-        .collect();
-    status.existing_claims = (restore.spec.volumes.iter())
-        .map(|v| &v.target_claim_name)
-        .filter(|name| observed.claims.contains_key(*name))
-        .filter(|name| !status.created_claims.contains(name))
-        .cloned()
-        .collect();
+    // A claim this Restore made on an earlier try (its label says so) is one it created too.
+    let (made_before, existed): (Vec<_>, Vec<_>) = (restore.spec.volumes.iter())
+        .filter_map(|v| observed.claims.get(&v.target_claim_name))
+        .partition(|claim| created_by_restore(claim, &restore.name_any()));
+    let made_now = decision.create_claims.iter();
+    status.created_claims = made_now.chain(made_before).map(|c| c.name_any()).collect();
+    status.existing_claims = existed.iter().map(|c| c.name_any()).collect();
     status.phase = Some(RestorePhase::Running);
     status.job_name = job.metadata.name.clone();
     status.start_time = status.start_time.clone().or(Some(Time(now)));

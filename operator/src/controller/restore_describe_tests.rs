@@ -177,3 +177,31 @@ fn a_failed_describe_fails_the_restore_with_the_sidecars_reason() {
     assert_eq!(complete.reason, "DescribeFailed");
     assert!(decision.create_job.is_none() && decision.delete_job.is_none());
 }
+
+#[test]
+fn claims_that_existed_are_restored_into_and_those_made_on_an_earlier_try_count_as_created() {
+    let mut restore = restore(&[("fast", "standard")]);
+    restore.spec.volumes.push(crate::api::RestoreVolume {
+        source_claim_name: "data".into(),
+        target_claim_name: "data-live".into(),
+        create_claim: None,
+        includes: vec![],
+    });
+    let claim = |name: &str, label: Option<&str>| {
+        let mut claim = k8s_openapi::api::core::v1::PersistentVolumeClaim::default();
+        claim.metadata.name = Some(name.into());
+        claim.metadata.labels =
+            label.map(|l| [(crate::job::LABEL_RESTORE.to_owned(), l.to_owned())].into());
+        claim
+    };
+    let mut seen = observed(described());
+    seen.claims
+        .insert("data-restored".into(), claim("data-restored", Some("back")));
+    seen.claims
+        .insert("data-live".into(), claim("data-live", None));
+    let decision = decide(&restore, &seen, now(), &Settings::with_image("s"));
+    assert!(decision.create_claims.is_empty(), "both exist");
+    assert_eq!(decision.status.created_claims, ["data-restored"]);
+    assert_eq!(decision.status.existing_claims, ["data-live"]);
+    assert!(decision.create_job.is_some());
+}
