@@ -6,7 +6,7 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::{Api, ResourceExt};
-use neverwiped_contract::record::{RecordedClaim, RecordedSources};
+use neverwiped_contract::record::{RecordedClaim, RecordedDatabase, RecordedSources};
 use neverwiped_contract::{ExitStatus, Operation, RunResult};
 use serde_json::{json, Value};
 
@@ -34,6 +34,20 @@ fn record() -> RecordedSources {
             claim("orders", "10Gi", Some("fast-ssd")),
             claim("uploads", "5Gi", Some("fast-ssd")),
             claim("reports", "1Gi", None),
+        ],
+        databases: vec![
+            RecordedDatabase {
+                name: "orders".into(),
+                engine: "postgresql".into(),
+                server_version: Some("16.4".into()),
+                databases: vec!["shop".into()],
+                ..RecordedDatabase::default()
+            },
+            RecordedDatabase {
+                name: "legacy".into(),
+                engine: "mariadb".into(),
+                ..RecordedDatabase::default()
+            },
         ],
         ..RecordedSources::default()
     }
@@ -143,6 +157,7 @@ async fn a_restore_from_the_snapshot_creates_the_recorded_claims_and_restores_th
         "createClaims": "FromSnapshot",
         "storageClassMapping": [{"from": "fast-ssd", "to": class.0}],
         "minimumClaimSize": "2Gi",
+        "allDatabases": {"host": "db-new.shop.svc", "credentialsSecretRef": {"name": "pg-backup"}},
     });
     apply(&restore(ns, "whole-plan", spec));
 
@@ -210,7 +225,23 @@ async fn a_restore_from_the_snapshot_creates_the_recorded_claims_and_restores_th
         );
     }
     assert_eq!(claim_names(&job), ["orders", "reports", "uploads"]);
-    assert_eq!(secret_names(&describe), secret_names(&job));
+    // Every recorded database into the one server named, each by its recorded engine.
+    let databases: Vec<&str> = (args.windows(2))
+        .filter(|w| w[0] == "--database")
+        .map(|w| w[1].as_str())
+        .collect();
+    assert_eq!(
+        databases,
+        [
+            "orders=postgresql://$(NEVERWIPED_DB_USERNAME_ORDERS)@db-new.shop.svc:5432",
+            "legacy=mariadb://$(NEVERWIPED_DB_USERNAME_LEGACY)@db-new.shop.svc:3306",
+        ]
+    );
+    // The repository's Secrets as the describe Job had them, and the databases' login.
+    assert_eq!(
+        secret_names(&job),
+        ["gate-login", "pg-backup", "pg-backup", "shop-repository"]
+    );
 
     // Created as recorded: the class mapped, the size at least the minimum, nothing owns them.
     let orders = claims.get("orders").await.expect("orders was created");
