@@ -79,6 +79,17 @@ impl DatabaseType {
         }
     }
 
+    /// The engine a snapshot recorded (the scheme of its `--database` URI).
+    pub fn from_uri_scheme(scheme: &str) -> Option<DatabaseType> {
+        [
+            DatabaseType::Postgresql,
+            DatabaseType::Mariadb,
+            DatabaseType::Mysql,
+        ]
+        .into_iter()
+        .find(|engine| engine.uri_scheme() == scheme)
+    }
+
     /// The engine's usual port, used when a database does not name one.
     pub fn default_port(self) -> u16 {
         match self {

@@ -146,6 +146,16 @@ reasons! {
     SnapshotFailed => "SnapshotFailed",
     /// The sidecar reported a failure of the restore.
     RestoreFailed => "RestoreFailed",
+    /// The sidecar could not describe the snapshot a Restore needs the record of (the message
+    /// says why: a record too large for a termination message says what to do instead).
+    DescribeFailed => "DescribeFailed",
+    /// A claim the Restore creates from the snapshot's record is of a StorageClass this cluster
+    /// lacks, and `storageClassMapping` maps it to none.
+    StorageClassNotFound => "StorageClassNotFound",
+    /// The snapshot's record lacks what the Restore needs of it: a claim a volume restores, a
+    /// claim's size (without `minimumClaimSize`), or any claim or database at all for
+    /// `allVolumes` or `allDatabases`.
+    NotInSnapshotRecord => "NotInSnapshotRecord",
     /// The repository holds no snapshot of the Restore's origin that matches (`latest`,
     /// `takenBefore`, or the id); the message lists the origins it holds.
     SnapshotNotFound => "SnapshotNotFound",
@@ -191,6 +201,10 @@ reasons! {
     MissedRuns => "MissedRuns",
     /// A restore Job was created.
     RestoreStarted => "RestoreStarted",
+    /// A describe Job was created: it reads the record of the snapshot a Restore restores.
+    DescribeStarted => "DescribeStarted",
+    /// The describe Job named the snapshot a Restore restores, and its record.
+    SnapshotDescribed => "SnapshotDescribed",
     /// A restore finished.
     RestoreSucceeded => "RestoreSucceeded",
     /// A PersistentVolumeClaim was created for a restore.

@@ -19,6 +19,9 @@ pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
 /// is a DNS-1123 label, a plan a subdomain).
 pub const ORIGIN_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
+/// CEL, on the spec: something to restore, listed or taken from the snapshot's record.
+pub const AT_LEAST_ONE_ENTRY_RULE: &str = "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0) || (has(self.allVolumes) && self.allVolumes) || has(self.allDatabases)";
+
 /// CEL, on the spec: the snapshots come from exactly one place.
 pub const ONE_SOURCE_RULE: &str = "has(self.backupPlanName) != has(self.repository)";
 
@@ -48,9 +51,12 @@ pub const ONE_SOURCE_RULE: &str = "has(self.backupPlanName) != has(self.reposito
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(
-    validation = Rule::new(
-        "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0)"
-    ).message("a Restore needs at least one entry in volumes or databases"),
+    validation = Rule::new(AT_LEAST_ONE_ENTRY_RULE)
+        .message("a Restore needs at least one entry in volumes or databases, or allVolumes: true, or allDatabases"),
+    validation = Rule::new("!has(self.storageClassMapping) || has(self.createClaims)")
+        .message("storageClassMapping maps the classes of the claims created from the snapshot: set createClaims: FromSnapshot"),
+    validation = Rule::new("!has(self.minimumClaimSize) || has(self.createClaims)")
+        .message("minimumClaimSize sizes the claims created from the snapshot: set createClaims: FromSnapshot"),
     validation = Rule::new("!has(self.takenBefore) || self.snapshot == 'latest'")
         .message("takenBefore picks the newest snapshot before a time; use it with snapshot: latest"),
     validation = Rule::new(ONE_SOURCE_RULE)
@@ -69,10 +75,34 @@ pub struct RestoreSpec {
     /// With `snapshot: latest`, the newest snapshot taken before this time (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taken_before: Option<Time>,
-    /// Where each backed-up volume goes.
+    /// Where each backed-up volume goes. With `allVolumes`, an entry here sets the target (and
+    /// the includes) of its volume; the others go into claims of their recorded names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub volumes: Vec<RestoreVolume>,
+    /// Restores every volume the snapshot recorded a claim of (a snapshot of a BackupPlan
+    /// records each), each into the claim of the recorded name unless `volumes` lists it: the
+    /// whole plan in one Restore. The operator first reads the snapshot's record (a describe
+    /// Job) and then restores that very snapshot.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_volumes: bool,
+    /// `FromSnapshot`: each target claim that does not exist is created as the snapshot
+    /// recorded its source claim (size, storage class, access and volume modes, labels and
+    /// annotations), before the restore; a claim that exists is restored into, as
+    /// `onNonEmptyTarget` says. The claims are not owned by the Restore: deleting it keeps them.
+    /// By default only the entries with `createClaim` create claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_claims: Option<ClaimCreation>,
+    /// With `createClaims: FromSnapshot`: the StorageClass to create a claim of in place of the
+    /// one the snapshot recorded, for a cluster that lacks it (`kubectl get storageclasses`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["from"]))]
+    pub storage_class_mapping: Vec<StorageClassMapping>,
+    /// With `createClaims: FromSnapshot`: the smallest size of a created claim, e.g. `50Gi`. A
+    /// claim is created at the larger of this and its recorded size, never smaller than it was;
+    /// a claim recorded without a size gets this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum_claim_size: Option<Quantity>,
     /// What the restore does where a target volume already holds entries. `Overwrite` (the
     /// default, `restore --overwrite if-changed`): an entry of the snapshot replaces what stands
     /// at its path, except a file that already holds the snapshot's content (left, given the
@@ -85,10 +115,17 @@ pub struct RestoreSpec {
     /// replaced by a file only under `Mirror` (otherwise it stays and the Restore reports it).
     #[serde(default)]
     pub on_non_empty_target: VolumeTargetPolicy,
-    /// Where each dumped database goes.
+    /// Where each dumped database goes. With `allDatabases`, an entry here sets the target of
+    /// its database; without `type`, its engine is the plan's entry's, else the recorded one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub databases: Vec<RestoreDatabase>,
+    /// Restores every database the snapshot holds a dump of into this server, each with the
+    /// engine the snapshot recorded, unless `databases` lists it. The snapshot does not know
+    /// where its databases should go now, so the server is named here (one server for all;
+    /// list the databases of another engine in `databases`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_databases: Option<DatabaseTarget>,
     /// Placement and resources of the restore Job's pod; by default the plan's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodSettings>,
@@ -164,6 +201,61 @@ pub struct RestoreVolume {
         inner(length(min = 1, max = 4096), regex(pattern = PATH_PATTERN))
     )]
     pub includes: Vec<String>,
+}
+
+/// `FromSnapshot`: each target claim that does not exist is created as the snapshot recorded its
+/// source claim (size, storage class, access and volume modes, labels and annotations), before
+/// the restore; a claim that exists is restored into, as `onNonEmptyTarget` says. The claims are
+/// not owned by the Restore: deleting it keeps them. By default only the entries with
+/// `createClaim` create claims.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ClaimCreation {
+    /// Each target claim that does not exist is created as the snapshot recorded its source.
+    FromSnapshot,
+}
+
+/// A StorageClass the snapshot recorded, and the one of this cluster to create its claims of.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct StorageClassMapping {
+    /// The StorageClass the snapshot recorded.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    pub from: String,
+    /// The StorageClass of this cluster to create the claim of.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    pub to: String,
+}
+
+/// The database server every database of the snapshot is restored into (`allDatabases`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseTarget {
+    /// Host name or address of the target server.
+    #[schemars(length(min = 1, max = 253), regex(pattern = HOST_PATTERN))]
+    pub host: String,
+    /// Port of the target server; by default 5432 for PostgreSQL and 3306 for MariaDB and MySQL
+    /// (each database's recorded engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// User name and password to restore with.
+    pub credentials_secret_ref: CredentialsSecretRef,
+    /// As a database entry's `onNonEmptyTarget`, for every database restored here.
+    #[serde(default)]
+    pub on_non_empty_target: NonEmptyTargetPolicy,
+}
+
+impl DatabaseTarget {
+    /// The entry that restores the dump `name`, of `engine`, into this server.
+    pub fn entry(&self, name: &str, engine: Option<DatabaseType>) -> RestoreDatabase {
+        RestoreDatabase {
+            name: name.to_owned(),
+            engine,
+            host: self.host.clone(),
+            port: self.port,
+            credentials_secret_ref: self.credentials_secret_ref.clone(),
+            on_non_empty_target: self.on_non_empty_target,
+        }
+    }
 }
 
 /// A PersistentVolumeClaim the Restore creates.
@@ -261,6 +353,8 @@ pub enum RestorePhase {
     /// Waiting: for the plan, the Secrets or the target volumes.
     #[default]
     Pending,
+    /// The describe Job reads which snapshot is restored and what it recorded.
+    Describing,
     /// The restore Job runs.
     Running,
     /// Everything asked for was restored.
@@ -292,6 +386,16 @@ pub struct RestoreStatus {
     /// The Job that restores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_name: Option<String>,
+    /// The Job that read the snapshot's record first (`createClaims: FromSnapshot`,
+    /// `allVolumes`, `allDatabases`); the restore Job then restores that snapshot by id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub describe_job_name: Option<String>,
+    /// The claims the Restore created (they stay when it is deleted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created_claims: Vec<String>,
+    /// The target claims that existed and were restored into.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub existing_claims: Vec<String>,
     /// The snapshot restored (its full id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,

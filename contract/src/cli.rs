@@ -449,6 +449,35 @@ pub struct RestoreArgs {
     pub delete: bool,
 }
 
+/// `neverwiped-sidecar describe SNAPSHOT --repo URL --result-file PATH [--host H] [--before T]`:
+/// which snapshot `restore` with the same selection would restore, and its record of claims and
+/// databases, in the result ([`crate::RunResult::sources`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribeArgs {
+    pub snapshot: String,
+    /// As for [`BackupArgs::repository`].
+    pub repository: RepositoryLocation,
+    pub result_file: String,
+    pub host: Option<String>,
+    /// RFC 3339 time: with `latest`, the newest snapshot taken before it.
+    pub before: Option<String>,
+}
+
+impl DescribeArgs {
+    /// The arguments after the binary's name, starting with the subcommand.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["describe".to_owned(), self.snapshot.clone()];
+        push_repository_args(&mut args, &self.repository, &self.result_file);
+        for (flag, value) in [("--host", &self.host), ("--before", &self.before)] {
+            if let Some(value) = value {
+                args.push(flag.into());
+                args.push(value.clone());
+            }
+        }
+        args
+    }
+}
+
 /// The sidecar's `restore --overwrite` policies (restic's): when a restore replaces an entry that
 /// stands where a file, symlink or special file of the snapshot goes. A folder of the snapshot
 /// replaces whatever non-folder is in its way under every policy, as restic's does: nothing below

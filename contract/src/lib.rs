@@ -126,6 +126,8 @@ pub enum Operation {
     Repair,
     /// `copy`: snapshots of another repository stored in this one.
     Copy,
+    /// `describe`: which snapshot a selection means, and what it recorded of its sources.
+    Describe,
 }
 
 /// One database dump that was part of a backup.
@@ -288,6 +290,10 @@ pub struct RunResult {
     /// What a backup changed against its parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<ChangeStats>,
+    /// `describe`: what the snapshot recorded of its claims and databases, made to fit
+    /// ([`RunResult::fit_sources`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<record::RecordedSources>,
 }
 
 /// Whether `text` can be a key object's id as [`RunResult::key_id`] carries it: 64 lowercase hex
@@ -329,10 +335,98 @@ impl RunResult {
         }
     }
 
+    /// Makes the result fit in a termination message with its [`RunResult::sources`] whole: the
+    /// annotations of the claims are left out (and said so) when the record is too large with
+    /// them. Warnings and listed snapshots are never traded for the record, which the operator
+    /// needs whole; a record too large even so is an error that says how large it is.
+    pub fn fit_sources(&mut self) -> Result<(), SourcesTooLarge> {
+        let Some(sources) = self.sources.as_mut() else {
+            return Ok(());
+        };
+        sources.unknown.clear();
+        for claim in &mut sources.claims {
+            claim.unknown.clear();
+        }
+        for database in &mut sources.databases {
+            database.unknown.clear();
+        }
+        let mut fixed = self.clone();
+        fixed.warnings.clear();
+        fixed.error = None;
+        let size =
+            |result: &RunResult| serde_json::to_string(result).map_or(usize::MAX, |j| j.len());
+        if size(&fixed) <= TERMINATION_MESSAGE_MAX_BYTES {
+            return Ok(());
+        }
+        let sources = fixed.sources.get_or_insert_default();
+        for claim in &mut sources.claims {
+            if !claim.annotations.is_empty() {
+                claim.annotations.clear();
+                claim.annotations_left_out = true;
+            }
+        }
+        let bytes = size(&fixed);
+        if bytes > TERMINATION_MESSAGE_MAX_BYTES {
+            let sources = fixed.sources.unwrap_or_default();
+            return Err(SourcesTooLarge {
+                bytes,
+                claims: sources.claims.len(),
+                databases: sources.databases.len(),
+            });
+        }
+        self.sources = fixed.sources;
+        Ok(())
+    }
+
     /// Reads a result written by the sidecar.
     pub fn from_json(text: &str) -> Result<RunResult, serde_json::Error> {
         serde_json::from_str(text)
     }
+}
+
+/// Makes `sources` fit a `describe` result ([`RunResult::fit_sources`]), measured beside the
+/// largest fixed fields such a result has, so that the result written later fits too.
+pub fn fit_described_sources(sources: &mut record::RecordedSources) -> Result<(), SourcesTooLarge> {
+    let long_time = "2026-11-30T01:00:00.123456789+00:00".to_owned();
+    let mut probe = RunResult {
+        version: RESULT_FORMAT_VERSION,
+        operation: Operation::Describe,
+        status: ExitStatus::Success,
+        snapshot_id: Some("f".repeat(64)),
+        snapshot_time: Some(long_time.clone()),
+        started_at: long_time.clone(),
+        finished_at: long_time,
+        duration_secs: 1e9,
+        files: u64::MAX,
+        bytes_read: u64::MAX,
+        bytes_added: u64::MAX,
+        bytes_transferred: u64::MAX,
+        databases: Vec::new(),
+        warnings_total: u64::MAX,
+        warnings: Vec::new(),
+        error: None,
+        repository: None,
+        snapshots_forgotten: None,
+        prune: None,
+        check: None,
+        host_snapshots: None,
+        key_id: Some("f".repeat(64)),
+        changes: None,
+        sources: Some(std::mem::take(sources)),
+    };
+    let fitted = probe.fit_sources();
+    *sources = probe.sources.take().unwrap_or_default();
+    fitted
+}
+
+/// A snapshot's record that does not fit in a termination message, even without its claims'
+/// annotations.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the snapshot's record of {claims} claim(s) and {databases} database(s) takes {bytes} bytes as a result, more than the {max} bytes Kubernetes keeps of a termination message: restore with explicit spec.volumes (each with createClaim) and spec.databases instead, or recreate the claims with `kubectl neverwiped restore --create-claims`, which reads the record itself", max = TERMINATION_MESSAGE_MAX_BYTES)]
+pub struct SourcesTooLarge {
+    pub bytes: usize,
+    pub claims: usize,
+    pub databases: usize,
 }
 
 fn truncate_at_char_boundary(text: &mut String, max_len: usize) {
@@ -382,6 +476,7 @@ mod tests {
             }),
             key_id: Some("5f".repeat(32)),
             changes: None,
+            sources: None,
         }
     }
 
@@ -512,5 +607,86 @@ mod tests {
         assert_eq!(ExitStatus::Terminated.code(), 143);
         assert_eq!(ExitStatus::WrongPassword.code(), 12);
         assert_eq!(ExitStatus::from_code(77), ExitStatus::Failed);
+    }
+
+    fn recorded_claim(n: usize, annotation_bytes: usize) -> record::RecordedClaim {
+        record::RecordedClaim {
+            path: format!("/data/claim-{n}"),
+            name: format!("claim-{n}"),
+            requested_size: Some("10Gi".into()),
+            storage_class_name: Some("fast-ssd".into()),
+            access_modes: vec!["ReadWriteOnce".into()],
+            volume_mode: Some("Filesystem".into()),
+            labels: [("app".to_owned(), "shop".to_owned())].into(),
+            annotations: [("example.com/note".to_owned(), "n".repeat(annotation_bytes))].into(),
+            ..record::RecordedClaim::default()
+        }
+    }
+
+    fn described(claims: usize, annotation_bytes: usize) -> RunResult {
+        RunResult {
+            operation: Operation::Describe,
+            status: ExitStatus::Success,
+            host_snapshots: None,
+            repository: None,
+            snapshots_forgotten: None,
+            warnings: vec!["w".repeat(3000)],
+            warnings_total: 1,
+            sources: Some(record::RecordedSources {
+                claims: (0..claims)
+                    .map(|n| recorded_claim(n, annotation_bytes))
+                    .collect(),
+                databases: vec![record::RecordedDatabase {
+                    name: "orders".into(),
+                    engine: "postgresql".into(),
+                    server_version: Some("16.4".into()),
+                    databases: vec!["orders".into(), "audit".into()],
+                    ..record::RecordedDatabase::default()
+                }],
+                ..record::RecordedSources::default()
+            }),
+            ..sample()
+        }
+    }
+
+    #[test]
+    fn a_record_that_fits_is_carried_whole_and_warnings_give_way_to_it() {
+        let mut result = described(4, 40);
+        let expected = result.sources.clone();
+        result.fit_sources().unwrap();
+        assert_eq!(result.sources, expected);
+        let message = result.to_termination_message();
+        assert!(message.len() <= TERMINATION_MESSAGE_MAX_BYTES);
+        let parsed = RunResult::from_json(&message).unwrap();
+        assert_eq!(parsed.sources, expected, "the record is never cut");
+        assert!(parsed.warnings.is_empty() && parsed.warnings_total == 1);
+    }
+
+    #[test]
+    fn annotations_are_left_out_and_said_so_when_the_record_is_too_large_with_them() {
+        let mut result = described(6, 600);
+        result.fit_sources().unwrap();
+        let sources = result.sources.as_ref().unwrap();
+        assert!(sources
+            .claims
+            .iter()
+            .all(|c| c.annotations.is_empty() && c.annotations_left_out));
+        assert_eq!(sources.claims[5].labels["app"], "shop");
+        let parsed = RunResult::from_json(&result.to_termination_message()).unwrap();
+        assert_eq!(parsed.sources, result.sources);
+    }
+
+    #[test]
+    fn a_record_too_large_even_without_annotations_is_an_error_that_says_what_to_do() {
+        let mut result = described(40, 10);
+        let error = result.fit_sources().unwrap_err();
+        assert_eq!((error.claims, error.databases), (40, 1));
+        assert!(error.bytes > TERMINATION_MESSAGE_MAX_BYTES);
+        let text = error.to_string();
+        assert!(text.contains("4096 bytes"), "{text}");
+        assert!(
+            text.contains("createClaim") && text.contains("--create-claims"),
+            "{text}"
+        );
     }
 }

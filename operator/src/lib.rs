@@ -29,6 +29,7 @@ pub mod plan;
 pub mod protection;
 pub mod recorder;
 pub mod restore_access;
+pub mod restore_record;
 pub mod restore_source;
 pub mod schedule;
 pub mod status;

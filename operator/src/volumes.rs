@@ -521,6 +521,11 @@ mod tests {
                 databases: vec![],
                 pod: None,
                 mover: None,
+                all_volumes: false,
+                create_claims: None,
+                storage_class_mapping: Vec::new(),
+                minimum_claim_size: None,
+                all_databases: None,
             },
         );
         restore.metadata.namespace = Some("shop".into());

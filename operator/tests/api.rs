@@ -251,6 +251,37 @@ fn taken_before_goes_with_latest_only() {
 }
 
 #[test]
+fn a_whole_plan_restore_needs_no_listed_entry_but_something_to_restore() {
+    let nothing = "a Restore needs at least one entry in volumes or databases, or allVolumes: true, or allDatabases";
+    let empty = restore(json!({"volumes": []}));
+    assert_eq!(cel::<Restore>(&empty, None), Err(vec![nothing.into()]));
+    let all_off = restore(json!({"volumes": [], "allVolumes": false}));
+    assert_eq!(cel::<Restore>(&all_off, None), Err(vec![nothing.into()]));
+    let all_volumes = restore(json!({"volumes": [], "allVolumes": true}));
+    assert_eq!(cel::<Restore>(&all_volumes, None), Ok(()));
+    let target = json!({"host": "db.shop.svc", "credentialsSecretRef": {"name": "db-admin"}});
+    let all_databases = restore(json!({"volumes": [], "allDatabases": target}));
+    assert_eq!(cel::<Restore>(&all_databases, None), Ok(()));
+}
+
+#[test]
+fn claim_rules_go_with_claims_created_from_the_snapshot() {
+    let mapping = json!([{"from": "fast-ssd", "to": "standard"}]);
+    let without = restore(json!({"storageClassMapping": mapping, "minimumClaimSize": "10Gi"}));
+    assert_eq!(
+        cel::<Restore>(&without, None),
+        Err(vec![
+            "storageClassMapping maps the classes of the claims created from the snapshot: set createClaims: FromSnapshot".into(),
+            "minimumClaimSize sizes the claims created from the snapshot: set createClaims: FromSnapshot".into(),
+        ])
+    );
+    let with = restore(json!({
+        "createClaims": "FromSnapshot", "storageClassMapping": mapping, "minimumClaimSize": "10Gi",
+    }));
+    assert_eq!(cel::<Restore>(&with, None), Ok(()));
+}
+
+#[test]
 fn a_restore_cannot_be_changed_once_created() {
     let old = restore(json!({}));
     let changed = restore(json!({"snapshot": "4f2a9c1b"}));

@@ -10,6 +10,8 @@ mod support;
 mod ransomware_night;
 #[path = "operator_binary/rbac_rules.rs"]
 mod rbac_rules;
+#[path = "operator_binary/restore_from_snapshot.rs"]
+mod restore_from_snapshot;
 #[path = "operator_binary/suspicious_change.rs"]
 mod suspicious_change;
 

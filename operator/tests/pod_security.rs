@@ -921,6 +921,11 @@ fn restore(mover: &Mover) -> Job {
             }],
             pod: None,
             mover: None,
+            all_volumes: false,
+            create_claims: None,
+            storage_class_mapping: Vec::new(),
+            minimum_claim_size: None,
+            all_databases: None,
         },
     );
     restore.metadata.namespace = Some("shop".into());

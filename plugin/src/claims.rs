@@ -6,13 +6,10 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::ObjectMeta;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use neverwiped::format::snapshot::Snapshot;
+use neverwiped_api::recorded_claims::{claim_from_record, ClaimFromRecordError, ClaimRules};
 use neverwiped_contract::record::RecordedClaim;
 
 use crate::cluster::Cluster;
@@ -77,43 +74,23 @@ pub fn from_snapshot(
         .collect()
 }
 
-/// The PersistentVolumeClaim `name` of `namespace` as `recorded` was, its class mapped.
+/// The PersistentVolumeClaim `name` of `namespace` as `recorded` was, its class mapped (the
+/// operator's `createClaims: FromSnapshot` makes them alike).
 fn claim_object(
     recorded: &RecordedClaim,
     name: &str,
     namespace: &str,
     classes: &BTreeMap<String, String>,
 ) -> Result<PersistentVolumeClaim> {
-    let Some(size) = &recorded.requested_size else {
-        bail!(
-            "the snapshot records no size for claim {:?}: create it yourself",
-            recorded.name
-        );
+    let rules = ClaimRules {
+        classes: classes.clone(),
+        minimum_size: None,
     };
-    let class = recorded
-        .storage_class_name
-        .as_ref()
-        .map(|class| classes.get(class).unwrap_or(class).clone());
-    let non_empty = |map: &BTreeMap<String, String>| (!map.is_empty()).then(|| map.clone());
-    Ok(PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            labels: non_empty(&recorded.labels),
-            annotations: non_empty(&recorded.annotations),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(recorded.access_modes.clone()),
-            storage_class_name: class,
-            volume_mode: recorded.volume_mode.clone(),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some([("storage".to_owned(), Quantity(size.clone()))].into()),
-                ..VolumeResourceRequirements::default()
-            }),
-            ..PersistentVolumeClaimSpec::default()
-        }),
-        status: None,
+    claim_from_record(recorded, name, namespace, &rules).map_err(|error| match error {
+        ClaimFromRecordError::NoSize { claim } => {
+            anyhow::anyhow!("the snapshot records no size for claim {claim:?}: create it yourself")
+        }
+        other => other.into(),
     })
 }
 

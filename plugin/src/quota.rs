@@ -12,39 +12,10 @@ const STORAGE: &str = "requests.storage";
 const CLAIMS: &str = "persistentvolumeclaims";
 const CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
 
-/// Bytes of a Kubernetes quantity (`10Gi`, `500M`, `1.5T`, `2e9`, `100m`), rounded up.
+/// Bytes of a Kubernetes quantity (`10Gi`, `500M`, `1.5T`, `2e9`, `100m`), rounded up: the
+/// reading the operator's claims from a snapshot use too.
 pub fn quantity_bytes(text: &str) -> Result<u64> {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| anyhow::anyhow!("{text:?} is not a quantity such as 10Gi or 500M"))?;
-    let factor = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        exponent if exponent.starts_with(['e', 'E']) => {
-            let power: i32 = exponent[1..]
-                .parse()
-                .map_err(|_| anyhow::anyhow!("{text:?} is not a quantity such as 10Gi or 2e9"))?;
-            10f64.powi(power)
-        }
-        _ => bail!("{text:?} is not a quantity such as 10Gi or 500M"),
-    };
-    Ok((value * factor).ceil() as u64)
+    Ok(neverwiped_api::recorded_claims::quantity_bytes(text)?)
 }
 
 /// The storage `claim` requests, as written (`10Gi`); empty when it names none.

@@ -267,6 +267,11 @@ fn new_restore(
             databases: Vec::new(),
             pod: None,
             mover: None,
+            all_volumes: false,
+            create_claims: None,
+            storage_class_mapping: Vec::new(),
+            minimum_claim_size: None,
+            all_databases: None,
         },
         status: None,
     }
@@ -317,7 +322,7 @@ pub async fn restore(cluster: &Cluster, restore: Restore, wait: bool) -> Result<
                 ))
                 .into())
             }
-            RestorePhase::Pending | RestorePhase::Running => {}
+            RestorePhase::Pending | RestorePhase::Describing | RestorePhase::Running => {}
         }
         tokio::time::sleep(POLL_INTERVAL).await;
     }

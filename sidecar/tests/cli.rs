@@ -5,6 +5,8 @@
 mod backup_changes;
 #[path = "cli/copy.rs"]
 mod copy;
+#[path = "cli/describe.rs"]
+mod describe;
 #[path = "cli/dry_run.rs"]
 mod dry_run;
 #[path = "cli/exact_names.rs"]
@@ -2146,7 +2148,8 @@ async fn retry_lock_waits_for_another_holder_and_gives_up_after_its_duration() {
 #[test]
 fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
     use neverwiped_contract::cli::{
-        BackupArgs, CheckArgs, DatabaseArg, KeepRules, PruneArgs, RestoreArgs, ScopedSelection,
+        BackupArgs, CheckArgs, DatabaseArg, DescribeArgs, KeepRules, PruneArgs, RestoreArgs,
+        ScopedSelection,
     };
     use neverwiped_contract::location::RepositoryLocation;
     let work = tempfile::tempdir().unwrap();
@@ -2232,6 +2235,14 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
                 ..KeepRules::default()
             },
             protect_within: Some("36h".into()),
+        }
+        .to_args(),
+        DescribeArgs {
+            snapshot: "latest".into(),
+            repository: repository.clone(),
+            result_file: result.clone(),
+            host: Some("shop/nightly".into()),
+            before: Some("2026-11-29T00:00:00Z".into()),
         }
         .to_args(),
         CheckArgs {

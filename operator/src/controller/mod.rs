@@ -5,6 +5,10 @@ pub mod backup_plan;
 pub mod effects;
 pub mod queue;
 pub mod restore;
+pub mod restore_describe;
+#[cfg(test)]
+mod restore_describe_tests;
+mod restore_fetch;
 mod restore_review;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -433,9 +437,10 @@ where
         scoped_api::<Restore>(&client, namespace),
         selected(&ctx.settings),
     )
+    // Its describe and restore Jobs: both carry the Restore's label.
     .owns(
         scoped_api::<Job>(&client, namespace),
-        watcher::Config::default().labels(&format!("{}=restore", crate::job::LABEL_OPERATION)),
+        watcher::Config::default().labels(crate::job::LABEL_RESTORE),
     );
     let waiting_restores = |store: kube::runtime::reflector::Store<Restore>| {
         move |namespace: Option<String>| {

@@ -8,26 +8,26 @@ use std::time::Duration;
 use crate::recorder::EventType;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
 use super::effects::{execute, Create, Delete, Effects, PlannedEvent};
-use super::restore_review::review_restore;
-use super::{fetch_secret_keys, pod_of, Context, Error, Settings};
-use crate::admission::{check_restore, is_dns_subdomain, SecretTypes};
-use crate::api::{
-    BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus, DEFAULT_DEADLINE,
+use super::restore_describe::{
+    before_describe, described_event, describing, record_failure, DescribeStep,
 };
+use super::restore_fetch::fetch;
+pub use super::restore_fetch::ObservedRestore;
+use super::{pod_of, Context, Error, Settings};
+use crate::admission::check_restore;
+use crate::api::{DatabaseType, Restore, RestorePhase, RestoreStatus, DEFAULT_DEADLINE};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
-use crate::job::{restore_job, restore_job_name, RestoreRun, LABEL_RESTORE};
+use crate::job::{describe_job, describe_job_name, restore_job, restore_job_name, RestoreRun};
 use crate::mover::{restore_mover, MoverChoice};
-use crate::plan::{
-    check_secrets, credentials_used, not_ready, repository_secrets_used, Problem, SecretKeys,
-};
+use crate::plan::{check_secrets, credentials_used, not_ready, repository_secrets_used, Problem};
 use crate::restore_access::{hosts_not_allowed, AccessReview};
+use crate::restore_record::{claims_to_create, resolve, Described};
 use crate::restore_source::{clone_refusal, ReadFrom};
 use crate::schedule::parse_duration;
 use crate::status::{
@@ -38,25 +38,6 @@ use crate::volumes::{created_by_restore, restore_target_claim};
 
 /// While the Job runs, its changes wake the reconciler; this only covers a missed watch event.
 const ACTIVE_REQUEUE: Duration = Duration::from_secs(300);
-
-/// What the reconciler fetched for a Restore.
-#[derive(Debug, Clone, Default)]
-pub struct ObservedRestore {
-    pub plan: Option<BackupPlan>,
-    /// Keys of the Secrets the plan's repository and the Restore's databases name.
-    pub secrets: SecretKeys,
-    /// Types of the same Secrets.
-    pub secret_types: SecretTypes,
-    /// The target claims that exist, by name.
-    pub claims: BTreeMap<String, PersistentVolumeClaim>,
-    /// The restore Job, once created.
-    pub job: Option<Job>,
-    /// The Job's pods.
-    pub pods: Vec<Pod>,
-    /// What the Restore's creator may not do of what running it needs (reviewed while no Job
-    /// exists).
-    pub access: AccessReview,
-}
 
 /// What to do for a Restore.
 #[derive(Debug, Clone)]
@@ -120,11 +101,7 @@ pub fn decide(
     let (ended, missing) = match &observed.job {
         // The Job exists: follow it to its end.
         Some(job) => (follow(job, observed, now, &mut decision), None),
-        None => {
-            let checked = check(restore, observed, &mut decision);
-            let lacks = start_or_wait(restore, observed, checked, now, settings, &mut decision);
-            (None, Some(lacks))
-        }
+        None => before_job(restore, observed, now, settings, &mut decision),
     };
     let readiness = missing.as_ref().map(|lacks| match lacks {
         None => Readiness::Ready,
@@ -148,6 +125,68 @@ pub fn decide(
         }
     }
     decision
+}
+
+/// A Restore without its restore Job: the describe step first when it needs the snapshot's
+/// record, then the checks and the restore Job. Returns how a failed describe step ended the
+/// Restore, or what it lacks (`Some(None)`: nothing, it starts).
+fn before_job(
+    restore: &Restore,
+    observed: &ObservedRestore,
+    now: Timestamp,
+    settings: &Settings,
+    decision: &mut RestoreDecision,
+) -> (Option<JobEnd>, Option<Option<(Reason, String)>>) {
+    let (restore, start) = match &observed.describe {
+        DescribeStep::NotNeeded => (restore.clone(), Start::Restore),
+        DescribeStep::Start => (before_describe(restore), Start::Describe),
+        DescribeStep::Running { job_name } => {
+            describing(job_name, &mut decision.status);
+            decision.requeue_after = Some(ACTIVE_REQUEUE);
+            return (None, None);
+        }
+        DescribeStep::Failed { end, delete } => {
+            let end = JobEnd {
+                result: None,
+                ..end.as_ref().clone()
+            };
+            if *delete {
+                decision.delete_job = Some(describe_job_name(restore));
+            }
+            return (Some(fail(&end, now, decision)), None);
+        }
+        DescribeStep::Described(described) => {
+            let resolved = resolve(restore, described).and_then(|resolved| {
+                let claims = &observed.claims;
+                let classes = &observed.storage_classes;
+                let made = claims_to_create(&resolved, &described.sources, claims, classes)?;
+                decision.create_claims.extend(made);
+                Ok(resolved)
+            });
+            match resolved {
+                Ok(resolved) => (resolved, Start::Pinned(described)),
+                Err(problem) => {
+                    decision.create_claims.clear();
+                    let end = record_failure(&problem, now);
+                    return (Some(fail(&end, now, decision)), None);
+                }
+            }
+        }
+    };
+    let checked = check(&restore, observed, decision);
+    let lacks = start_or_wait(&restore, observed, checked, start, now, settings, decision);
+    (None, Some(lacks))
+}
+
+/// Ends the Restore as `end` says, before any restore Job: its status and a Warning Event.
+fn fail(end: &JobEnd, now: Timestamp, decision: &mut RestoreDecision) -> JobEnd {
+    finish_restore(&mut decision.status, end, now);
+    decision.events.push(PlannedEvent {
+        type_: EventType::Warning,
+        reason: end.reason,
+        note: decision.status.message.clone().unwrap_or_default(),
+    });
+    end.clone()
 }
 
 /// The state of a Restore's `Ready` condition, to tell when it changes.
@@ -221,6 +260,8 @@ fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDe
         let field = format!("spec.volumes[{index}].targetClaimName");
         let existing = observed.claims.get(&volume.target_claim_name);
         match (&volume.create_claim, existing) {
+            // Made from the snapshot's record (`claims_to_create`), not a missing target.
+            (None, None) if spec.create_claims.is_some() => {}
             (None, None) => checked.problems.push(Problem::TargetVolumeNotFound {
                 name: volume.target_claim_name.clone(),
                 field,
@@ -310,12 +351,24 @@ fn chosen_mover(
         .ok()
 }
 
+/// Which Job a Restore that has everything it names starts.
+#[derive(Clone, Copy)]
+enum Start<'a> {
+    /// The restore Job, of the Restore as written.
+    Restore,
+    /// The describe Job, to read the snapshot's record first.
+    Describe,
+    /// The restore Job of the Restore resolved against `Described`, pinned to its snapshot.
+    Pinned(&'a Described),
+}
+
 /// Starts the Job when everything exists; otherwise a look again later, and what is missing
 /// (the reason and message of `Ready=False`).
 fn start_or_wait(
     restore: &Restore,
     observed: &ObservedRestore,
     checked: Checked,
+    start: Start,
     now: Timestamp,
     settings: &Settings,
     decision: &mut RestoreDecision,
@@ -340,43 +393,31 @@ fn start_or_wait(
     let clone = from.and_then(|from| clone_refusal(&from, namespace, &settings.tenant_policy));
     problems.extend(clone.map(Problem::CloneNotAllowed));
     let mover = chosen_mover(restore, observed, settings, &mut problems);
-    let status = &mut decision.status;
     match (not_ready(&problems), from, deadline) {
         (None, Some(from), Some(deadline)) => {
-            let job = restore_job(
-                restore,
-                &from,
-                &RestoreRun {
-                    deadline,
-                    database_types,
-                    mover: mover.as_ref().map(|m| m.mover.clone()).unwrap_or_default(),
-                },
-                &settings.job,
-            );
-            decision.events.push(PlannedEvent {
-                type_: EventType::Normal,
-                reason: Reason::RestoreStarted,
-                note: format!("created Job {}", restore_job_name(restore)),
-            });
-            for claim in &decision.create_claims {
-                decision.events.push(PlannedEvent {
-                    type_: EventType::Normal,
-                    reason: Reason::ClaimCreated,
-                    note: format!("created PersistentVolumeClaim {}", claim.name_any()),
-                });
+            let run = RestoreRun {
+                deadline,
+                database_types,
+                mover: mover.as_ref().map(|m| m.mover.clone()).unwrap_or_default(),
+            };
+            match start {
+                Start::Describe => {
+                    let job = describe_job(restore, &from, deadline, &settings.job);
+                    start_describe(job, now, decision);
+                }
+                Start::Restore | Start::Pinned(_) => {
+                    let job = restore_job(restore, &from, &run, &settings.job);
+                    start_restore(restore, observed, job, start, now, decision);
+                    decision.status.mover = mover.as_ref().map(MoverChoice::status);
+                }
             }
-            status.mover = mover.as_ref().map(MoverChoice::status);
-            status.phase = Some(RestorePhase::Running);
-            status.job_name = job.metadata.name.clone();
-            status.start_time = Some(Time(now));
-            status.message = None;
-            decision.create_job = Some(job);
             decision.requeue_after = Some(ACTIVE_REQUEUE);
             None
         }
         (not_ready, _, _) => {
             let (reason, message) =
                 not_ready.unwrap_or((Reason::BackupPlanNotFound, String::new()));
+            let status = &mut decision.status;
             status.phase = Some(RestorePhase::Pending);
             status.message = Some(message.clone());
             decision.create_claims.clear();
@@ -386,6 +427,69 @@ fn start_or_wait(
     }
 }
 
+/// Creates the describe Job `job`: the Restore is describing its snapshot.
+fn start_describe(job: Job, now: Timestamp, decision: &mut RestoreDecision) {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    decision.events.push(PlannedEvent {
+        type_: EventType::Normal,
+        reason: Reason::DescribeStarted,
+        note: format!("created Job {name} to read the snapshot's record"),
+    });
+    let status = &mut decision.status;
+    status.phase = Some(RestorePhase::Describing);
+    status.describe_job_name = Some(name);
+    status.start_time = Some(Time(now));
+    status.message = None;
+    decision.create_job = Some(job);
+}
+
+/// Creates the restore Job `job` and the claims decided: the Restore runs, on the snapshot its
+/// describe Job found when `start` is pinned to one.
+fn start_restore(
+    restore: &Restore,
+    observed: &ObservedRestore,
+    job: Job,
+    start: Start,
+    now: Timestamp,
+    decision: &mut RestoreDecision,
+) {
+    if let Start::Pinned(described) = start {
+        let created = decision.create_claims.len();
+        decision.events.push(described_event(described, created));
+        decision.status.snapshot_id = Some(described.snapshot_id.clone());
+        let taken = described
+            .snapshot_time
+            .as_deref()
+            .and_then(|t| t.parse().ok());
+        decision.status.snapshot_time = taken.map(Time);
+    }
+    decision.events.push(PlannedEvent {
+        type_: EventType::Normal,
+        reason: Reason::RestoreStarted,
+        note: format!("created Job {}", restore_job_name(restore)),
+    });
+    for claim in &decision.create_claims {
+        decision.events.push(PlannedEvent {
+            type_: EventType::Normal,
+            reason: Reason::ClaimCreated,
+            note: format!("created PersistentVolumeClaim {}", claim.name_any()),
+        });
+    }
+    let status = &mut decision.status;
+    // A claim this Restore made on an earlier try (its label says so) is one it created too.
+    let (made_before, existed): (Vec<_>, Vec<_>) = (restore.spec.volumes.iter())
+        .filter_map(|v| observed.claims.get(&v.target_claim_name))
+        .partition(|claim| created_by_restore(claim, &restore.name_any()));
+    let made_now = decision.create_claims.iter();
+    status.created_claims = made_now.chain(made_before).map(|c| c.name_any()).collect();
+    status.existing_claims = existed.iter().map(|c| c.name_any()).collect();
+    status.phase = Some(RestorePhase::Running);
+    status.job_name = job.metadata.name.clone();
+    status.start_time = status.start_time.clone().or(Some(Time(now)));
+    status.message = None;
+    decision.create_job = Some(job);
+}
+
 /// Reconciles one Restore.
 #[tracing::instrument(name = "reconcile", skip_all, fields(kind = "Restore", namespace = restore.namespace().unwrap_or_default(), name = %restore.name_any()))]
 pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -393,7 +497,6 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         kind: "Restore",
         field: "namespace",
     })?;
-    let name = restore.name_any();
     ctx.count_reconcile("Restore");
     if restore
         .status
@@ -403,48 +506,9 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
     {
         return Ok(Action::await_change());
     }
-    let client = &ctx.client;
-    let plan = match restore.spec.source.plan_name() {
-        Some(name) => fetch_plan(client, &namespace, name).await?,
-        None => None,
-    };
-    let from = ReadFrom::of(&restore, plan.as_ref());
-    let mut uses = Vec::new();
-    if let Some(from) = &from {
-        uses.extend(repository_secrets_used(from.repository));
-    }
-    for database in &restore.spec.databases {
-        uses.extend(credentials_used(&database.credentials_secret_ref, ""));
-    }
-    let claims_api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace);
-    let claims = fetch_target_claims(&claims_api, &restore).await?;
-    let job = Api::<Job>::namespaced(client.clone(), &namespace)
-        .get_opt(&restore_job_name(&restore))
-        .await?;
-    let pods = match &job {
-        Some(_) => {
-            Api::<Pod>::namespaced(client.clone(), &namespace)
-                .list(&ListParams::default().labels(&format!("{LABEL_RESTORE}={name}")))
-                .await?
-                .items
-        }
-        None => Vec::new(),
-    };
-    let (secrets, secret_types) = fetch_secret_keys(client, &namespace, &uses).await?;
-    let access = match (&from, &job) {
-        (Some(from), None) => review_restore(client, &namespace, &restore, from, &claims).await?,
-        _ => AccessReview::NoRequester,
-    };
-    let observed = ObservedRestore {
-        plan,
-        secrets,
-        secret_types,
-        claims,
-        job,
-        pods,
-        access,
-    };
-    let decision = decide(&restore, &observed, Timestamp::now(), &ctx.settings);
+    let now = Timestamp::now();
+    let observed = fetch(&ctx.client, &namespace, &restore, now).await?;
+    let decision = decide(&restore, &observed, now, &ctx.settings);
 
     execute(&ctx, restore.as_ref(), &decision.effects()).await?;
     Ok(decision
@@ -453,38 +517,6 @@ pub async fn reconcile(restore: Arc<Restore>, ctx: Arc<Context>) -> Result<Actio
         .unwrap_or_else(Action::await_change))
 }
 
-/// The Restore's BackupPlan. A name that is not an object name would be a path in the request
-/// (`../secrets/x`): it is never fetched, and [`decide`] refuses it.
-async fn fetch_plan(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<BackupPlan>, Error> {
-    if !is_dns_subdomain(name) {
-        return Ok(None);
-    }
-    Ok(Api::<BackupPlan>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await?)
-}
-
-/// The Restore's target claims that exist, by name (those with a valid name, as [`fetch_plan`]).
-async fn fetch_target_claims(
-    api: &Api<PersistentVolumeClaim>,
-    restore: &Restore,
-) -> Result<BTreeMap<String, PersistentVolumeClaim>, Error> {
-    let mut claims = BTreeMap::new();
-    for volume in &restore.spec.volumes {
-        let name = &volume.target_claim_name;
-        if is_dns_subdomain(name) {
-            if let Some(claim) = api.get_opt(name).await? {
-                claims.insert(name.clone(), claim);
-            }
-        }
-    }
-    Ok(claims)
-}
-
 #[cfg(test)]
 #[path = "restore_tests.rs"]
-mod tests;
+pub(super) mod tests;

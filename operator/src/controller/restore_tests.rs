@@ -1,6 +1,9 @@
 use super::*;
-use crate::api::{BackupPlanSpec, CopyMethod, NewClaim, Repository, RestoreSpec, RestoreVolume};
+use crate::api::{
+    BackupPlan, BackupPlanSpec, CopyMethod, NewClaim, Repository, RestoreSpec, RestoreVolume,
+};
 use crate::fixtures::plan_spec;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 fn plan() -> BackupPlan {
@@ -23,7 +26,7 @@ fn plan() -> BackupPlan {
     plan
 }
 
-fn restore(create: bool) -> Restore {
+pub(crate) fn restore(create: bool) -> Restore {
     let mut restore = Restore::new(
         "back",
         RestoreSpec {
@@ -46,6 +49,11 @@ fn restore(create: bool) -> Restore {
             databases: vec![],
             pod: None,
             mover: None,
+            all_volumes: false,
+            create_claims: None,
+            storage_class_mapping: Vec::new(),
+            minimum_claim_size: None,
+            all_databases: None,
         },
     );
     restore.metadata.namespace = Some("shop".into());
@@ -58,7 +66,7 @@ fn now() -> Timestamp {
     "2026-12-01T10:00:00Z".parse().unwrap()
 }
 
-fn observed() -> ObservedRestore {
+pub(crate) fn observed() -> ObservedRestore {
     ObservedRestore {
         plan: Some(plan()),
         secrets: [("repo".to_string(), ["password".to_string()].into())].into(),

@@ -8,6 +8,7 @@
 //! pod they share. This module holds the names, labels and annotations they are known by.
 
 mod backup;
+mod describe;
 mod maintenance;
 mod pod;
 mod restore;
@@ -34,6 +35,7 @@ use neverwiped_contract::location::{RepositoryLocation, RestLocation};
 use crate::api::{DatabaseType, RunTrigger};
 
 pub use backup::{backup_job, backup_job_name, keep_rules, BackupRun, BackupVolumeMount};
+pub use describe::{describe_job, describe_job_name};
 pub use maintenance::{
     maintenance_job, maintenance_job_name, password_copy, password_copy_name, remote_job_of,
     MaintenanceKind, MaintenanceRun, PasswordCopy, COPY_CA_KEY, COPY_PASSWORD_KEY,

@@ -470,6 +470,11 @@ pub(super) fn restore() -> Restore {
             }],
             pod: None,
             mover: None,
+            all_volumes: false,
+            create_claims: None,
+            storage_class_mapping: Vec::new(),
+            minimum_claim_size: None,
+            all_databases: None,
         },
     );
     restore.metadata.namespace = Some("shop".into());

@@ -326,6 +326,7 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                 ExitStatus::NoSnapshotOfHost => Reason::SnapshotNotFound,
                 _ => match result.operation {
                     Operation::Restore => Reason::RestoreFailed,
+                    Operation::Describe => Reason::DescribeFailed,
                     Operation::Prune => Reason::PruneFailed,
                     Operation::Check if result.check.is_some_and(|c| c.problems > 0) => {
                         Reason::RepositoryDamaged

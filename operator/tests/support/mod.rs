@@ -262,6 +262,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         host_snapshots: None,
         key_id: None,
         changes: None,
+        sources: None,
     }
 }
 

@@ -146,6 +146,8 @@ pub enum Command {
     Ls(LsArgs),
     /// Restore a snapshot (or part of it) into a folder.
     Restore(RestoreArgs),
+    /// Say which snapshot a selection means, and what it recorded of its claims and databases.
+    Describe(super::describe::DescribeArgs),
     /// Remove stale locks (of processes that are gone, or not refreshed for 30 minutes).
     Unlock(UnlockArgs),
     /// Verify the repository: structure, and with --read-data every byte.
@@ -270,7 +272,7 @@ pub struct RestoreArgs {
     #[arg(long)]
     pub host: Option<String>,
     /// With `latest`: the newest snapshot taken before this time (RFC 3339).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = super::durations::parse_time)]
     pub before: Option<chrono::DateTime<chrono::Utc>>,
     /// What to do where the target already holds an entry that is not a folder: always (replace
     /// it), if-changed (replace it unless it is a file with the snapshot's content: same size and
@@ -287,6 +289,17 @@ pub struct RestoreArgs {
     /// (at most 8 MiB); more keeps more fetches in flight from a distant gate [default: 32M].
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
     pub fetch_memory: Option<u64>,
+}
+
+impl RestoreArgs {
+    /// Which snapshot the restore means.
+    pub fn selection(&self) -> super::select::Selection<'_> {
+        super::select::Selection {
+            snapshot: &self.snapshot,
+            host: self.host.as_deref(),
+            before: self.before,
+        }
+    }
 }
 
 fn parse_overwrite(text: &str) -> Result<neverwiped::restore::Overwrite, String> {
@@ -440,7 +453,7 @@ pub fn one_line(text: &str) -> String {
 }
 
 /// Each command's name and the operation its result reports: the one table of both.
-const OPERATIONS: [(&str, Operation); 19] = [
+const OPERATIONS: [(&str, Operation); 20] = [
     ("init", Operation::Init),
     ("backup", Operation::Backup),
     ("snapshots", Operation::Snapshots),
@@ -460,6 +473,7 @@ const OPERATIONS: [(&str, Operation); 19] = [
     ("key", Operation::Key),
     ("mount", Operation::Mount),
     ("copy", Operation::Copy),
+    ("describe", Operation::Describe),
 ];
 
 /// The operation of the subcommand called `name` on the command line.
@@ -493,12 +507,6 @@ where
     })?;
     let cli = Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))?;
     Ok((cli, operation))
-}
-
-fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|time| time.with_timezone(&chrono::Utc))
-        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-11-30T02:00:00Z: {e}"))
 }
 
 fn parse_snapshot_time(text: &str) -> Result<chrono::DateTime<chrono::FixedOffset>, String> {
@@ -580,7 +588,11 @@ mod tests {
     #[test]
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
-        let examples: [(&[&str], Operation); 17] = [
+        let examples: [(&[&str], Operation); 18] = [
+            (
+                &["describe", "latest", "--host", "shop/nightly"],
+                Operation::Describe,
+            ),
             (&["repair", "index"], Operation::Repair),
             (&["cat", "config"], Operation::Cat),
             (&["tag", "--add", "a"], Operation::Tag),

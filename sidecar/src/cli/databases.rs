@@ -158,7 +158,7 @@ pub async fn restore(
 ) -> Result<Outcome> {
     let restores = DatabaseRestores::enter(args, &record.databases)?;
     let repo = open_indexed(cli, record).await?;
-    let (snapshot_id, snapshot) = super::select::for_restore(&repo, args).await?;
+    let (snapshot_id, snapshot) = super::select::for_restore(&repo, &args.selection()).await?;
     restores.run(cli, args, &repo, snapshot_id, &snapshot).await
 }
 

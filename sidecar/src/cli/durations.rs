@@ -1,4 +1,5 @@
-//! Durations on the command line, as `--retry-lock 1m` and `copy --newer-than 7d` take them.
+//! Durations and times on the command line, as `--retry-lock 1m`, `copy --newer-than 7d` and
+//! `restore --before 2026-11-30T02:00:00Z` take them.
 
 /// A duration such as `90s`, `30m`, `2h`, `1h30m` or `7d`.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -31,4 +32,11 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         ));
     }
     Ok(std::time::Duration::from_secs(seconds))
+}
+
+/// An RFC 3339 time such as `2026-11-30T02:00:00Z`, in UTC.
+pub fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|time| time.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-11-30T02:00:00Z: {e}"))
 }

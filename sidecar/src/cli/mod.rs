@@ -4,6 +4,7 @@ pub mod args;
 mod cat;
 mod copy;
 mod databases;
+mod describe;
 mod diff;
 mod dry_run;
 mod dump;
@@ -80,6 +81,8 @@ pub struct Outcome {
     pub host_snapshots: Option<HostSnapshots>,
     /// What a backup changed against its parent.
     pub changes: Option<ChangeStats>,
+    /// What the snapshot `describe` resolved recorded of its sources.
+    pub sources: Option<RecordedSources>,
 }
 
 /// A command that failed after measuring what its result should still report (a check's
@@ -112,6 +115,7 @@ pub static NO_OUTCOME: Outcome = Outcome {
     check: None,
     host_snapshots: None,
     changes: None,
+    sources: None,
 };
 
 /// The exit status of a failed run: the engine's own classification when the error came from it.
@@ -249,6 +253,10 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
             locks::read_locked(&repo, "find", find::find(&repo, args, cli.json)).await
         }
         Command::Restore(args) => restore_snapshot(cli, args, record).await,
+        Command::Describe(args) => {
+            let repo = open_repository(cli, record).await?;
+            locks::read_locked(&repo, "describe", describe::describe(&repo, args, cli.json)).await
+        }
         Command::Check(args) => {
             maintenance::check(&open_indexed(cli, record).await?, args, cli.json).await
         }
@@ -488,7 +496,7 @@ async fn restore_snapshot(cli: &Cli, args: &RestoreArgs, record: &RunRecord) -> 
     };
     let database_restores = databases::DatabaseRestores::enter(args, &record.databases)?;
     let repo = open_indexed(cli, record).await?;
-    let (snapshot_id, snapshot) = select::for_restore(&repo, args).await?;
+    let (snapshot_id, snapshot) = select::for_restore(&repo, &args.selection()).await?;
     let mut options = RestoreOptions::new(target);
     options.filter = args.patterns.filter()?;
     options.existing = restore::ExistingPolicy {

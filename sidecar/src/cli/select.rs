@@ -1,7 +1,6 @@
 //! Which snapshot a command means: `latest` (with `--host`/`--before`) or an id prefix
 //! (the engine's [`neverwiped::selection`], in the CLI's words).
 
-use super::args::RestoreArgs;
 use anyhow::{bail, Result};
 use neverwiped::format::snapshot::Snapshot;
 use neverwiped::ids::SnapshotId;
@@ -28,14 +27,25 @@ fn warn_of_unknown_members((id, snapshot): &(SnapshotId, Snapshot)) {
     }
 }
 
+/// The snapshot a command means: `restore`'s and `describe`'s arguments
+/// (`RestoreArgs::selection`).
+pub struct Selection<'a> {
+    pub snapshot: &'a str,
+    pub host: Option<&'a str>,
+    pub before: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// The snapshot a restore means. `--host` and `--before` choose among snapshots for `latest`; an
 /// id that names a snapshot they rule out is refused rather than silently restored.
-pub async fn for_restore(repo: &Repository, args: &RestoreArgs) -> Result<(SnapshotId, Snapshot)> {
+pub async fn for_restore(
+    repo: &Repository,
+    selection: &Selection<'_>,
+) -> Result<(SnapshotId, Snapshot)> {
     let filter = SnapshotFilter {
-        host: args.host.clone(),
-        before: args.before,
+        host: selection.host.map(str::to_owned),
+        before: selection.before,
     };
-    match selection::find_snapshot(repo, &args.snapshot, &filter).await {
+    match selection::find_snapshot(repo, selection.snapshot, &filter).await {
         Ok(found) => {
             warn_of_unknown_members(&found);
             Ok(found)
