@@ -60,6 +60,9 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
 #[x_kube(validation = Rule::new(
     "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0)"
 ).message("a BackupPlan needs at least one entry in volumes or databases"))]
+#[x_kube(validation = Rule::new(
+    "!has(self.copies) || self.copies.all(c, c.repository.url != self.repository.url)"
+).message("a copy's repository.url must differ from spec.repository.url: a copy in the same repository protects nothing"))]
 #[serde(rename_all = "camelCase")]
 pub struct BackupPlanSpec {
     /// When to run: five cron fields (minute hour day-of-month month day-of-week, e.g.
@@ -110,6 +113,12 @@ pub struct BackupPlanSpec {
     /// every snapshot is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<Retention>,
+    /// Other repositories (another gate, another site) that get a copy of each of the plan's
+    /// snapshots, each by its own Job after each successful backup or on its own schedule;
+    /// `status.copies` says how far each is behind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub copies: Vec<super::CopyDestination>,
     /// Repository upkeep: when to prune (free the data of forgotten snapshots) and when to check
     /// it. Each runs as its own Job, never at the same time as a backup of this plan.
     #[serde(default)]
@@ -474,6 +483,10 @@ pub struct BackupPlanStatus {
     /// most ten; flagged and expected nights are left out): what a usual night looks like.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub change_history: Vec<super::ChangeRatios>,
+    /// Each destination of `spec.copies`: its last copied snapshot and how far it is behind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub copies: Vec<super::CopyStatus>,
     /// A backup far outside the usual changes that no admin has acknowledged yet: while it is
     /// set, the plan's retention is paused (condition `SuspiciousChange`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

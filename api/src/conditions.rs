@@ -165,6 +165,8 @@ reasons! {
     CheckFailed => "CheckFailed",
     /// A check found problems in the repository: data is missing or damaged.
     RepositoryDamaged => "RepositoryDamaged",
+    /// The sidecar reported a failure of a copy to a destination of `spec.copies`.
+    CopyFailed => "CopyFailed",
     /// The repository password opens no key of the repository.
     WrongPassword => "WrongPassword",
     /// There is no repository at the URL.
@@ -217,6 +219,10 @@ reasons! {
     PruneSucceeded => "PruneSucceeded",
     /// A check found no problem.
     CheckSucceeded => "CheckSucceeded",
+    /// A copy Job to a destination of `spec.copies` was created.
+    CopyStarted => "CopyStarted",
+    /// A copy Job stored the plan's snapshots in its destination.
+    CopySucceeded => "CopySucceeded",
 
     // The concurrency limits and hashed schedules.
     /// Running=False: a due run waits for a slot under the operator's concurrency limits.

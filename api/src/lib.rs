@@ -8,6 +8,7 @@
 mod backup_plan;
 mod common;
 pub mod conditions;
+mod copies;
 mod mover;
 pub mod names;
 pub mod recorded_claims;
@@ -20,6 +21,7 @@ use kube::CustomResourceExt;
 
 pub use backup_plan::*;
 pub use common::*;
+pub use copies::*;
 pub use mover::*;
 pub use restore::*;
 pub use snapshots::*;

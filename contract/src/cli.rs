@@ -62,6 +62,8 @@ pub mod env {
     pub const FROM_GATE_PASSWORD_FILE: &str = "NEVERWIPED_FROM_GATE_PASSWORD_FILE";
     /// That gate password itself (`FROM_GATE_PASSWORD_FILE` is preferred).
     pub const FROM_GATE_PASSWORD: &str = "NEVERWIPED_FROM_GATE_PASSWORD";
+    /// `copy --from-cacert`: PEM CA certificate(s) of the gate of the repository copied from.
+    pub const FROM_GATE_CA_FILE: &str = "NEVERWIPED_FROM_GATE_CA_FILE";
     /// The prefix every variable of the sidecar's starts with.
     pub const PREFIX: &str = "NEVERWIPED_";
 }
@@ -388,6 +390,42 @@ impl CheckArgs {
         if let Some(hostname) = &self.remove_locks_of_host {
             args.push("--remove-locks-of-host".into());
             args.push(hostname.clone());
+        }
+        push_retry_lock(&mut args, self.retry_lock.as_deref());
+        args
+    }
+}
+
+/// `neverwiped-sidecar copy --repo DESTINATION --result-file PATH --from-repo SOURCE --host NAME
+/// [--init] [--retry-lock DURATION]`: stores the host's snapshots of SOURCE that DESTINATION
+/// lacks (one already there is skipped). The passwords and logins of both come from the
+/// environment ([`env::FROM_PASSWORD_FILE`] and the others of `env`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyArgs {
+    /// The destination, written under a backup's lock.
+    pub repository: RepositoryLocation,
+    pub result_file: String,
+    /// The repository copied from, read under a shared lock.
+    pub from_repository: RepositoryLocation,
+    /// Only this host's snapshots (a plan's `NAMESPACE/PLAN`).
+    pub host: String,
+    /// `--init`: create the destination when there is none.
+    pub init: bool,
+    /// As for [`BackupArgs::retry_lock`].
+    pub retry_lock: Option<String>,
+}
+
+impl CopyArgs {
+    /// The arguments after the binary's name, starting with the subcommand.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["copy".to_owned()];
+        push_repository_args(&mut args, &self.repository, &self.result_file);
+        args.push("--from-repo".into());
+        args.push(self.from_repository.to_arg());
+        args.push("--host".into());
+        args.push(self.host.clone());
+        if self.init {
+            args.push("--init".into());
         }
         push_retry_lock(&mut args, self.retry_lock.as_deref());
         args

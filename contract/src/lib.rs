@@ -239,7 +239,8 @@ pub struct RunResult {
     pub version: u32,
     pub operation: Operation,
     pub status: ExitStatus,
-    /// The snapshot written (backup) or read (restore).
+    /// The snapshot written (backup) or read (restore); for a copy, the newest snapshot it chose
+    /// (all of them are in the destination after it), by its id in the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,
     /// RFC 3339 time of that snapshot (when it was taken): for a restore of `latest`, which point
@@ -251,7 +252,7 @@ pub struct RunResult {
     /// RFC 3339 time the run ended.
     pub finished_at: String,
     pub duration_secs: f64,
-    /// Files read (backup) or written (restore).
+    /// Files read (backup) or written (restore); snapshots stored in the destination (copy).
     pub files: u64,
     /// Bytes of file content read (backup) or written (restore).
     pub bytes_read: u64,

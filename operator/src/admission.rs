@@ -103,8 +103,16 @@ pub enum Refusal {
         value: String,
         fault: String,
     },
-    #[error("spec.repository.url: {url:?} is refused: {fault}")]
-    InvalidRepositoryUrl { url: String, fault: PathFault },
+    #[error("{field}: {url:?} is refused: {fault}")]
+    InvalidRepositoryUrl {
+        field: String,
+        url: String,
+        fault: PathFault,
+    },
+    #[error("{field}: {url:?} is the plan's own repository; a copy must go to another repository (another gate, or another path) to protect anything")]
+    CopyToOwnRepository { field: String, url: String },
+    #[error("{field}: the name {name:?} is used by another entry of spec.copies; each copy needs its own name")]
+    DuplicateCopyName { field: String, name: String },
     #[error("Secret {name:?} named by {field} is of type {SERVICE_ACCOUNT_TOKEN_TYPE}; the operator never passes a service account's token to a Job: name a Secret that holds only the credential")]
     ServiceAccountToken { name: String, field: String },
     #[error("{field}: the cluster's policy does not allow backups to {url:?} (policy.allowedRepositoryPrefixes); ask the cluster admin, or use an allowed gate")]
@@ -130,7 +138,10 @@ impl Refusal {
             Refusal::InvalidName { .. } => Reason::InvalidName,
             Refusal::InvalidPath { .. } | Refusal::InvalidPattern { .. } => Reason::InvalidPath,
             Refusal::InvalidSelection { .. } => Reason::InvalidSelection,
-            Refusal::InvalidRepositoryUrl { .. } => Reason::InvalidRepositoryUrl,
+            Refusal::InvalidRepositoryUrl { .. } | Refusal::CopyToOwnRepository { .. } => {
+                Reason::InvalidRepositoryUrl
+            }
+            Refusal::DuplicateCopyName { .. } => Reason::InvalidName,
             Refusal::ServiceAccountToken { .. } => Reason::SecretTypeNotAllowed,
             Refusal::RepositoryNotAllowed { .. } => Reason::RepositoryNotAllowed,
             Refusal::TolerationNotAllowed { .. } => Reason::TolerationNotAllowed,
@@ -186,6 +197,7 @@ pub fn check_backup_plan(
             &database.credentials_secret_ref,
         );
     }
+    found.copies(spec, policy);
     found.pod("spec.pod", spec.pod.as_ref(), policy);
     found.secrets_of_type(secret_types);
     found.refusals
@@ -325,6 +337,33 @@ struct Findings {
 }
 
 impl Findings {
+    /// `spec.copies`: each destination a repository as the plan's (the same policy), under a
+    /// unique DNS-label name, and never the plan's own repository.
+    fn copies(&mut self, spec: &BackupPlanSpec, policy: &TenantPolicy) {
+        let own = spec.repository.location().ok();
+        for (index, copy) in spec.copies.iter().enumerate() {
+            let field = format!("spec.copies[{index}]");
+            self.name(&format!("{field}.name"), &copy.name, NameShape::DnsLabel);
+            if spec.copies[..index].iter().any(|c| c.name == copy.name) {
+                self.refusals.push(Refusal::DuplicateCopyName {
+                    field: format!("{field}.name"),
+                    name: copy.name.clone(),
+                });
+            }
+            self.repository(&copy.repository, &format!("{field}.repository"), policy);
+            // Compared as the client connects (the path ending in `/`): `…/shop` is `…/shop/`.
+            let location = copy.repository.location().ok();
+            let connected = |l: &RestLocation| l.url().clone();
+            if location.is_some() && location.as_ref().map(connected) == own.as_ref().map(connected)
+            {
+                self.refusals.push(Refusal::CopyToOwnRepository {
+                    field: format!("{field}.repository.url"),
+                    url: copy.repository.url.clone(),
+                });
+            }
+        }
+    }
+
     fn name(&mut self, field: &str, value: &str, shape: NameShape) {
         let valid = match shape {
             NameShape::DnsSubdomain => is_dns_subdomain(value),
@@ -421,8 +460,11 @@ impl Findings {
         let url = &repository.url;
         if let Some(fault) = repository_url_fault(url) {
             let url = location::redact_userinfo(url);
-            self.refusals
-                .push(Refusal::InvalidRepositoryUrl { url, fault });
+            self.refusals.push(Refusal::InvalidRepositoryUrl {
+                field: format!("{field}.url"),
+                url,
+                fault,
+            });
         } else if !policy.allows_repository(url) {
             self.refusals.push(Refusal::RepositoryNotAllowed {
                 url: url.clone(),

@@ -448,3 +448,42 @@ fn a_volume_selected_by_labels_needs_no_claim_name() {
         []
     );
 }
+
+#[test]
+fn a_copy_is_checked_as_the_plans_repository_and_never_to_the_same_one() {
+    let mut spec = plan();
+    let mut copy: crate::api::CopyDestination = serde_json::from_value(serde_json::json!({
+        "name": "offsite",
+        "repository": {
+            "url": "https://gate.example.com/shop/",
+            "passwordSecretRef": {"name": "offsite", "key": "password"}
+        }
+    }))
+    .unwrap();
+    spec.copies = vec![copy.clone()];
+    let refusals = check_backup_plan(&spec, &SecretTypes::new(), &TenantPolicy::default());
+    assert_eq!(
+        refusals,
+        [Refusal::CopyToOwnRepository {
+            field: "spec.copies[0].repository.url".into(),
+            url: "https://gate.example.com/shop/".into(),
+        }],
+        "the same repository, written with a trailing slash"
+    );
+    copy.repository.url = "https://other.example/shop".into();
+    spec.copies = vec![copy.clone(), copy.clone()];
+    let policy =
+        TenantPolicy::from_json(r#"{"allowedRepositoryPrefixes": ["https://gate.example.com/"]}"#)
+            .unwrap();
+    let refusals = check_backup_plan(&spec, &SecretTypes::new(), &policy);
+    assert!(refusals.contains(&Refusal::DuplicateCopyName {
+        field: "spec.copies[1].name".into(),
+        name: "offsite".into(),
+    }));
+    assert!(refusals.contains(&Refusal::RepositoryNotAllowed {
+        url: "https://other.example/shop".into(),
+        field: "spec.copies[0].repository.url".into(),
+    }));
+    let message = refusals[0].to_string();
+    assert!(message.starts_with("spec.copies[0]"), "{message}");
+}

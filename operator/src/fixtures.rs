@@ -27,6 +27,7 @@ pub fn plan_spec() -> BackupPlanSpec {
         volume_snapshot_class_name: None,
         databases: vec![],
         retention: None,
+        copies: Vec::new(),
         maintenance: Default::default(),
         limits: None,
         deadline: "12h".into(),

@@ -46,6 +46,25 @@ pub struct MaintenanceLabels {
     pub result: &'static str,
 }
 
+/// Labels of a plan's copy to one destination.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CopyLabels {
+    pub namespace: String,
+    pub plan: String,
+    /// The destination's name in `spec.copies`.
+    pub copy: String,
+}
+
+/// Labels of a finished copy.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CopyRunLabels {
+    pub namespace: String,
+    pub plan: String,
+    pub copy: String,
+    /// `Succeeded` or `Failed` ([`outcome_label`]).
+    pub outcome: &'static str,
+}
+
 /// Labels of reconciliations.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
@@ -128,6 +147,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// The concurrency limits' queue.
     pub queue: QueueMetrics,
+    /// The plans' copies to other repositories.
+    pub copies: CopyMetrics,
     /// Requests the operator sent to the API server, by verb.
     pub api_requests: Family<ApiRequestLabels, Counter>,
 }
@@ -159,6 +180,7 @@ impl Default for Metrics {
             reconcile_errors: Family::default(),
             leader: Gauge::default(),
             queue: QueueMetrics::default(),
+            copies: CopyMetrics::default(),
             api_requests: Family::default(),
             registry: Registry::default(),
         };
@@ -227,11 +249,6 @@ impl Default for Metrics {
             "Failed reconciliations by kind and error",
             metrics.reconcile_errors.clone(),
         );
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease and runs the controllers",
-            metrics.leader.clone(),
-        );
         register_queue_metrics(&mut registry, &metrics);
         Metrics {
             registry,
@@ -251,8 +268,38 @@ pub struct QueueMetrics {
     pub runs_queued: Family<QueueLabels, Counter>,
 }
 
-/// The concurrency queue's metrics, the operator's API requests, and the suspicious-change gauge.
+/// The plans' copies, by destination.
+#[derive(Default)]
+pub struct CopyMetrics {
+    /// Seconds since the oldest of the plan's snapshots the destination lacks was taken; 0 when
+    /// it holds them all. Set at each reconcile of the plan (every few minutes while it lags).
+    pub lag_seconds: Family<CopyLabels, Gauge>,
+    /// Finished copy Jobs by outcome.
+    pub runs: Family<CopyRunLabels, Counter>,
+}
+
+fn register_copy_metrics(registry: &mut Registry, copies: &CopyMetrics) {
+    registry.register(
+        "copy_lag_seconds",
+        "Seconds since the oldest snapshot of the plan that the copy destination lacks was taken; 0 when it holds them all",
+        copies.lag_seconds.clone(),
+    );
+    registry.register(
+        "copy_runs",
+        "Finished copy Jobs by plan, destination and outcome",
+        copies.runs.clone(),
+    );
+}
+
+/// The concurrency queue's metrics, the operator's API requests, the leader and suspicious-change
+/// gauges, and the copies'.
 fn register_queue_metrics(registry: &mut Registry, metrics: &Metrics) {
+    registry.register(
+        "leader",
+        "1 while this replica holds the leader Lease and runs the controllers",
+        metrics.leader.clone(),
+    );
+    register_copy_metrics(registry, &metrics.copies);
     registry.register(
         "suspicious_change",
         "1 while a backup far outside the plan's usual changes waits for an admin's acknowledgement (retention paused), 0 otherwise",
@@ -320,6 +367,24 @@ impl Metrics {
                     result,
                 });
             }
+        }
+    }
+
+    /// Forgets the series of a plan's copy to `copy` (a destination removed, or the plan deleted).
+    pub fn remove_copy(&self, plan: &PlanLabels, copy: &str) {
+        let labels = CopyLabels {
+            namespace: plan.namespace.clone(),
+            plan: plan.plan.clone(),
+            copy: copy.to_owned(),
+        };
+        self.copies.lag_seconds.remove(&labels);
+        for outcome in ALL_OUTCOMES.map(outcome_label) {
+            self.copies.runs.remove(&CopyRunLabels {
+                namespace: labels.namespace.clone(),
+                plan: labels.plan.clone(),
+                copy: labels.copy.clone(),
+                outcome,
+            });
         }
     }
 

@@ -168,27 +168,36 @@ pub fn secrets_used(spec: &BackupPlanSpec) -> Vec<SecretUse> {
         let field = format!("spec.databases[{index}].credentialsSecretRef");
         uses.extend(credentials_used(&database.credentials_secret_ref, &field));
     }
+    for (index, copy) in spec.copies.iter().enumerate() {
+        let field = format!("spec.copies[{index}].repository");
+        uses.extend(repository_secrets_used_at(&copy.repository, &field));
+    }
     uses
 }
 
 /// The Secret keys a repository needs (fields named as in a BackupPlan).
 pub fn repository_secrets_used(repository: &Repository) -> Vec<SecretUse> {
+    repository_secrets_used_at(repository, "spec.repository")
+}
+
+/// The Secret keys a repository at `field` needs.
+fn repository_secrets_used_at(repository: &Repository, field: &str) -> Vec<SecretUse> {
     let mut uses = vec![SecretUse {
         name: repository.password_secret_ref.name.clone(),
         key: repository.password_secret_ref.key.clone(),
-        field: "spec.repository.passwordSecretRef".into(),
+        field: format!("{field}.passwordSecretRef"),
     }];
     if let Some(credentials) = &repository.credentials_secret_ref {
         uses.extend(credentials_used(
             credentials,
-            "spec.repository.credentialsSecretRef",
+            &format!("{field}.credentialsSecretRef"),
         ));
     }
     if let Some(ca) = &repository.ca_secret_ref {
         uses.push(SecretUse {
             name: ca.name.clone(),
             key: ca.key.clone(),
-            field: "spec.repository.caSecretRef".into(),
+            field: format!("{field}.caSecretRef"),
         });
     }
     uses

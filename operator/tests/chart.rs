@@ -11,6 +11,8 @@
 
 mod support;
 
+#[path = "chart/copy_lag_alert.rs"]
+mod copy_lag_alert;
 #[path = "chart/suspicious_change_alert.rs"]
 mod suspicious_change_alert;
 

@@ -859,6 +859,7 @@ fn plan(volumes: &[&str], databases: bool) -> BackupPlan {
                 vec![]
             },
             retention: None,
+            copies: Vec::new(),
             maintenance: Default::default(),
             limits: None,
             deadline: "2h".into(),

@@ -20,7 +20,7 @@ fn golden_path(name: &str) -> PathBuf {
 }
 
 /// Compares `job` as YAML with `golden/<name>.yaml`, or writes it there when asked to.
-fn assert_golden(name: &str, job: &Job) {
+pub(super) fn assert_golden(name: &str, job: &Job) {
     let yaml = serde_saphyr::to_string(job).expect("a Job serializes");
     let path = golden_path(name);
     if std::env::var_os("NEVERWIPED_WRITE_GOLDEN").is_some() {

@@ -143,6 +143,44 @@ impl PodBuilder {
         }
     }
 
+    /// Mounts the Secrets of the repository a copy reads from: its password and gate password as
+    /// files, its gate user name from the Secret, its CA as a file (`NEVERWIPED_FROM_*`).
+    pub(super) fn mount_source_repository(
+        &mut self,
+        password: &SecretKeyRef,
+        credentials: Option<&CredentialsSecretRef>,
+        ca: Option<&SecretKeyRef>,
+    ) {
+        let file = self.mount_secret_key(
+            "from-repository-password",
+            &password.name,
+            &password.key,
+            "from-repository",
+            "password",
+        );
+        self.env_value(env::FROM_PASSWORD_FILE, file);
+        if let Some(credentials) = credentials {
+            self.env_from_secret(
+                env::FROM_GATE_USERNAME,
+                &credentials.name,
+                &credentials.username_key,
+            );
+            let file = self.mount_secret_key(
+                "from-gate-password",
+                &credentials.name,
+                &credentials.password_key,
+                "from-gate",
+                "password",
+            );
+            self.env_value(env::FROM_GATE_PASSWORD_FILE, file);
+        }
+        if let Some(ca) = ca {
+            let file =
+                self.mount_secret_key("from-gate-ca", &ca.name, &ca.key, "from-gate-ca", "ca.crt");
+            self.env_value(env::FROM_GATE_CA_FILE, file);
+        }
+    }
+
     /// Mounts a database's password as a file and its user name as a variable; returns the
     /// variable's name and the file's path.
     pub(super) fn mount_database_credentials(

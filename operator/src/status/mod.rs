@@ -1,6 +1,7 @@
 //! What a finished Job changes, written: a BackupPlan's run records, repository and conditions,
 //! and a Restore's status. What the Job's end means is read in [`outcome`].
 
+mod copies;
 pub mod outcome;
 mod restore;
 mod snapshots_listed;
@@ -19,6 +20,7 @@ use crate::conditions::{set_condition, set_condition_as_stored, types, Condition
 use crate::job::scheduled_time_of;
 use crate::plan::{not_ready, Problem};
 
+pub use copies::{copy_lag, record_copy_run, set_copy_lag, CopyLag};
 pub use outcome::{job_end, job_finished, job_state, pod_blocked, JobEnd, JobState};
 pub use restore::{finish_restore, set_restore_conditions, Readiness, RestoreConditions};
 pub use snapshots_listed::withheld_message;

@@ -332,6 +332,7 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                         Reason::RepositoryDamaged
                     }
                     Operation::Check => Reason::CheckFailed,
+                    Operation::Copy => Reason::CopyFailed,
                     Operation::Init
                     | Operation::Backup
                     | Operation::Forget
@@ -346,8 +347,7 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     | Operation::Dump
                     | Operation::Tag
                     | Operation::Cat
-                    | Operation::Repair
-                    | Operation::Copy => Reason::BackupFailed,
+                    | Operation::Repair => Reason::BackupFailed,
                 },
             };
             let message = result

@@ -16,6 +16,7 @@ use neverwiped::repository::IndexedRepository;
 use neverwiped::selection;
 use neverwiped_contract::cli::env;
 use neverwiped_contract::location::RepositoryLocation;
+use neverwiped_contract::ExitStatus;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,6 +34,13 @@ pub struct CopyArgs {
     /// snapshot the filters choose.
     #[arg(value_name = "ID")]
     pub ids: Vec<String>,
+    /// File of PEM CA certificate(s) for the gate of --from-repo (or
+    /// NEVERWIPED_FROM_GATE_CA_FILE); `--cacert` is the destination's.
+    #[arg(long, value_name = "FILE", env = env::FROM_GATE_CA_FILE)]
+    pub from_cacert: Option<PathBuf>,
+    /// Create the destination repository (with the password of --repo) when there is none.
+    #[arg(long)]
+    pub init: bool,
     /// Only snapshots taken less than this long ago (e.g. 36h, 7d).
     #[arg(long, value_name = "DURATION", value_parser = super::durations::parse_duration)]
     pub newer_than: Option<Duration>,
@@ -44,7 +52,7 @@ pub struct CopyArgs {
 pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outcome> {
     args.filter.selection()?;
     let source = open_source(cli, args).await?;
-    let destination = open_indexed(cli, record)
+    let destination = open_destination(cli, args, record)
         .await
         .context("cannot open --repo, the repository copied to")?;
     let source_lock = locking::acquire_for_reading(&source, "copy").await?;
@@ -54,11 +62,47 @@ pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outc
     let copied = copied.context("cannot copy the snapshots")?;
     report(&copied, cli);
     let sent = neverwiped::progress::Progress::get(&options.progress.bytes_transferred);
+    let newest = newest_held(&copied);
     Ok(Outcome {
+        // The newest chosen snapshot, now in the destination, by its id in the source: how far
+        // the destination has caught up.
+        snapshot_id: newest.map(|c| c.source_id.to_hex()),
+        snapshot_time: newest.map(|c| c.snapshot.time.clone()),
+        // Snapshots stored by this run (the others were there already).
+        files: copied
+            .iter()
+            .filter(|c| matches!(c.outcome, CopyOutcome::Copied { .. }))
+            .count() as u64,
         bytes_added: sent,
         bytes_transferred: sent,
         ..Outcome::default()
     })
+}
+
+/// The chosen snapshot taken last (every chosen one is in the destination after a run).
+fn newest_held(copied: &[CopiedSnapshot]) -> Option<&CopiedSnapshot> {
+    copied.iter().max_by(|a, b| {
+        let time = |c: &CopiedSnapshot| chrono::DateTime::parse_from_rfc3339(&c.snapshot.time).ok();
+        time(a).cmp(&time(b))
+    })
+}
+
+/// Opens `--repo`, creating it first with `--init` when there is none.
+async fn open_destination(
+    cli: &Cli,
+    args: &CopyArgs,
+    record: &RunRecord,
+) -> Result<IndexedRepository> {
+    match open_indexed(cli, record).await {
+        Err(error) if args.init && super::exit_status_of(&error) == ExitStatus::NoRepository => {
+            tracing::info!("no destination repository yet: creating it (--init)");
+            super::init(cli)
+                .await
+                .context("--init cannot create the destination repository")?;
+            open_indexed(cli, record).await
+        }
+        opened => opened,
+    }
 }
 
 /// Chooses the snapshots and copies them under the destination's lock (the source's is held).
@@ -89,6 +133,11 @@ async fn open_source(cli: &Cli, args: &CopyArgs) -> Result<IndexedRepository> {
     let mut options = open_options(cli)?;
     // The key hint names a key of the destination.
     options.key_hint = None;
+    if let Some(path) = &args.from_cacert {
+        let pem = std::fs::read(path)
+            .with_context(|| format!("cannot read the CA file {}", path.display()))?;
+        options.ca_certificate_pem = Some(pem);
+    }
     let source = neverwiped::open(
         &args.from_repo,
         &password,

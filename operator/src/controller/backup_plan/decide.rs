@@ -10,7 +10,7 @@ use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
 use super::occupant::Occupant;
 use super::resolve::{resolve, ReadyPlan};
-use super::{listing, maintenance, runs, snapshots, suspect, triggers};
+use super::{copies, listing, maintenance, runs, snapshots, suspect, triggers};
 use crate::api::{BackupPlan, BackupPlanStatus, PlanSnapshots};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::controller::effects::PlannedEvent;
@@ -64,6 +64,7 @@ pub fn decide_with(
         now,
     );
     let maintenance = maintenance::observe(&jobs.maintenance, &observed.pods, &mut decision, now);
+    copies::observe(plan, &jobs.copies, observed, &mut decision, now, settings);
     let mut occupant = match (backup, preparing, maintenance) {
         (Some(run), _, _) => Occupant::Backup(run),
         (None, Some(preparing), _) => Occupant::PreparingSnapshots(preparing),
@@ -82,7 +83,7 @@ pub fn decide_with(
         }
         Ok(ready) => {
             decision.status.mover = Some(ready.mover.status());
-            occupant = start_or_advance(
+            occupant = start_runs(
                 plan,
                 observed,
                 ready,
@@ -128,8 +129,7 @@ pub fn decide_with(
         decision.events.extend(not_ready_event(problems));
     }
 
-    decision.requeue_after =
-        requeue_after(&occupant, ready.is_ok(), &decision.status, now, settings);
+    decision.requeue_after = requeue_after(&occupant, ready.is_ok(), &decision, now, settings);
     // A suspended plan is not expected to back up: no interval, no overdue alert.
     decision.schedule_interval = ready
         .as_ref()
@@ -154,6 +154,29 @@ fn preparing_snapshots<'a>(occupant: &'a Occupant<'_>) -> Option<PreparingSnapsh
 /// The listing of the plan's snapshots in its status as fetched.
 fn plan_status_snapshots(plan: &BackupPlan) -> Option<&PlanSnapshots> {
     plan.status.as_ref().and_then(|s| s.snapshots.as_ref())
+}
+
+/// [`start_or_advance`], then the copies due beside what occupies the plan after it.
+#[allow(clippy::too_many_arguments)]
+fn start_runs<'a>(
+    plan: &BackupPlan,
+    observed: &ObservedPlan,
+    ready: &ReadyPlan,
+    occupant: Occupant<'a>,
+    now: Timestamp,
+    settings: &Settings,
+    gate: &mut dyn Gate,
+    decision: &mut PlanDecision,
+) -> Occupant<'a> {
+    let occupant = start_or_advance(
+        plan, observed, ready, occupant, now, settings, gate, decision,
+    );
+    let locked = matches!(occupant, Occupant::Maintenance(_));
+    let deadline = ready.plan.deadline;
+    copies::start_due(
+        plan, observed, locked, deadline, now, settings, gate, decision,
+    );
+    occupant
 }
 
 /// For a ready plan: starts a due backup, or moves a prepared one on, or starts a due prune or
@@ -213,8 +236,14 @@ fn start_or_advance<'a>(
         let footprint = admit::footprint(plan, ready, RunClass::Backup);
         gate.hold(&admit::run_key(plan), &footprint, now);
     }
-    // An idle plan prunes and checks its repository when they are due.
-    if !occupant.is_idle() {
+    // An idle plan prunes and checks its repository when they are due; a copy reading it
+    // holds it off as a backup does.
+    let copying = decision
+        .status
+        .copies
+        .iter()
+        .any(|c| c.active_job.is_some());
+    if !occupant.is_idle() || copying {
         maintenance::show_next(plan, &ready.plan, &mut decision.status, now);
         return occupant;
     }
@@ -253,6 +282,26 @@ fn start_or_advance<'a>(
     }
 }
 
+/// A lagging copy's gauge is set at each reconcile: a plan with one is looked at this often.
+const COPY_LAG_REFRESH: Duration = Duration::from_secs(300);
+
+/// When the plan's copies want it looked at again: a due copy that waits for a slot, or a lag
+/// whose gauge grows.
+fn copies_requeue(decision: &PlanDecision) -> Duration {
+    if decision.copies_queued {
+        QUEUED_RECHECK.min(COPY_LAG_REFRESH)
+    } else if decision
+        .status
+        .copies
+        .iter()
+        .any(|c| c.behind_since.is_some())
+    {
+        COPY_LAG_REFRESH
+    } else {
+        MAX_REQUEUE
+    }
+}
+
 fn ready_message(suspend: bool, status: &BackupPlanStatus) -> String {
     match (&status.next_schedule_time, suspend) {
         (_, true) => "suspended: no scheduled runs".into(),
@@ -277,6 +326,16 @@ fn not_ready_event(problems: &[Problem]) -> Option<PlannedEvent> {
 }
 
 fn requeue_after(
+    occupant: &Occupant,
+    ready: bool,
+    decision: &PlanDecision,
+    now: Timestamp,
+    settings: &Settings,
+) -> Duration {
+    own_requeue(occupant, ready, &decision.status, now, settings).min(copies_requeue(decision))
+}
+
+fn own_requeue(
     occupant: &Occupant,
     ready: bool,
     status: &BackupPlanStatus,

@@ -21,6 +21,8 @@ pub struct PlanDecision {
     pub status: BackupPlanStatus,
     /// A backup, prune or check Job to create.
     pub create: Option<Job>,
+    /// Copy Jobs to create, one per destination at most.
+    pub create_copies: Vec<Job>,
     /// For a protected plan's prune Job (in the operator's namespace): the copy of the plan's
     /// repository password it mounts, created after it and owned by it.
     pub password_copy: Option<PasswordCopy>,
@@ -40,6 +42,10 @@ pub struct PlanDecision {
     pub events: Vec<PlannedEvent>,
     /// Runs that finished in this reconcile, with their reasons (for metrics).
     pub finished: Vec<(Reason, RunRecord)>,
+    /// Copies that finished in this reconcile, by destination (for metrics).
+    pub finished_copies: Vec<(String, RunOutcome)>,
+    /// A due copy waits for a slot under the concurrency limits.
+    pub copies_queued: bool,
     /// Prunes and checks that finished in this reconcile (for metrics).
     pub finished_maintenance: Vec<(MaintenanceKind, MaintenanceRecord)>,
     /// Scheduled runs newly counted as missed (for metrics).
@@ -56,6 +62,7 @@ impl PlanDecision {
         PlanDecision {
             status,
             create: None,
+            create_copies: Vec::new(),
             password_copy: None,
             create_snapshots: Vec::new(),
             create_claims: Vec::new(),
@@ -65,6 +72,8 @@ impl PlanDecision {
             delete_remote: Vec::new(),
             events: Vec::new(),
             finished: Vec::new(),
+            finished_copies: Vec::new(),
+            copies_queued: false,
             finished_maintenance: Vec::new(),
             newly_missed: 0,
             schedule_interval: None,
@@ -128,6 +137,12 @@ impl PlanDecision {
                     Some(copy) => Create::RemoteJob(Box::new(job), copy.clone()),
                     None => Create::Job(Box::new(job)),
                 }),
+        )
+        .chain(
+            self.create_copies
+                .iter()
+                .cloned()
+                .map(|job| Create::Job(Box::new(job))),
         )
         .collect();
         let remote = self.delete_remote.iter().cloned();

@@ -6,7 +6,8 @@ use kube::ResourceExt;
 use super::decision::PlanDecision;
 use crate::api::BackupPlan;
 use crate::metrics::{
-    outcome_label, MaintenanceLabels, Metrics, PlanLabels, ReasonLabel, RunLabels,
+    outcome_label, CopyLabels, CopyRunLabels, MaintenanceLabels, Metrics, PlanLabels, ReasonLabel,
+    RunLabels,
 };
 
 /// Counts what finished in this reconcile and sets the plan's gauges.
@@ -64,6 +65,57 @@ pub fn record(metrics: &Metrics, plan: &BackupPlan, decision: &PlanDecision) {
         }
     }
     set_gauges(metrics, &labels, decision);
+    record_copies(metrics, plan, &labels, decision);
+}
+
+/// Counts the copies that finished, sets each destination's lag, and forgets the series of
+/// destinations no longer in the spec.
+fn record_copies(
+    metrics: &Metrics,
+    plan: &BackupPlan,
+    labels: &PlanLabels,
+    decision: &PlanDecision,
+) {
+    let copy_labels = |copy: &str| CopyLabels {
+        namespace: labels.namespace.clone(),
+        plan: labels.plan.clone(),
+        copy: copy.to_owned(),
+    };
+    for (copy, outcome) in &decision.finished_copies {
+        metrics
+            .copies
+            .runs
+            .get_or_create(&CopyRunLabels {
+                namespace: labels.namespace.clone(),
+                plan: labels.plan.clone(),
+                copy: copy.clone(),
+                outcome: outcome_label(*outcome),
+            })
+            .inc();
+    }
+    let now = jiff::Timestamp::now();
+    for entry in &decision.status.copies {
+        let lag = entry
+            .behind_since
+            .as_ref()
+            .map_or(0, |since| now.duration_since(since.0).as_secs().max(0));
+        metrics
+            .copies
+            .lag_seconds
+            .get_or_create(&copy_labels(&entry.name))
+            .set(lag);
+    }
+    let before = plan
+        .status
+        .as_ref()
+        .map(|s| &s.copies[..])
+        .unwrap_or_default();
+    for gone in before
+        .iter()
+        .filter(|c| !decision.status.copies.iter().any(|n| n.name == c.name))
+    {
+        metrics.remove_copy(labels, &gone.name);
+    }
 }
 
 /// The gauges of a plan, from its status.

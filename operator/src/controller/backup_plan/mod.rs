@@ -7,6 +7,7 @@
 //! [`triggers`] whether a backup is due, or [`maintenance`] whether a prune or check is.
 
 mod admit;
+mod copies;
 mod decide;
 mod decision;
 mod fetch;
@@ -164,10 +165,16 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
         delete_remote_jobs(client, plan, own_namespace).await?;
     }
     ctx.queue.forget(&admit::run_key(plan), Timestamp::now());
-    ctx.metrics.remove_plan(&PlanLabels {
+    let labels = PlanLabels {
         namespace,
         plan: name,
-    });
+    };
+    for copy in &plan.spec.copies {
+        ctx.queue
+            .forget(&copies::copy_key(plan, &copy.name), Timestamp::now());
+        ctx.metrics.remove_copy(&labels, &copy.name);
+    }
+    ctx.metrics.remove_plan(&labels);
     tracing::info!(jobs = jobs.items.len(), "cleaned up a deleted BackupPlan");
     Ok(Action::await_change())
 }

@@ -30,19 +30,26 @@ pub struct PlanJobs<'a> {
     pub backups: Vec<&'a Job>,
     /// Prunes and checks.
     pub maintenance: Vec<&'a Job>,
+    /// Copies to the destinations of `spec.copies`.
+    pub copies: Vec<&'a Job>,
 }
 
 /// The Jobs of `observed` that `plan` owns.
 pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<'a> {
-    let (maintenance, mut backups): (Vec<&Job>, Vec<&Job>) = observed
+    let (maintenance, others): (Vec<&Job>, Vec<&Job>) = observed
         .jobs
         .iter()
         .filter(|job| owned_by(*job, plan) || crate::job::remote_job_of(job, plan))
         .partition(|job| super::maintenance::maintenance_kind(job).is_some());
+    let (mut copies, mut backups): (Vec<&Job>, Vec<&Job>) = others
+        .into_iter()
+        .partition(|job| crate::job::copy_destination_of(job).is_some());
     backups.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    copies.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
     PlanJobs {
         backups,
         maintenance,
+        copies,
     }
 }
 
@@ -170,11 +177,13 @@ pub fn start<'a>(
     ))
 }
 
-/// Whether a pod of one of the plan's backup, prune or check runs may still run (it is not
+/// Whether a pod of one of the plan's backup, prune, check or copy runs may still run (it is not
 /// `Succeeded` or `Failed`): then the locks it holds in the repository are not stale, whatever its
 /// Job says. (Restores lock under their own host names.)
 pub fn plan_pod_alive(plan_name: &str, pods: &[Pod]) -> bool {
-    let locking = [RunKind::Backup, RunKind::Prune, RunKind::Check].map(RunKind::label);
+    let [backup, prune, check] =
+        [RunKind::Backup, RunKind::Prune, RunKind::Check].map(RunKind::label);
+    let locking = [backup, prune, check, crate::job::COPY_OPERATION];
     pods.iter().any(|pod| {
         let labels = pod.metadata.labels.as_ref();
         let ours = labels.is_some_and(|l| {

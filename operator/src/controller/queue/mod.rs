@@ -65,7 +65,7 @@ impl Default for Limits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RunClass {
     Backup,
-    /// A prune or a check.
+    /// A prune, a check or a copy: repository work nobody waits for.
     Maintenance,
     /// Never queued; counted against the node and host limits.
     Restore,
@@ -82,6 +82,12 @@ pub struct RunKey {
 pub enum Owner {
     Plan(String),
     Restore(String),
+    /// A plan's copy to one destination: it runs beside the plan's backups, so it has its own
+    /// place.
+    Copy {
+        plan: String,
+        copy: String,
+    },
 }
 
 impl RunKey {
@@ -154,7 +160,7 @@ impl fmt::Display for Blocker {
             Blocker::Maintenance(limit) => {
                 write!(
                     f,
-                    "{limit} prunes and checks run in the cluster (the limit)"
+                    "{limit} prunes, checks and copies run in the cluster (the limit)"
                 )
             }
             Blocker::Node { node, limit } => {

@@ -102,7 +102,8 @@ impl Queue {
 
     fn send(&self, keys: Vec<RunKey>) {
         for key in keys {
-            if let Owner::Plan(name) = key.owner {
+            // A copy waits in its plan's reconcile.
+            if let Owner::Plan(name) | Owner::Copy { plan: name, .. } = key.owner {
                 let _ = self.wake.send(ObjectRef::new(&name).within(&key.namespace));
             }
         }
@@ -167,6 +168,13 @@ pub fn job_footprint(job: &Job) -> Option<(JobId, RunKey, Footprint)> {
         "prune" | "check" => (
             RunClass::Maintenance,
             Owner::Plan(labels.get(LABEL_PLAN)?.clone()),
+        ),
+        crate::job::COPY_OPERATION => (
+            RunClass::Maintenance,
+            Owner::Copy {
+                plan: labels.get(LABEL_PLAN)?.clone(),
+                copy: labels.get(crate::job::LABEL_COPY)?.clone(),
+            },
         ),
         "restore" => (
             RunClass::Restore,

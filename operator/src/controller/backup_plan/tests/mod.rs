@@ -1,5 +1,6 @@
 //! The BackupPlan reconciler's decisions, from fetched objects to what it would write.
 
+mod copies;
 mod listed_snapshots;
 mod maintenance;
 mod queue;
