@@ -129,6 +129,7 @@ ALERT_METRICS = {
     "NeverwipedBackupFailed": {"neverwiped_backup_runs_total"},
     "NeverwipedRepositoryCheckFailed": {"neverwiped_repository_check_ok"},
     "NeverwipedSuspiciousChange": {"neverwiped_suspicious_change"},
+    "NeverwipedCopyLagging": {"neverwiped_copy_lag_seconds"},
 }
 
 
@@ -727,7 +728,8 @@ def the_alerts_parse_and_read_the_operators_metrics() -> None:
         expect(alert["labels"]["team"] == "storage", f"{name}: additional labels")
         expect(set(alert["annotations"]) == {"summary", "description"}, f"{name}: annotations")
         # The annotations name labels the expression keeps.
-        kept = {"namespace", "plan"} | ({"reason"} if name == "NeverwipedBackupFailed" else set())
+        kept = {"namespace", "plan"} | ({"reason"} if name == "NeverwipedBackupFailed" else set()) \
+            | ({"copy"} if name == "NeverwipedCopyLagging" else set())
         used = set(re.findall(r"\$labels\.([a-z_]+)", json.dumps(alert["annotations"])))
         expect(used <= kept, f"{name}'s annotations use labels its expression drops: {used}")
     thresholds = EVERYTHING_ON["metrics"]["prometheusRule"]
@@ -749,7 +751,7 @@ def the_alerts_parse_and_read_the_operators_metrics() -> None:
     rule = Rendered(values).one("PrometheusRule")
     expect({r["alert"] for r in rule["spec"]["groups"][0]["rules"]} ==
            {"NeverwipedBackupOverdue", "NeverwipedRepositoryCheckFailed",
-            "NeverwipedSuspiciousChange"}, "backupFailed off")
+            "NeverwipedSuspiciousChange", "NeverwipedCopyLagging"}, "backupFailed off")
 
 
 @check

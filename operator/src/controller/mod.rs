@@ -337,10 +337,11 @@ where
         )
         .owns(
             scoped_api::<Job>(&client, namespace),
-            // A plan's backups, prunes and checks.
+            // A plan's backups, prunes, checks and copies.
             watcher::Config::default().labels(&format!(
-                "{} in (backup,prune,check)",
-                crate::job::LABEL_OPERATION
+                "{} in (backup,prune,check,{})",
+                crate::job::LABEL_OPERATION,
+                crate::job::COPY_OPERATION
             )),
         );
     let plans = match ctx.settings.job.protection.jobs_namespace() {
