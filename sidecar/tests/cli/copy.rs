@@ -368,3 +368,51 @@ fn copy_memory_does_not_grow_with_the_repository() {
     assert!(peaks[1] < peaks[0] + 4096, "peaks {peaks:?}");
     assert!(peaks[1] < 100 * 1024, "peaks {peaks:?}");
 }
+
+/// What the operator's copy Jobs read: `--init` creates a destination that does not exist yet,
+/// and the result names the newest chosen snapshot by its id in the source, its time, and how
+/// many snapshots this run stored.
+#[test]
+fn a_copy_with_init_creates_the_destination_and_its_result_names_the_newest_snapshot() {
+    let Some(ends) = Ends::start("copy::a_copy_with_init_creates_the_destination") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    three_snapshots(&ends, work.path());
+    let made = ends.source.snapshots();
+    let newest_alpha = made
+        .iter()
+        .filter(|s| s["hostname"] == "alpha")
+        .max_by_key(|s| s["time"].as_str().unwrap().to_owned())
+        .unwrap();
+    let mut fresh = Sidecar::new(format!("rest:{}", ends.server.repo_url("fresh")));
+    fresh.env = ends.destination.env.clone();
+    fs::write(&fresh.password_file, "a third password\n").unwrap();
+    let from = format!("rest:{}", ends.server.repo_url("source"));
+    let result_file = work.path().join("result.json");
+    let copy = [
+        "copy",
+        "--from-repo",
+        &from,
+        "--host",
+        "alpha",
+        "--result-file",
+    ];
+    let mut args: Vec<&str> = copy.to_vec();
+    args.push(text(&result_file));
+    fresh.run(&args).expect_code(10);
+    args.push("--init");
+    fresh.run(&args).expect_ok();
+    let result = super::support::sidecar::read_result(&result_file);
+    let id = newest_alpha["id"].as_str().unwrap();
+    assert_eq!(result.snapshot_id.as_deref(), Some(id));
+    let time = |text: &str| chrono::DateTime::parse_from_rfc3339(text).unwrap();
+    assert_eq!(
+        time(result.snapshot_time.as_deref().unwrap()),
+        time(newest_alpha["time"].as_str().unwrap())
+    );
+    assert_eq!(result.files, 2, "two snapshots of alpha stored");
+    fresh.run(&args).expect_ok();
+    let again = super::support::sidecar::read_result(&result_file);
+    assert_eq!((again.files, again.snapshot_id.as_deref()), (0, Some(id)));
+}
