@@ -45,6 +45,14 @@ impl Cluster {
     pub fn up(script: &Path, name: &str, ports: Ports) -> Cluster {
         let folder = std::env::temp_dir().join(format!("neverwiped-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&folder);
+        for port in [ports.api, ports.etcd, ports.etcd_peer] {
+            assert!(
+                std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+                "port {port} of {name} is taken: an earlier run killed before it stopped its API \
+                 server? (`real-apiserver.sh stop` with REAL_APISERVER_DIR set to its \
+                 neverwiped-{name}-PID folder in the temporary directory)"
+            );
+        }
         let cluster = Cluster {
             name: name.to_owned(),
             script: script.to_owned(),

@@ -40,7 +40,9 @@ pub struct Gate {
 impl Gate {
     pub fn start() -> Gate {
         let data = Scratch::new("worst-day-gate");
-        let server = neverwiped_testkit::RestServer::start(&data.0, Some(GATE_LOGIN), false);
+        // The login file goes beside the data folder: both inside the scratch folder.
+        let repositories = data.0.join("repositories");
+        let server = neverwiped_testkit::RestServer::start(&repositories, Some(GATE_LOGIN), false);
         Gate {
             server,
             _data: data,
