@@ -10,6 +10,7 @@ mod common;
 pub mod conditions;
 mod mover;
 pub mod names;
+pub mod quota;
 pub mod recorded_claims;
 mod restore;
 mod snapshots;
