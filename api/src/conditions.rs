@@ -152,6 +152,9 @@ reasons! {
     /// A claim the Restore creates from the snapshot's record is of a StorageClass this cluster
     /// lacks, and `storageClassMapping` maps it to none.
     StorageClassNotFound => "StorageClassNotFound",
+    /// The claims the Restore creates from the snapshot's record do not fit one of the
+    /// namespace's ResourceQuotas (the message names it, its limit and its use); none was made.
+    QuotaExceeded => "QuotaExceeded",
     /// The snapshot's record lacks what the Restore needs of it: a claim a volume restores, a
     /// claim's size (without `minimumClaimSize`), or any claim or database at all for
     /// `allVolumes` or `allDatabases`.

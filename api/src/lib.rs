@@ -11,6 +11,7 @@ pub mod conditions;
 mod copies;
 mod mover;
 pub mod names;
+pub mod quota;
 pub mod recorded_claims;
 mod restore;
 mod snapshots;

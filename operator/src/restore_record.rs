@@ -6,12 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, ResourceQuota};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use neverwiped_contract::record::{RecordedClaim, RecordedSources};
 use neverwiped_contract::{Operation, RunResult};
 
+use crate::api::quota::{self, QuotaError, QuotaShortfall};
 use crate::api::recorded_claims::{claim_from_record, ClaimRules};
 use crate::api::{DatabaseType, Restore, RestoreSpec, RestoreVolume};
 use crate::conditions::Reason;
@@ -76,6 +77,8 @@ pub enum RecordProblem {
         class: String,
         recorded: String,
     },
+    #[error("{0}: ask the cluster admin for a larger quota, or create the claims yourself (of any size that holds the data) and create a new Restore; a claim that exists is restored into")]
+    QuotaExceeded(Box<QuotaShortfall>),
 }
 
 impl RecordProblem {
@@ -83,6 +86,7 @@ impl RecordProblem {
     pub fn reason(&self) -> Reason {
         match self {
             RecordProblem::StorageClassNotFound { .. } => Reason::StorageClassNotFound,
+            RecordProblem::QuotaExceeded(_) => Reason::QuotaExceeded,
             _ => Reason::NotInSnapshotRecord,
         }
     }
@@ -189,6 +193,19 @@ pub fn claims_to_create(
         made.push(claim);
     }
     Ok(made)
+}
+
+/// Refuses `claims` (to be created in `namespace`) that do not all fit its `quotas`: the API
+/// server would refuse the one past a quota only after the claims before it were made.
+pub fn check_quotas(
+    claims: &[PersistentVolumeClaim],
+    quotas: &[ResourceQuota],
+    namespace: &str,
+) -> Result<(), RecordProblem> {
+    quota::check(quotas, claims, namespace).map_err(|error| match error {
+        QuotaError::Shortfall(shortfall) => RecordProblem::QuotaExceeded(shortfall),
+        QuotaError::Quantity(error) => RecordProblem::Claim(format!("{error}")),
+    })
 }
 
 /// The record of the claim `name`.

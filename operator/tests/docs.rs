@@ -14,6 +14,9 @@
 //!   whose row links to the Kubernetes API reference (standard Kubernetes types such as
 //!   Toleration or Condition); a row whose type says "the same fields as `X`" covers its fields by
 //!   `X`'s rows, and the schemas of the two must then be the same. Needs no API server.
+//! - Every copy-and-paste block of `docs/restore-runbook.md` marked `<!-- runbook: NAME -->` is run
+//!   by the worst-day test (`operator/tests/worst_day.rs`), which reads each block from the
+//!   runbook by its mark: what a reader pastes is what the test ran.
 
 mod support;
 
@@ -819,4 +822,53 @@ fn the_reference_parser_reads_the_conventions() {
         yaml_blocks("text\n```yaml\na: 1\n```\n  ```yaml\n  b: 2\n  ```\n"),
         [(2, "a: 1\n".to_owned()), (5, "b: 2\n".to_owned())]
     );
+}
+
+/// The names of the runbook's marked blocks (`<!-- runbook: NAME -->`), in order.
+fn runbook_marks(markdown: &str) -> Vec<String> {
+    markdown
+        .split("<!-- runbook: ")
+        .skip(1)
+        .map(|rest| rest.split(" -->").next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_marked_runbook_block_is_run_by_the_worst_day_test() {
+    let runbook =
+        std::fs::read_to_string(repo_root().join("docs/restore-runbook.md")).expect("the runbook");
+    let marks = runbook_marks(&runbook);
+    assert!(!marks.is_empty(), "the runbook marks no block");
+    let tests = repo_root().join("operator/tests");
+    let mut sources = std::fs::read_to_string(tests.join("worst_day.rs")).expect("worst_day.rs");
+    for file in files_under(&tests.join("worst_day"), &["rs"], true) {
+        sources.push_str(&std::fs::read_to_string(file).expect("a test source"));
+    }
+    // Calls as rustfmt may break them over lines.
+    sources.retain(|c| !c.is_whitespace());
+    let mut problems = Vec::new();
+    for (index, name) in marks.iter().enumerate() {
+        if marks[..index].contains(name) {
+            problems.push(format!("the mark {name} is on two blocks"));
+        }
+        let mark = format!("<!-- runbook: {name} -->\n```");
+        if !runbook.contains(&mark) {
+            problems.push(format!(
+                "the mark {name} is not right before a fenced block"
+            ));
+        }
+        // The test reads each block it runs by its name: runbook::run("NAME", ...),
+        // runbook::run_while("NAME", ...) or runbook::block("NAME").
+        let calls = [
+            format!("runbook::run(\"{name}\","),
+            format!("runbook::run_while(\"{name}\","),
+            format!("runbook::block(\"{name}\")"),
+        ];
+        if !calls.iter().any(|call| sources.contains(call)) {
+            problems.push(format!(
+                "the block {name} is not run by operator/tests/worst_day.rs"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -9,6 +9,7 @@ use anyhow::{bail, Result};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use neverwiped::format::snapshot::Snapshot;
+use neverwiped_api::quota::{self, QuotaError};
 use neverwiped_api::recorded_claims::{claim_from_record, ClaimFromRecordError, ClaimRules};
 use neverwiped_contract::record::RecordedClaim;
 
@@ -102,7 +103,13 @@ pub async fn create(cluster: &Cluster, namespace: &str, claims: &[ClaimToCreate]
     match cluster.resource_quotas(namespace).await {
         Ok(quotas) => {
             let made: Vec<PersistentVolumeClaim> = claims.iter().map(|c| c.claim.clone()).collect();
-            crate::quota::check(&quotas, &made, namespace)?
+            quota::check(&quotas, &made, namespace).map_err(|error| match error {
+                QuotaError::Shortfall(shortfall) => anyhow::anyhow!(
+                    "{shortfall}: ask for a larger quota, or create the claims yourself and \
+                     restore with --volume SOURCE=TARGET"
+                ),
+                other => other.into(),
+            })?
         }
         Err(why) => eprintln!(
             "warning: cannot check the claims against the namespace's ResourceQuotas ({}); a \
@@ -122,7 +129,7 @@ pub async fn create(cluster: &Cluster, namespace: &str, claims: &[ClaimToCreate]
     }
     for wanted in claims {
         let created = cluster.create_claim(namespace, &wanted.claim).await?;
-        let size = crate::quota::requested_storage(&created);
+        let size = quota::requested_storage(&created);
         let class = created
             .spec
             .as_ref()

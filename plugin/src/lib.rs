@@ -9,7 +9,7 @@
 //! - [`mount`]: the plan's snapshots as a read-only FUSE file system.
 //! - [`runs`]: `backup` and `restore`, asked of the operator and followed through status.
 //! - [`claims`]: the claims a snapshot recorded, created anew before a Restore fills them;
-//!   [`quota`]: whether they fit the namespace's ResourceQuotas.
+//!   whether they fit the namespace's ResourceQuotas (`neverwiped_api::quota`).
 //! - [`status`]: every plan at a glance.
 
 pub mod args;
@@ -18,7 +18,6 @@ pub mod claims;
 pub mod cluster;
 pub mod freshness;
 pub mod mount;
-pub mod quota;
 pub mod repository;
 pub mod requester;
 pub mod runs;

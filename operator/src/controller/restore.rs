@@ -27,7 +27,7 @@ use crate::job::{describe_job, describe_job_name, restore_job, restore_job_name,
 use crate::mover::{restore_mover, MoverChoice};
 use crate::plan::{check_secrets, credentials_used, not_ready, repository_secrets_used, Problem};
 use crate::restore_access::{hosts_not_allowed, AccessReview};
-use crate::restore_record::{claims_to_create, resolve, Described};
+use crate::restore_record::{check_quotas, claims_to_create, resolve, Described};
 use crate::restore_source::{clone_refusal, ReadFrom};
 use crate::schedule::parse_duration;
 use crate::status::{
@@ -160,6 +160,8 @@ fn before_job(
                 let claims = &observed.claims;
                 let classes = &observed.storage_classes;
                 let made = claims_to_create(&resolved, &described.sources, claims, classes)?;
+                let namespace = restore.namespace().unwrap_or_default();
+                check_quotas(&made, &observed.resource_quotas, &namespace)?;
                 decision.create_claims.extend(made);
                 Ok(resolved)
             });

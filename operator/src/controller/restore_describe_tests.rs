@@ -7,7 +7,9 @@ use super::Settings;
 use crate::api::{ClaimCreation, Restore, RestorePhase, StorageClassMapping};
 use crate::conditions::{find_condition, types, Reason};
 use crate::restore_record::Described;
+use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus};
 use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 use kube::ResourceExt;
 use neverwiped_contract::record::{RecordedClaim, RecordedSources};
@@ -149,6 +151,55 @@ fn a_class_the_cluster_lacks_fails_the_restore_with_its_reason() {
         decision.requeue_after, None,
         "a failed Restore waits for nothing"
     );
+}
+
+/// A ResourceQuota of the Restore's namespace named `storage` with these hard limits and uses.
+fn quota(hard: &str, used: &str) -> ResourceQuota {
+    let of = |amount: &str| Some([("requests.storage".to_owned(), Quantity(amount.into()))].into());
+    ResourceQuota {
+        metadata: ObjectMeta {
+            name: Some("storage".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ResourceQuotaSpec {
+            hard: of(hard),
+            ..ResourceQuotaSpec::default()
+        }),
+        status: Some(ResourceQuotaStatus {
+            used: of(used),
+            ..ResourceQuotaStatus::default()
+        }),
+    }
+}
+
+#[test]
+fn claims_past_a_quota_fail_the_restore_before_any_is_made_and_claims_within_it_are_made() {
+    let mapped = restore(&[("fast", "standard")]);
+    let settings = Settings::with_image("s");
+    let mut tight = observed(described());
+    tight.resource_quotas = vec![quota("10Gi", "8Gi")];
+    let decision = decide(&mapped, &tight, now(), &settings);
+    assert_eq!(decision.status.phase, Some(RestorePhase::Failed));
+    assert!(decision.create_job.is_none() && decision.create_claims.is_empty());
+    let complete = find_condition(&decision.status.conditions, types::COMPLETE).unwrap();
+    assert_eq!(complete.reason, "QuotaExceeded");
+    let message = &complete.message;
+    assert!(
+        message.contains("3Gi of storage (requests.storage)"),
+        "{message}"
+    );
+    assert!(message.contains("ResourceQuota shop/storage"), "{message}");
+    assert!(message.contains("(hard 10Gi, used 8Gi)"), "{message}");
+    assert_eq!(decision.events[0].reason, Reason::QuotaExceeded);
+    let mut roomy = observed(described());
+    roomy.resource_quotas = vec![quota("10Gi", "7Gi")];
+    let decision = decide(&mapped, &roomy, now(), &settings);
+    assert_eq!(
+        decision.create_claims.len(),
+        1,
+        "exactly full is within the quota"
+    );
+    assert!(decision.create_job.is_some());
 }
 
 #[test]

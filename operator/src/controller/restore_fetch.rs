@@ -1,12 +1,12 @@
 //! What the Restore reconciler fetches: the plan, the describe and restore Jobs and their pods,
 //! and then, for the Restore as checked at its describe step ([`as_checked`]), its target
-//! claims, Secrets, StorageClasses and its creator's access.
+//! claims, Secrets, StorageClasses, ResourceQuotas and its creator's access.
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
@@ -42,6 +42,8 @@ pub struct ObservedRestore {
     pub describe: DescribeStep,
     /// The cluster's StorageClasses (fetched for `createClaims: FromSnapshot`).
     pub storage_classes: Vec<StorageClass>,
+    /// The namespace's ResourceQuotas (fetched for `createClaims: FromSnapshot`).
+    pub resource_quotas: Vec<ResourceQuota>,
 }
 
 /// Everything [`super::restore::decide`] needs of the cluster for `restore`, at `now`.
@@ -92,14 +94,15 @@ pub async fn fetch(
         (Some(from), None) => review_restore(client, namespace, &checked, from, &claims).await?,
         _ => AccessReview::NoRequester,
     };
-    let storage_classes = match (&describe, checked.spec.create_claims) {
+    let (storage_classes, resource_quotas) = match (&describe, checked.spec.create_claims) {
         (DescribeStep::Described(_), Some(_)) => {
-            Api::<StorageClass>::all(client.clone())
+            let classes = Api::<StorageClass>::all(client.clone())
                 .list(&ListParams::default())
                 .await?
-                .items
+                .items;
+            (classes, fetch_quotas(client, namespace).await?)
         }
-        _ => Vec::new(),
+        _ => (Vec::new(), Vec::new()),
     };
     Ok(ObservedRestore {
         plan,
@@ -111,7 +114,19 @@ pub async fn fetch(
         access,
         describe,
         storage_classes,
+        resource_quotas,
     })
+}
+
+/// The ResourceQuotas of `namespace`. An API server that serves none (404: a cluster without the
+/// quota admission, as some test servers are) has none to check against.
+async fn fetch_quotas(client: &kube::Client, namespace: &str) -> Result<Vec<ResourceQuota>, Error> {
+    let quotas = Api::<ResourceQuota>::namespaced(client.clone(), namespace);
+    match quotas.list(&ListParams::default()).await {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// The Restore's BackupPlan. A name that is not an object name would be a path in the request

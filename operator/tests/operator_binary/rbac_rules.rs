@@ -49,6 +49,11 @@ const NOT_SHOWN_HERE: &[(&str, &str)] = &[
         "secrets/delete",
         "removing a finished protected prune's password copy: maintenance::protected",
     ),
+    (
+        "resourcequotas/list",
+        "createClaims: FromSnapshot's quota check: the Restores of restore_from_snapshot, whose \
+         operator runs under the chart's rules",
+    ),
 ];
 
 /// The verbs only a `copyMethod: Snapshot` run uses.
