@@ -54,7 +54,10 @@ pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outc
     let copied = copied.context("cannot copy the snapshots")?;
     report(&copied, cli);
     let sent = neverwiped::progress::Progress::get(&options.progress.bytes_transferred);
+    // The plaintext of the data blobs read from the source.
+    let read = neverwiped::progress::Progress::get(&options.progress.bytes_processed);
     Ok(Outcome {
+        bytes_read: read,
         bytes_added: sent,
         bytes_transferred: sent,
         ..Outcome::default()
