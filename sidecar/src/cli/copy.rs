@@ -62,6 +62,8 @@ pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outc
     let copied = copied.context("cannot copy the snapshots")?;
     report(&copied, cli);
     let sent = neverwiped::progress::Progress::get(&options.progress.bytes_transferred);
+    // The plaintext of the data blobs read from the source.
+    let read = neverwiped::progress::Progress::get(&options.progress.bytes_processed);
     let newest = newest_held(&copied);
     Ok(Outcome {
         // The newest chosen snapshot, now in the destination, by its id in the source: how far
@@ -73,6 +75,7 @@ pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outc
             .iter()
             .filter(|c| matches!(c.outcome, CopyOutcome::Copied { .. }))
             .count() as u64,
+        bytes_read: read,
         bytes_added: sent,
         bytes_transferred: sent,
         ..Outcome::default()

@@ -4,7 +4,9 @@
 //! its plaintext but not its id: every blob a copied tree names is read from the source, opened
 //! with the source's keys, named under the destination's and sent only when the destination's
 //! index lacks that name. Trees name their children, so each is rewritten with the new names,
-//! depth first, after everything below it. Folders already copied in this run are not read again.
+//! depth first, after everything below it. Folders already copied in this run are not read again,
+//! and a snapshot of the same host and paths already in the destination names what has not
+//! changed since (see `trees`): a nightly copy reads from the source what the night added.
 //!
 //! Crash safety is the backup's: each snapshot is copied through the backup's sealing threads
 //! and uploader, whose packs are indexed as they are stored; the snapshot is written only after
@@ -13,10 +15,12 @@
 
 mod trees;
 
+use trees::Reference;
+
 use crate::archive::UploadStats;
 use crate::error::Result;
-use crate::format::snapshot::Snapshot;
-use crate::ids::SnapshotId;
+use crate::format::snapshot::{Snapshot, SnapshotPath};
+use crate::ids::{BlobId, SnapshotId};
 use crate::progress::Progress;
 use crate::repository::IndexedRepository;
 use std::collections::{HashMap, HashSet};
@@ -80,25 +84,50 @@ pub async fn copy_snapshots(
     options: &CopyOptions,
     mut each: impl FnMut(&CopiedSnapshot),
 ) -> Result<Vec<CopiedSnapshot>> {
-    let mut present: HashMap<SnapshotId, SnapshotId> = destination
+    // Each original in the destination: its copy's id and root tree.
+    let mut present: HashMap<SnapshotId, (SnapshotId, BlobId)> = destination
         .snapshots()
         .await?
         .into_iter()
-        .map(|(id, snapshot)| (original_of(id, &snapshot), id))
+        .map(|(id, snapshot)| (original_of(id, &snapshot), (id, snapshot.tree)))
         .collect();
     let mut copier = trees::Copier::new(source, destination, options);
     let mut done = Vec::new();
     let mut seen = HashSet::new();
+    // The latest chosen snapshot of each host and paths that the destination holds.
+    let mut latest: HashMap<(String, Vec<SnapshotPath>), Reference> = HashMap::new();
     for (source_id, snapshot) in chosen {
         let original = original_of(source_id, &snapshot);
         if !seen.insert(original) {
             continue;
         }
+        let key = (snapshot.hostname.clone(), snapshot.paths.clone());
         let outcome = match present.get(&original) {
-            Some(&copy_id) => CopyOutcome::AlreadyThere { copy_id },
+            Some(&(copy_id, copy)) => {
+                latest.insert(
+                    key,
+                    Reference {
+                        source: snapshot.tree,
+                        copy,
+                    },
+                );
+                CopyOutcome::AlreadyThere { copy_id }
+            }
             None => {
-                let (copy_id, added) = copier.copy_one(source_id, &snapshot).await?;
-                present.insert(original, copy_id);
+                let reference = match latest.get(&key) {
+                    Some(reference) => Some(*reference),
+                    None => parent_reference(source, &snapshot, &present).await,
+                };
+                let (copy_id, copy, added) =
+                    copier.copy_one(source_id, &snapshot, reference).await?;
+                present.insert(original, (copy_id, copy));
+                latest.insert(
+                    key,
+                    Reference {
+                        source: snapshot.tree,
+                        copy,
+                    },
+                );
                 CopyOutcome::Copied { copy_id, added }
             }
         };
@@ -111,4 +140,17 @@ pub async fn copy_snapshots(
         done.push(copied);
     }
     Ok(done)
+}
+
+/// The snapshot's parent as a reference, when the destination holds a copy of it (copies chosen
+/// alone, such as `latest`, have no earlier one among the chosen).
+async fn parent_reference(
+    source: &IndexedRepository,
+    snapshot: &Snapshot,
+    present: &HashMap<SnapshotId, (SnapshotId, BlobId)>,
+) -> Option<Reference> {
+    let parent = snapshot.parent?;
+    let &(_, copy) = present.get(&parent)?;
+    let tree = source.read_snapshot(parent).await.ok()?.tree;
+    Some(Reference { source: tree, copy })
 }

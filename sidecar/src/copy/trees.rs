@@ -1,5 +1,12 @@
 //! The copy of one snapshot: its trees walked depth first, their blobs renamed under the
 //! destination's keys and sent through the backup's sealing threads and uploader.
+//!
+//! A snapshot copied earlier gives the names without reading: its source tree and its copy are
+//! walked side by side with the new one, folder by folder. A folder whose source tree is the same
+//! as the earlier one's is its copy, and a blob the earlier folder named is named as its copy
+//! named it, so only what changed since is read from the source. Where the two do not pair (names
+//! or shapes differ, a tree cannot be read, the destination's index lacks the copy), everything
+//! below is read as without one.
 
 use super::{CopyOptions, READS_IN_FLIGHT};
 use crate::archive::pipeline::{
@@ -16,6 +23,21 @@ use futures::{StreamExt, TryStreamExt};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
+
+/// A folder of a snapshot already in the destination: its tree in the source and its copy's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Reference {
+    pub source: BlobId,
+    pub copy: BlobId,
+}
+
+/// What an earlier folder and its copy name: the copy's name of each data blob of its files,
+/// and the reference of each subfolder.
+#[derive(Default)]
+struct Earlier {
+    blobs: HashMap<BlobId, BlobId>,
+    folders: HashMap<Vec<u8>, Reference>,
+}
 
 /// Copies snapshots one after the other, remembering the folders it has copied.
 pub(super) struct Copier<'a> {
@@ -51,13 +73,15 @@ impl<'a> Copier<'a> {
     }
 
     /// Stores a copy of `snapshot` and returns its id and what it added: every blob first, then
-    /// their index, then the snapshot.
+    /// their index, then the snapshot. `reference` is an earlier snapshot of the same folders
+    /// already in the destination.
     pub(super) async fn copy_one(
         &mut self,
         source_id: SnapshotId,
         snapshot: &Snapshot,
-    ) -> Result<(SnapshotId, UploadStats)> {
-        let (root, added) = self.copy_root(snapshot.tree).await?;
+        reference: Option<Reference>,
+    ) -> Result<(SnapshotId, BlobId, UploadStats)> {
+        let (root, added) = self.copy_root(snapshot.tree, reference).await?;
         let mut copy = snapshot.clone();
         copy.tree = root;
         // As restic's: the parent means nothing in the destination, and a copy of a copy keeps
@@ -65,12 +89,16 @@ impl<'a> Copier<'a> {
         copy.parent = None;
         copy.original = Some(super::original_of(source_id, snapshot));
         let copy_id = self.destination.write_snapshot(&copy).await?;
-        Ok((copy_id, added))
+        Ok((copy_id, root, added))
     }
 
     /// Copies the tree `root` through a pipeline of its own, which has stored and indexed
     /// everything when this returns.
-    async fn copy_root(&mut self, root: BlobId) -> Result<(BlobId, UploadStats)> {
+    async fn copy_root(
+        &mut self,
+        root: BlobId,
+        reference: Option<Reference>,
+    ) -> Result<(BlobId, UploadStats)> {
         let options = self.options;
         let (job_tx, job_rx) = crossbeam_channel::bounded::<JobBatch>(1);
         let buffers = Recycler::new(options.workers + 3);
@@ -98,7 +126,7 @@ impl<'a> Copier<'a> {
             buffers,
             queued: HashSet::new(),
         };
-        let walked = self.copy_tree(&mut sending, root).await;
+        let walked = self.copy_tree(&mut sending, root, reference).await;
         let flushed = sending.finish();
         let uploaded = uploads
             .await
@@ -110,22 +138,37 @@ impl<'a> Copier<'a> {
         Ok((walked?, added))
     }
 
-    /// Copies the source tree `id` and everything below it; returns the copy's id.
+    /// Copies the source tree `id` and everything below it; returns the copy's id. `reference`
+    /// is the same folder in a snapshot already copied.
     fn copy_tree<'s>(
         &'s mut self,
         sending: &'s mut Sending,
         id: BlobId,
+        reference: Option<Reference>,
     ) -> Pin<Box<dyn Future<Output = Result<BlobId>> + Send + 's>> {
         Box::pin(async move {
             if let Some(known) = self.trees.get(&id) {
                 return Ok(*known);
             }
+            if let Some(earlier) = reference {
+                // Unchanged since: the copy holds it all, as the snapshot naming it is complete.
+                if earlier.source == id && self.destination.index().contains(&earlier.copy) {
+                    self.trees.insert(id, earlier.copy);
+                    return Ok(earlier.copy);
+                }
+            }
             let tree = self.source.read_tree(&id, "a folder being copied").await?;
+            let earlier = match reference {
+                Some(reference) => self.earlier(reference).await,
+                None => Earlier::default(),
+            };
             let mut nodes = tree.nodes;
-            self.copy_contents(sending, &mut nodes).await?;
+            self.copy_contents(sending, &mut nodes, &earlier.blobs)
+                .await?;
             for node in &mut nodes {
                 if let NodeKind::Dir { subtree } = &mut node.kind {
-                    *subtree = self.copy_tree(sending, *subtree).await?;
+                    let below = earlier.folders.get(&node.name).copied();
+                    *subtree = self.copy_tree(sending, *subtree, below).await?;
                 }
             }
             let copy =
@@ -135,24 +178,79 @@ impl<'a> Copier<'a> {
         })
     }
 
-    /// Renames the content of every file among `nodes`, reading a few blobs at once.
-    async fn copy_contents(&self, sending: &mut Sending, nodes: &mut [Node]) -> Result<()> {
-        let wanted: Vec<(usize, usize, BlobId)> = nodes
-            .iter()
-            .enumerate()
-            .flat_map(|(at, node)| match &node.kind {
-                NodeKind::File { content, .. } => content
-                    .iter()
-                    .enumerate()
-                    .map(|(part, blob)| (at, part, *blob))
-                    .collect(),
-                _ => Vec::new(),
-            })
-            .collect();
+    /// What the earlier folder `reference` and its copy name, or nothing when they do not pair
+    /// entry by entry (then the folder is read as if there were no earlier copy).
+    async fn earlier(&self, reference: Reference) -> Earlier {
+        let context = "a folder copied earlier";
+        let (Ok(source), Ok(copy)) = (
+            self.source.read_tree(&reference.source, context).await,
+            self.destination.read_tree(&reference.copy, context).await,
+        ) else {
+            return Earlier::default();
+        };
+        if source.nodes.len() != copy.nodes.len() {
+            return Earlier::default();
+        }
+        let mut earlier = Earlier::default();
+        for (entry, its_copy) in source.nodes.iter().zip(&copy.nodes) {
+            if entry.name != its_copy.name {
+                return Earlier::default();
+            }
+            match (&entry.kind, &its_copy.kind) {
+                (
+                    NodeKind::File { content: was, .. },
+                    NodeKind::File {
+                        content: copied, ..
+                    },
+                ) if was.len() == copied.len() => {
+                    earlier
+                        .blobs
+                        .extend(was.iter().copied().zip(copied.iter().copied()));
+                }
+                (NodeKind::Dir { subtree: was }, NodeKind::Dir { subtree: copied }) => {
+                    let folder = Reference {
+                        source: *was,
+                        copy: *copied,
+                    };
+                    earlier.folders.insert(entry.name.clone(), folder);
+                }
+                (NodeKind::File { .. }, _) | (NodeKind::Dir { .. }, _) => {
+                    return Earlier::default()
+                }
+                _ => {}
+            }
+        }
+        earlier
+    }
+
+    /// Renames the content of every file among `nodes`: a blob `earlier` names keeps its copy's
+    /// name when the destination holds it; the others are read, a few at once.
+    async fn copy_contents(
+        &self,
+        sending: &mut Sending,
+        nodes: &mut [Node],
+        earlier: &HashMap<BlobId, BlobId>,
+    ) -> Result<()> {
+        let mut wanted: Vec<(usize, usize, BlobId)> = Vec::new();
+        {
+            let index = self.destination.index();
+            for (at, node) in nodes.iter_mut().enumerate() {
+                if let NodeKind::File { content, .. } = &mut node.kind {
+                    for (part, blob) in content.iter_mut().enumerate() {
+                        match earlier.get(blob).filter(|copy| index.contains(copy)) {
+                            Some(copy) => *blob = *copy,
+                            None => wanted.push((at, part, *blob)),
+                        }
+                    }
+                }
+            }
+        }
         let source = self.source;
+        let progress = &self.options.progress;
         let mut read = futures::stream::iter(wanted)
             .map(|(at, part, blob)| async move {
                 let plaintext = source.read_blob(&blob, "a file being copied").await?;
+                progress.add_processed(plaintext.len() as u64);
                 Ok::<_, Error>((at, part, plaintext))
             })
             .buffered(READS_IN_FLIGHT);

@@ -416,3 +416,60 @@ fn a_copy_with_init_creates_the_destination_and_its_result_names_the_newest_snap
     let again = super::support::sidecar::read_result(&result_file);
     assert_eq!((again.files, again.snapshot_id.as_deref()), (0, Some(id)));
 }
+
+/// The bytes a copy says it read from the source (its result's `bytesRead`).
+fn copy_reading(ends: &Ends, args: &[&str], work: &Path) -> u64 {
+    let result = work.join("copy-result.json");
+    let mut all = vec!["--result-file", text(&result)];
+    all.extend_from_slice(args);
+    ends.copy(&all).expect_ok();
+    super::read_result(&result).bytes_read
+}
+
+#[test]
+fn a_nightly_copy_reads_from_the_source_only_what_the_night_changed() {
+    let Some(ends) = Ends::start("copy::a_nightly_copy_reads_only_what_changed") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let folder = work.path().join("data");
+    let mut noise = Noise::new(7);
+    fs::create_dir_all(folder.join("big")).unwrap();
+    fs::write(folder.join("big/random"), noise.bytes(24_000_000)).unwrap();
+    small_files(&folder.join("small"), 600);
+    let total = 24_000_000 + 600 * 2000;
+    let backup = || ends.source.run(&["backup", text(&folder)]).expect_ok();
+    backup();
+    let first = copy_reading(&ends, &[], work.path());
+    assert!(
+        first >= total,
+        "the first copy read {first} of {total} bytes"
+    );
+
+    // The night: 64 KiB overwritten in the middle of the big file, a small file changed, one added.
+    let mut big = fs::read(folder.join("big/random")).unwrap();
+    big[12_000_000..12_065_536].copy_from_slice(&noise.bytes(65_536));
+    fs::write(folder.join("big/random"), &big).unwrap();
+    fs::write(folder.join("small/d0/f3"), noise.bytes(3000)).unwrap();
+    fs::write(folder.join("small/d1/new"), noise.bytes(5000)).unwrap();
+    backup();
+    // At most the chunks the change touched (a chunk is 4 MiB at most) and the two small files.
+    let night = copy_reading(&ends, &[], work.path());
+    assert!(night < 10_000_000, "the nightly copy read {night} bytes");
+
+    // `latest` alone finds the earlier copy through the snapshot's parent.
+    fs::write(folder.join("small/d0/f4"), noise.bytes(4000)).unwrap();
+    backup();
+    let latest = copy_reading(&ends, &["latest"], work.path());
+    assert!(latest < 100_000, "copying latest read {latest} bytes");
+
+    ends.destination.run(&["check", "--read-data"]).expect_ok();
+    let copies = ends.destination.snapshots();
+    assert_eq!(copies.len(), 3);
+    let newest = copies
+        .iter()
+        .max_by_key(|s| s["time"].as_str().unwrap().to_owned())
+        .unwrap();
+    ends.destination
+        .restore_and_compare(newest["id"].as_str().unwrap(), &folder);
+}
