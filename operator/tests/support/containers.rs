@@ -167,30 +167,40 @@ impl OperatorContainer {
             port,
             _config: config,
         };
-        let deadline = Instant::now() + ACT_TIMEOUT;
-        while !healthy(port) {
-            assert!(
-                Instant::now() < deadline,
-                "the operator does not serve /healthz:\n{}",
-                operator.logs()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_healthy(port, &operator.name);
         operator
     }
 
     pub fn logs(&self) -> String {
-        let output = docker(&["logs", &self.name]);
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
+        container_logs(&self.name)
     }
 }
 
 pub fn healthy(port: u16) -> bool {
     http_get(port, "/healthz").is_some()
+}
+
+/// Waits until the operator in `container` serves `/healthz` on `port`; fails with its logs.
+pub fn wait_healthy(port: u16, container: &str) {
+    let deadline = Instant::now() + ACT_TIMEOUT;
+    while !healthy(port) {
+        assert!(
+            Instant::now() < deadline,
+            "the operator does not serve /healthz:\n{}",
+            container_logs(container)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What `container` wrote to its standard output and error.
+pub fn container_logs(container: &str) -> String {
+    let output = docker(&["logs", container]);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 /// The body of `GET path` on the operator's port, when it answers 200.

@@ -8,15 +8,14 @@
 //! here, see `operator/tests/admission.rs` for their rules).
 
 use std::os::unix::fs::PermissionsExt;
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use super::cluster::Cluster;
 use crate::support::chart_render::render_chart;
-use crate::support::containers::{healthy, Scratch};
+use crate::support::containers::{container_logs, wait_healthy, Scratch};
 use crate::support::kubelet::{docker, docker_ok};
-use crate::support::{free_port, kubectl, kubectl_stdin, wait_for_crds, ACT_TIMEOUT};
+use crate::support::{free_port, kubectl, kubectl_stdin, wait_for_crds};
 
 /// The release's name and namespace.
 pub const RELEASE: &str = "neverwiped";
@@ -117,25 +116,12 @@ impl Release {
             container,
             _config: config,
         };
-        let deadline = Instant::now() + ACT_TIMEOUT;
-        while !healthy(port) {
-            assert!(
-                Instant::now() < deadline,
-                "the operator does not serve /healthz:\n{}",
-                release.logs()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_healthy(port, &release.container);
         release
     }
 
     pub fn logs(&self) -> String {
-        let output = docker(&["logs", &self.container]);
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
+        container_logs(&self.container)
     }
 }
 
