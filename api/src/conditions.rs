@@ -91,6 +91,8 @@ reasons! {
     NoVolumeSnapshotClass => "NoVolumeSnapshotClass",
     /// A Restore names a BackupPlan that does not exist.
     BackupPlanNotFound => "BackupPlanNotFound",
+    /// A Restore's `copy` names no entry of its BackupPlan's `spec.copies`.
+    CopyNotFound => "CopyNotFound",
     /// A Restore's database entry has no `type` and the plan has no entry of that name (or the
     /// Restore names a repository alone, where only `type` says the engine).
     UnknownDatabase => "UnknownDatabase",

@@ -61,11 +61,13 @@ pub const ONE_SOURCE_RULE: &str = "has(self.backupPlanName) != has(self.reposito
         .message("takenBefore picks the newest snapshot before a time; use it with snapshot: latest"),
     validation = Rule::new(ONE_SOURCE_RULE)
         .message("set exactly one of backupPlanName (a BackupPlan of this namespace) or repository (with origin)"),
+    validation = Rule::new("!has(self.copy) || has(self.backupPlanName)")
+        .message("copy names one of a BackupPlan's spec.copies: set it with backupPlanName (with repository, name the copy's repository itself)"),
     validation = Rule::new("self == oldSelf").message("a Restore runs once and cannot be changed; create a new one"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreSpec {
-    /// Where the snapshots come from: `backupPlanName`, or `repository` with `origin`.
+    /// Where the snapshots come from: `backupPlanName` (and `copy`), or `repository` with `origin`.
     #[serde(flatten)]
     pub source: RestoreSource,
     /// `latest` (the origin's newest snapshot), or a snapshot id or a unique prefix of one.
@@ -148,6 +150,12 @@ pub enum RestoreSource {
         /// The BackupPlan, in this namespace, whose repository and snapshots to restore from.
         #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
         backup_plan_name: String,
+        /// A copy of the plan (the `name` of one of its `spec.copies`) to read in place of its
+        /// repository: that destination's URL and Secrets, and the plan's snapshots there (their
+        /// host stays `NAMESPACE/PLAN`). For when the plan's repository is lost or unreachable.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+        copy: Option<String>,
     },
     /// A repository named here, for when its plan (or the whole cluster) is gone.
     Repository {
@@ -166,7 +174,17 @@ impl RestoreSource {
     /// The BackupPlan named, for a Restore from a plan.
     pub fn plan_name(&self) -> Option<&str> {
         match self {
-            RestoreSource::Plan { backup_plan_name } => Some(backup_plan_name),
+            RestoreSource::Plan {
+                backup_plan_name, ..
+            } => Some(backup_plan_name),
+            RestoreSource::Repository { .. } => None,
+        }
+    }
+
+    /// The copy of the plan named, for a Restore from a plan's copy.
+    pub fn copy_name(&self) -> Option<&str> {
+        match self {
+            RestoreSource::Plan { copy, .. } => copy.as_deref(),
             RestoreSource::Repository { .. } => None,
         }
     }

@@ -441,12 +441,31 @@ impl Findings {
         policy: &TenantPolicy,
     ) {
         match source {
-            RestoreSource::Plan { backup_plan_name } => {
+            RestoreSource::Plan {
+                backup_plan_name,
+                copy,
+            } => {
                 let field = "spec.backupPlanName";
                 self.name(field, backup_plan_name, NameShape::DnsSubdomain);
-                if let Some(plan) = plan {
-                    let field = format!("BackupPlan {backup_plan_name:?}'s spec.repository");
-                    self.repository(&plan.repository, &field, policy);
+                if let Some(copy) = copy {
+                    self.name("spec.copy", copy, NameShape::DnsLabel);
+                }
+                let Some(plan) = plan else { return };
+                let plan_field = format!("BackupPlan {backup_plan_name:?}'s spec");
+                match copy {
+                    // The copy's repository is what the Restore reads: it is checked as the
+                    // plan's would be (a copy the plan lacks is `CopyNotFound`, not a refusal).
+                    Some(copy) => {
+                        let entry = plan.copies.iter().find(|entry| &entry.name == copy);
+                        if let Some(entry) = entry {
+                            let field = format!("{plan_field}.copies[{copy:?}].repository");
+                            self.repository(&entry.repository, &field, policy);
+                        }
+                    }
+                    None => {
+                        let field = format!("{plan_field}.repository");
+                        self.repository(&plan.repository, &field, policy);
+                    }
                 }
             }
             RestoreSource::Repository { repository, origin } => {

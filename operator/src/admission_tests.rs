@@ -65,6 +65,7 @@ fn every_name_that_becomes_a_path_or_an_object_name_is_checked() {
     let mut spec = restore();
     spec.source = RestoreSource::Plan {
         backup_plan_name: "Nightly".into(),
+        copy: None,
     };
     spec.volumes.push(RestoreVolume {
         source_claim_name: "a/b".into(),
@@ -486,4 +487,39 @@ fn a_copy_is_checked_as_the_plans_repository_and_never_to_the_same_one() {
     }));
     let message = refusals[0].to_string();
     assert!(message.starts_with("spec.copies[0]"), "{message}");
+}
+
+#[test]
+fn a_restore_from_a_copy_checks_the_copys_repository_against_the_policy() {
+    let mut plan = plan();
+    plan.copies = vec![serde_json::from_value(serde_json::json!({
+        "name": "offsite",
+        "repository": {
+            "url": "https://other.example/shop",
+            "passwordSecretRef": {"name": "offsite", "key": "password"}
+        }
+    }))
+    .unwrap()];
+    let mut spec = restore();
+    spec.source = RestoreSource::Plan {
+        backup_plan_name: "nightly".into(),
+        copy: Some("offsite".into()),
+    };
+    let policy =
+        TenantPolicy::from_json(r#"{"allowedRepositoryPrefixes": ["https://gate.example.com/"]}"#)
+            .unwrap();
+    let refusals = check_restore(&spec, Some(&plan), &SecretTypes::new(), &policy);
+    assert_eq!(
+        refusals,
+        [Refusal::RepositoryNotAllowed {
+            url: "https://other.example/shop".into(),
+            field: "BackupPlan \"nightly\"'s spec.copies[\"offsite\"].repository.url".into(),
+        }]
+    );
+    spec.source = RestoreSource::Plan {
+        backup_plan_name: "nightly".into(),
+        copy: Some("Off/site".into()),
+    };
+    let refusals = check_restore(&spec, Some(&plan), &SecretTypes::new(), &policy);
+    assert_eq!(reasons_of(&refusals), [Reason::InvalidName]);
 }

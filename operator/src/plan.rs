@@ -70,6 +70,8 @@ pub enum Problem {
     NoVolumeSnapshotClass { claim: String, driver: String },
     #[error("BackupPlan {name:?} (spec.backupPlanName) does not exist in this namespace")]
     BackupPlanNotFound { name: String },
+    #[error(transparent)]
+    CopyNotFound(#[from] crate::restore_source::CopyNotFound),
     #[error("{field}: the engine of database entry {name:?} is unknown: it sets no type, and no BackupPlan entry of that name says it; set type (postgresql, mariadb or mysql) or correct the name")]
     UnknownDatabase { name: String, field: String },
     #[error(
@@ -110,6 +112,7 @@ impl Problem {
             Problem::VolumeSnapshotClassNotFound { .. } => Reason::VolumeSnapshotClassNotFound,
             Problem::NoVolumeSnapshotClass { .. } => Reason::NoVolumeSnapshotClass,
             Problem::BackupPlanNotFound { .. } => Reason::BackupPlanNotFound,
+            Problem::CopyNotFound(missing) => missing.reason(),
             Problem::UnknownDatabase { .. } => Reason::UnknownDatabase,
             Problem::TargetVolumeNotFound { .. } => Reason::TargetVolumeNotFound,
             Problem::TargetVolumeExists { .. } => Reason::TargetVolumeExists,

@@ -7,14 +7,17 @@
 use kube::ResourceExt;
 use neverwiped_contract::location::RestLocation;
 
-use crate::api::{BackupPlan, Repository, Restore, RestoreSource};
+use crate::api::{BackupPlan, CopyDestination, Repository, Restore, RestoreSource};
 use crate::conditions::Reason;
 use crate::tenant_policy::TenantPolicy;
 
 /// What a Restore reads from, resolved.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadFrom<'a> {
+    /// The plan's repository, the repository of its copy the Restore names, or the Restore's own.
     pub repository: &'a Repository,
+    /// The name of the plan's copy read from, for a Restore that names one.
+    pub copy: Option<&'a str>,
     /// The plan, for a Restore that names one: its deadline, pod, mover and key hint count.
     pub plan: Option<&'a BackupPlan>,
     /// `NAMESPACE/PLAN`: the host of the snapshots to restore.
@@ -46,14 +49,23 @@ impl<'a> Origin<'a> {
 
 impl<'a> ReadFrom<'a> {
     /// What `restore` reads from; `plan` is its BackupPlan as fetched. `None`: the plan it names
-    /// does not exist (or its origin does not parse, which admission refuses).
+    /// does not exist, or has no copy of the name it names ([`copy_not_found`]), or
+    /// its origin does not parse (which admission refuses).
     pub fn of(restore: &'a Restore, plan: Option<&'a BackupPlan>) -> Option<ReadFrom<'a>> {
         match &restore.spec.source {
-            RestoreSource::Plan { backup_plan_name } => {
+            RestoreSource::Plan {
+                backup_plan_name,
+                copy,
+            } => {
                 let plan = plan?;
+                let repository = match copy {
+                    Some(name) => &copy_of(plan, name)?.repository,
+                    None => &plan.spec.repository,
+                };
                 let namespace = restore.metadata.namespace.as_deref().unwrap_or_default();
                 Some(ReadFrom {
-                    repository: &plan.spec.repository,
+                    repository,
+                    copy: copy.as_deref(),
                     plan: Some(plan),
                     origin: Origin {
                         namespace,
@@ -63,6 +75,7 @@ impl<'a> ReadFrom<'a> {
             }
             RestoreSource::Repository { repository, origin } => Some(ReadFrom {
                 repository,
+                copy: None,
                 plan: None,
                 origin: Origin::parse(origin)?,
             }),
@@ -71,9 +84,15 @@ impl<'a> ReadFrom<'a> {
 
     /// How messages name the repository's fields.
     pub fn repository_field(&self) -> String {
-        match self.plan {
-            Some(plan) => format!("BackupPlan {:?}'s spec.repository", plan.name_any()),
-            None => "spec.repository".to_owned(),
+        match (self.plan, self.copy) {
+            (Some(plan), Some(copy)) => {
+                format!(
+                    "BackupPlan {:?}'s spec.copies[{copy:?}].repository",
+                    plan.name_any()
+                )
+            }
+            (Some(plan), None) => format!("BackupPlan {:?}'s spec.repository", plan.name_any()),
+            (None, _) => "spec.repository".to_owned(),
         }
     }
 
@@ -84,6 +103,41 @@ impl<'a> ReadFrom<'a> {
         let pinned = self.plan.is_none() || snapshot == "latest";
         pinned.then(|| self.origin.to_string())
     }
+}
+
+/// The entry of the plan's `spec.copies` named `name`.
+pub fn copy_of<'a>(plan: &'a BackupPlan, name: &str) -> Option<&'a CopyDestination> {
+    plan.spec.copies.iter().find(|copy| copy.name == name)
+}
+
+/// A Restore's `copy` that its plan's `spec.copies` does not name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("spec.copy: BackupPlan {plan:?} has no copy named {copy:?}; its spec.copies are: [{copies}]. Name one of them, or remove copy to read the plan's own repository")]
+pub struct CopyNotFound {
+    pub plan: String,
+    pub copy: String,
+    /// The plan's copies, comma-separated.
+    pub copies: String,
+}
+
+impl CopyNotFound {
+    pub fn reason(&self) -> Reason {
+        Reason::CopyNotFound
+    }
+}
+
+/// The copy `restore` names that `plan` does not have; `None` without one, or when it has it.
+pub fn copy_not_found(restore: &Restore, plan: &BackupPlan) -> Option<CopyNotFound> {
+    let copy = restore.spec.source.copy_name()?;
+    if copy_of(plan, copy).is_some() {
+        return None;
+    }
+    let copies = plan.spec.copies.iter().map(|copy| copy.name.as_str());
+    Some(CopyNotFound {
+        plan: plan.name_any(),
+        copy: copy.to_owned(),
+        copies: copies.collect::<Vec<_>>().join(", "),
+    })
 }
 
 /// A clone the cluster's policy does not allow.

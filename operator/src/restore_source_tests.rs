@@ -103,3 +103,58 @@ fn restore_in(namespace: &str) -> Restore {
         from_repository(&format!("{namespace}/nightly"), "latest"),
     )
 }
+
+fn plan_with_copy() -> BackupPlan {
+    let mut spec = plan_spec();
+    spec.copies = vec![serde_json::from_value(serde_json::json!({
+        "name": "offsite",
+        "repository": {"url": "https://offsite.example.com/shop",
+                       "passwordSecretRef": {"name": "offsite-repo", "key": "password"},
+                       "credentialsSecretRef": {"name": "offsite-login"}},
+    }))
+    .expect("a copy")];
+    let mut plan = BackupPlan::new("nightly", spec);
+    plan.metadata.namespace = Some("shop".into());
+    plan
+}
+
+fn from_copy(copy: &str) -> Restore {
+    restore(
+        "shop",
+        serde_json::json!({"backupPlanName": "nightly", "copy": copy,
+                           "volumes": [{"sourceClaimName": "d", "targetClaimName": "d"}]}),
+    )
+}
+
+#[test]
+fn a_copy_reads_the_copys_repository_and_the_plans_snapshots() {
+    let plan = plan_with_copy();
+    let restore = from_copy("offsite");
+    let from = ReadFrom::of(&restore, Some(&plan)).unwrap();
+    assert_eq!(from.repository, &plan.spec.copies[0].repository);
+    assert_eq!(from.repository.url, "https://offsite.example.com/shop");
+    assert_eq!(from.copy, Some("offsite"));
+    assert_eq!(
+        from.origin.to_string(),
+        "shop/nightly",
+        "the copy keeps the host"
+    );
+    assert_eq!(from.host_arg("latest").as_deref(), Some("shop/nightly"));
+    assert_eq!(
+        from.repository_field(),
+        "BackupPlan \"nightly\"'s spec.copies[\"offsite\"].repository"
+    );
+    assert!(copy_not_found(&restore, &plan).is_none());
+}
+
+#[test]
+fn a_copy_the_plan_lacks_is_copy_not_found_listing_the_plans_copies() {
+    let plan = plan_with_copy();
+    let restore = from_copy("elsewhere");
+    assert!(ReadFrom::of(&restore, Some(&plan)).is_none());
+    let problem = copy_not_found(&restore, &plan).expect("a problem");
+    assert_eq!(problem.reason(), Reason::CopyNotFound);
+    let message = problem.to_string();
+    assert!(message.contains("\"elsewhere\""), "{message}");
+    assert!(message.contains("[offsite]"), "{message}");
+}

@@ -514,6 +514,7 @@ mod tests {
                 on_non_empty_target: Default::default(),
                 source: crate::api::RestoreSource::Plan {
                     backup_plan_name: "nightly".into(),
+                    copy: None,
                 },
                 snapshot: "latest".into(),
                 taken_before: None,

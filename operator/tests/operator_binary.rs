@@ -12,6 +12,8 @@ mod copies;
 mod ransomware_night;
 #[path = "operator_binary/rbac_rules.rs"]
 mod rbac_rules;
+#[path = "operator_binary/restore_from_copy.rs"]
+mod restore_from_copy;
 #[path = "operator_binary/restore_from_snapshot.rs"]
 mod restore_from_snapshot;
 #[path = "operator_binary/suspicious_change.rs"]

@@ -903,6 +903,7 @@ fn restore(mover: &Mover) -> Job {
             on_non_empty_target: Default::default(),
             source: neverwiped_operator::api::RestoreSource::Plan {
                 backup_plan_name: "nightly".into(),
+                copy: None,
             },
             snapshot: "latest".into(),
             taken_before: None,

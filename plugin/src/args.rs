@@ -111,6 +111,10 @@ pub struct RepositoryArgs {
     /// `ca.crt`) or `NAME:KEY`.
     #[arg(long, value_name = "NAME[:KEY]", global = true, requires = "url")]
     pub ca_secret: Option<String>,
+    /// A copy of the plan (the `name` of one of its `spec.copies`) to read in place of its
+    /// repository, with that copy's Secrets; `restore` creates a Restore with `copy`.
+    #[arg(long, value_name = "NAME", global = true, conflicts_with = "url")]
+    pub copy: Option<String>,
 }
 
 /// Which snapshot: `latest`, or an id prefix; `--before` picks the newest taken before a time.

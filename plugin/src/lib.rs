@@ -58,10 +58,10 @@ pub async fn run(cli: Cli) -> Result<()> {
 
 /// `--repository` names a repository to read; the commands that ask the operator work on plans.
 fn no_repository_flags(cli: &Cli, command: &str) -> Result<()> {
-    if cli.repository.url.is_some() {
+    if cli.repository.url.is_some() || cli.repository.copy.is_some() {
         anyhow::bail!(
             "{command} works on a BackupPlan; --repository is for snapshots, ls, cat, download, \
-             mount and restore"
+             mount and restore (and so is --copy)"
         );
     }
     Ok(())
@@ -79,7 +79,7 @@ async fn read(cli: &Cli, cluster: &Cluster, namespace: &str) -> Result<()> {
     let reading = |plan: &str| -> Result<(Source, String)> {
         let source = Source::from_args(Some(plan), &cli.repository)?;
         let host = match &source {
-            Source::Plan(name) => repository::plan_host(namespace, name),
+            Source::Plan { name, .. } => repository::plan_host(namespace, name),
             Source::CommandLine(_) => source::origin(namespace, plan)?,
         };
         Ok((source, host))
@@ -88,7 +88,7 @@ async fn read(cli: &Cli, cluster: &Cluster, namespace: &str) -> Result<()> {
         Command::Snapshots { plan, json } => {
             let source = Source::from_args(plan.as_deref(), &cli.repository)?;
             let host = match (&source, plan) {
-                (Source::Plan(name), _) => Some(repository::plan_host(namespace, name)),
+                (Source::Plan { name, .. }, _) => Some(repository::plan_host(namespace, name)),
                 (Source::CommandLine(_), Some(plan)) => Some(source::origin(namespace, plan)?),
                 (Source::CommandLine(_), None) => None,
             };
@@ -162,7 +162,7 @@ async fn restore(
     namespace: &str,
     args: &args::RestoreArgs,
 ) -> Result<()> {
-    let mut request = restore_request(args);
+    let mut request = restore_request(args, cli.repository.copy.clone());
     let now = jiff::Timestamp::now();
     let (mut restore, claims) = match (cli.repository.to_repository()?, &args.to_namespace) {
         (Some(repository), to_namespace) => {
@@ -181,7 +181,10 @@ async fn restore(
              namespace reads the repository with Secrets of that namespace"
         ),
         (None, None) => {
-            let source = Source::Plan(args.plan.clone());
+            let source = Source::Plan {
+                name: args.plan.clone(),
+                copy: cli.repository.copy.clone(),
+            };
             let host = repository::plan_host(namespace, &args.plan);
             let claims = recorded_claims(
                 cli,
@@ -240,7 +243,7 @@ async fn recorded_claims(
 }
 
 /// What `restore`'s arguments ask to bring back.
-fn restore_request(args: &args::RestoreArgs) -> runs::RestoreRequest {
+fn restore_request(args: &args::RestoreArgs, copy: Option<String>) -> runs::RestoreRequest {
     runs::RestoreRequest {
         name: args.name.clone(),
         snapshot: selection_spec(&args.snapshot),
@@ -251,6 +254,7 @@ fn restore_request(args: &args::RestoreArgs) -> runs::RestoreRequest {
         includes: args.includes.clone(),
         databases: args.databases.clone(),
         overwrite_databases: args.overwrite_databases,
+        copy,
     }
 }
 

@@ -55,9 +55,12 @@ pub async fn open(
     retry_budget: Duration,
 ) -> Result<OpenedRepository> {
     let (plan, spec) = match source {
-        Source::Plan(name) => {
+        Source::Plan { name, copy } => {
             let plan = cluster.plan(namespace, name).await?;
-            let spec = plan.spec.repository.clone();
+            let spec = match copy {
+                Some(copy) => copy_repository(&plan, copy)?,
+                None => plan.spec.repository.clone(),
+            };
             (Some(plan), spec)
         }
         Source::CommandLine(named) => (None, named.clone()),
@@ -81,7 +84,7 @@ pub async fn open(
     eprintln!(
         "reading {}repository on the gate at {}",
         match source {
-            Source::Plan(_) => format!("{who}'s "),
+            Source::Plan { .. } => format!("{who}'s "),
             Source::CommandLine(_) => "the ".to_owned(),
         },
         text::escaped(&gate_host(location.url()))
@@ -113,6 +116,20 @@ pub async fn open(
         url: spec.url.clone(),
         repo,
     })
+}
+
+/// The repository of the copy `name` of `plan` (an entry of its `spec.copies`).
+pub fn copy_repository(plan: &BackupPlan, name: &str) -> Result<RepositorySpec> {
+    if let Some(copy) = plan.spec.copies.iter().find(|copy| copy.name == name) {
+        return Ok(copy.repository.clone());
+    }
+    let names: Vec<_> = plan.spec.copies.iter().map(|c| c.name.as_str()).collect();
+    bail!(
+        "BackupPlan {} has no copy named {}; its spec.copies are: [{}]",
+        text::escaped(&plan.metadata.name.clone().unwrap_or_default()),
+        text::escaped(name),
+        names.join(", ")
+    )
 }
 
 /// What opens a repository, read from its Secrets.

@@ -141,6 +141,8 @@ pub struct RestoreRequest {
     /// The plan's database entries to restore into the server they were dumped from.
     pub databases: Vec<String>,
     pub overwrite_databases: bool,
+    /// The plan's copy to restore from, in place of its repository.
+    pub copy: Option<String>,
 }
 
 /// The Restore that `request` means for `plan`.
@@ -185,6 +187,7 @@ pub fn restore_object(
     }
     let source = RestoreSource::Plan {
         backup_plan_name: plan_name.clone(),
+        copy: request.copy.clone(),
     };
     let namespace = plan.metadata.namespace.clone().unwrap_or_default();
     let mut restore = new_restore(source, &namespace, &plan_name, request, &pairs, now);

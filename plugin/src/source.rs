@@ -15,8 +15,9 @@ pub const CA_KEY: &str = "ca.crt";
 /// The repository a command reads, and who named it.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// The BackupPlan of this name in the command's namespace: its repository and Secrets.
-    Plan(String),
+    /// The BackupPlan `name` in the command's namespace: its repository and Secrets, or with
+    /// `copy` those of that entry of its `spec.copies`.
+    Plan { name: String, copy: Option<String> },
     /// The repository given on the command line; its Secrets are in the command's namespace.
     CommandLine(Repository),
 }
@@ -27,7 +28,10 @@ impl Source {
     pub fn from_args(plan: Option<&str>, repository: &RepositoryArgs) -> Result<Source> {
         match (repository.to_repository()?, plan) {
             (Some(named), _) => Ok(Source::CommandLine(named)),
-            (None, Some(plan)) => Ok(Source::Plan(plan.to_owned())),
+            (None, Some(plan)) => Ok(Source::Plan {
+                name: plan.to_owned(),
+                copy: repository.copy.clone(),
+            }),
             (None, None) => bail!(
                 "name a BackupPlan, or its repository with --repository URL --password-secret NAME"
             ),
@@ -37,7 +41,11 @@ impl Source {
     /// What names the repository, for messages: `BackupPlan shop/nightly` or `--repository`.
     pub fn describe(&self, namespace: &str) -> String {
         match self {
-            Source::Plan(name) => format!("BackupPlan {namespace}/{name}"),
+            Source::Plan { name, copy: None } => format!("BackupPlan {namespace}/{name}"),
+            Source::Plan {
+                name,
+                copy: Some(copy),
+            } => format!("copy {copy:?} of BackupPlan {namespace}/{name}"),
             Source::CommandLine(_) => "--repository".to_owned(),
         }
     }
@@ -45,7 +53,12 @@ impl Source {
     /// The fields that name the password, login and CA Secrets, for messages.
     pub fn secret_fields(&self) -> SecretFields {
         match self {
-            Source::Plan(_) => SecretFields {
+            Source::Plan { copy: Some(_), .. } => SecretFields {
+                password: "the copy's repository.passwordSecretRef (in the plan's spec.copies)",
+                login: "the copy's repository.credentialsSecretRef (in the plan's spec.copies)",
+                ca: "the copy's repository.caSecretRef (in the plan's spec.copies)",
+            },
+            Source::Plan { copy: None, .. } => SecretFields {
                 password: "the plan's spec.repository.passwordSecretRef",
                 login: "the plan's spec.repository.credentialsSecretRef",
                 ca: "the plan's spec.repository.caSecretRef",
@@ -133,6 +146,7 @@ mod tests {
             password_secret: password.map(str::to_owned),
             login_secret: Some("gate-login".into()),
             ca_secret: Some("gate-ca".into()),
+            copy: None,
         }
     }
 
@@ -162,9 +176,17 @@ mod tests {
     fn a_source_is_the_plan_unless_a_repository_is_given() {
         let none = args(None, None);
         assert!(
-            matches!(Source::from_args(Some("nightly"), &none).unwrap(), Source::Plan(p) if p == "nightly")
+            matches!(Source::from_args(Some("nightly"), &none).unwrap(), Source::Plan { name, copy: None } if name == "nightly")
         );
         assert!(Source::from_args(None, &none).is_err());
+        let copy = RepositoryArgs {
+            copy: Some("offsite".into()),
+            ..none.clone()
+        };
+        assert!(matches!(
+            Source::from_args(Some("nightly"), &copy).unwrap(),
+            Source::Plan { name, copy: Some(c) } if name == "nightly" && c == "offsite"
+        ));
         let named = args(Some("https://gate.example/shop"), Some("repo"));
         assert!(matches!(
             Source::from_args(Some("shop/nightly"), &named).unwrap(),

@@ -3,6 +3,8 @@
 //! kubeconfig, it lists a plan's snapshots, prints a file byte for byte, downloads a folder that
 //! matches its source (SHA-256 and metadata), and says which right is missing when one is.
 
+#[path = "plugin/from_copy.rs"]
+mod from_copy;
 #[path = "plugin/hostile_snapshots.rs"]
 mod hostile_snapshots;
 #[path = "plugin/personas.rs"]

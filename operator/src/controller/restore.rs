@@ -21,14 +21,16 @@ use super::restore_fetch::fetch;
 pub use super::restore_fetch::ObservedRestore;
 use super::{pod_of, Context, Error, Settings};
 use crate::admission::check_restore;
-use crate::api::{DatabaseType, Restore, RestorePhase, RestoreStatus, DEFAULT_DEADLINE};
+use crate::api::{
+    BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus, DEFAULT_DEADLINE,
+};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::job::{describe_job, describe_job_name, restore_job, restore_job_name, RestoreRun};
 use crate::mover::{restore_mover, MoverChoice};
 use crate::plan::{check_secrets, credentials_used, not_ready, repository_secrets_used, Problem};
 use crate::restore_access::{hosts_not_allowed, AccessReview};
 use crate::restore_record::{check_quotas, claims_to_create, resolve, Described};
-use crate::restore_source::{clone_refusal, ReadFrom};
+use crate::restore_source::{clone_refusal, copy_not_found, ReadFrom};
 use crate::schedule::parse_duration;
 use crate::status::{
     finish_restore, job_state, set_restore_conditions, JobEnd, JobState, Readiness,
@@ -251,12 +253,10 @@ fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDe
     };
     match ReadFrom::of(restore, observed.plan.as_ref()) {
         Some(from) => check_source(restore, &from, observed, &mut checked),
-        // A plan that is not there; an origin that does not parse is admission's refusal.
-        None => checked.problems.extend(spec.source.plan_name().map(|name| {
-            Problem::BackupPlanNotFound {
-                name: name.to_owned(),
-            }
-        })),
+        // A plan or copy that is not there; an origin that does not parse is admission's refusal.
+        None => checked
+            .problems
+            .extend(missing_source(restore, observed.plan.as_ref())),
     }
     for (index, volume) in spec.volumes.iter().enumerate() {
         let field = format!("spec.volumes[{index}].targetClaimName");
@@ -283,6 +283,18 @@ fn check(restore: &Restore, observed: &ObservedRestore, decision: &mut RestoreDe
         }
     }
     checked
+}
+
+/// Why `restore` has no [`ReadFrom`]: the plan it names is not there, or has no copy of the name
+/// it names. `None` for a repository named alone (an origin that does not parse is admission's).
+fn missing_source(restore: &Restore, plan: Option<&BackupPlan>) -> Option<Problem> {
+    let name = restore.spec.source.plan_name()?;
+    match plan {
+        None => Some(Problem::BackupPlanNotFound {
+            name: name.to_owned(),
+        }),
+        Some(plan) => copy_not_found(restore, plan).map(Problem::CopyNotFound),
+    }
 }
 
 /// Checks what the Restore reads from: its creator's access, the Secrets, each database's engine

@@ -33,6 +33,7 @@ pub(crate) fn restore(create: bool) -> Restore {
             on_non_empty_target: Default::default(),
             source: crate::api::RestoreSource::Plan {
                 backup_plan_name: "nightly".into(),
+                copy: None,
             },
             snapshot: "latest".into(),
             taken_before: None,
@@ -85,6 +86,79 @@ fn a_restore_of_a_missing_plan_waits_pending_with_its_reason() {
     assert_eq!(ready.reason, "BackupPlanNotFound");
     assert!(decision.create_job.is_none() && decision.create_claims.is_empty());
     assert_eq!(decision.events[0].reason, Reason::BackupPlanNotFound);
+}
+
+/// `observed()` with a plan copied to `offsite`, whose Secrets are there too.
+fn observed_with_copy() -> ObservedRestore {
+    let mut observed = observed();
+    let plan = observed.plan.as_mut().expect("a plan");
+    plan.spec.copies = vec![serde_json::from_value(serde_json::json!({
+        "name": "offsite",
+        "repository": {"url": "http://127.0.0.1:9000/offsite",
+                       "passwordSecretRef": {"name": "offsite-repo", "key": "password"},
+                       "credentialsSecretRef": {"name": "offsite-login"}},
+    }))
+    .expect("a copy")];
+    observed.secrets = [
+        ("offsite-repo".to_string(), ["password".to_string()].into()),
+        (
+            "offsite-login".to_string(),
+            ["username".to_string(), "password".to_string()].into(),
+        ),
+    ]
+    .into();
+    observed
+}
+
+fn restore_from_copy(copy: &str) -> Restore {
+    let mut restore = restore(true);
+    restore.spec.source = crate::api::RestoreSource::Plan {
+        backup_plan_name: "nightly".into(),
+        copy: Some(copy.into()),
+    };
+    restore
+}
+
+#[test]
+fn a_restore_from_a_copy_runs_a_job_reading_the_copys_repository_and_secrets() {
+    let settings = Settings::with_image("s");
+    let decision = decide(
+        &restore_from_copy("offsite"),
+        &observed_with_copy(),
+        now(),
+        &settings,
+    );
+    assert_eq!(decision.status.phase, Some(RestorePhase::Running));
+    let job = serde_json::to_string(decision.create_job.as_ref().expect("a Job")).unwrap();
+    assert!(job.contains("http://127.0.0.1:9000/offsite"), "{job}");
+    assert!(
+        job.contains("\"offsite-repo\"") && job.contains("\"offsite-login\""),
+        "{job}"
+    );
+    assert!(!job.contains("127.0.0.1:8000"), "the plan's URL: {job}");
+    for plan_secret in ["\"repo\"", "\"gate\""] {
+        assert!(
+            !job.contains(plan_secret),
+            "the plan's Secret {plan_secret}: {job}"
+        );
+    }
+    assert!(job.contains("shop/nightly"), "the plan's host: {job}");
+}
+
+#[test]
+fn a_restore_from_a_copy_the_plan_lacks_waits_with_copy_not_found_and_no_job() {
+    let settings = Settings::with_image("s");
+    let decision = decide(
+        &restore_from_copy("attic"),
+        &observed_with_copy(),
+        now(),
+        &settings,
+    );
+    assert_eq!(decision.status.phase, Some(RestorePhase::Pending));
+    let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+    assert_eq!(ready.reason, "CopyNotFound");
+    assert!(ready.message.contains("[offsite]"), "{}", ready.message);
+    assert!(decision.create_job.is_none() && decision.create_claims.is_empty());
 }
 
 #[test]

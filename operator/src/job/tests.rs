@@ -449,6 +449,7 @@ pub(super) fn restore() -> Restore {
             on_non_empty_target: Default::default(),
             source: crate::api::RestoreSource::Plan {
                 backup_plan_name: "nightly".into(),
+                copy: None,
             },
             snapshot: "latest".into(),
             taken_before: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(

@@ -473,3 +473,50 @@ fn a_nightly_copy_reads_from_the_source_only_what_the_night_changed() {
     ends.destination
         .restore_and_compare(newest["id"].as_str().unwrap(), &folder);
 }
+
+/// The disaster-recovery restore from a copy alone (a Restore with `repository` and `origin`, the
+/// cluster gone): the copy keeps the plan's host, so `latest` of `--host NAMESPACE/PLAN` at the
+/// destination is the plan's newest snapshot, not a newer one of another plan.
+#[test]
+fn latest_of_a_plans_host_restores_identically_from_the_copy_alone() {
+    let Some(ends) = Ends::start("copy::latest_of_a_plans_host_restores_from_the_copy") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let mut noise = Noise::new(41);
+    let mut folders = Vec::new();
+    for (name, host, time) in [
+        ("older", "shop/nightly", "2020-01-01T00:00:00Z"),
+        ("newest", "shop/nightly", "2021-01-01T00:00:00Z"),
+        ("other", "shop/weekly", "2022-01-01T00:00:00Z"),
+    ] {
+        let folder = work.path().join(name);
+        fs::create_dir_all(folder.join("sub")).unwrap();
+        fs::write(folder.join("random"), noise.bytes(300_000)).unwrap();
+        fs::write(folder.join("sub/text"), format!("{name}\n").repeat(3000)).unwrap();
+        std::os::unix::fs::symlink("sub/text", folder.join("link")).unwrap();
+        let all = ["backup", text(&folder), "--host", host, "--time", time];
+        ends.source.run(&all).expect_ok();
+        folders.push(folder);
+    }
+    ends.copy(&[]).expect_ok();
+
+    let target = tempfile::tempdir().unwrap();
+    let restore = [
+        "restore",
+        "latest",
+        "--host",
+        "shop/nightly",
+        "--target",
+        text(target.path()),
+    ];
+    ends.destination.run(&restore).expect_ok();
+    let newest = &folders[1];
+    let restored = target.path().join(newest.strip_prefix("/").unwrap());
+    super::assert_same_tree(newest, &restored, super::is_root());
+    let other = target.path().join(folders[2].strip_prefix("/").unwrap());
+    assert!(
+        !other.exists(),
+        "another plan's newer snapshot was restored"
+    );
+}
