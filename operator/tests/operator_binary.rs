@@ -148,6 +148,17 @@ fn event_rows(namespace: &str) -> Vec<BTreeMap<String, String>> {
     table(&kubectl(&["get", "events", "-n", namespace]))
 }
 
+/// The Secrets `job`'s pod mounts, sorted.
+fn secret_names(job: &Job) -> Vec<String> {
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let volumes = pod.volumes.as_deref().unwrap_or_default();
+    let mut names: Vec<String> = (volumes.iter())
+        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
 async fn event_seen(namespace: &str, reason: &str, message_part: &str) -> BTreeMap<String, String> {
     eventually(&format!("an Event {reason}"), ACT_TIMEOUT, || async {
         event_rows(namespace)

@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use serde_json::{json, Value};
 
-use super::{apply, condition, create_example_world, event_seen, example_plan};
+use super::{apply, condition, create_example_world, event_seen, example_plan, secret_names};
 use crate::support::*;
 
 fn restore_of_copy(namespace: &str, name: &str, copy: &str) -> Value {
@@ -23,16 +23,6 @@ fn restore_of_copy(namespace: &str, name: &str, copy: &str) -> Value {
             "volumes": [{"sourceClaimName": "uploads", "targetClaimName": "uploads"}],
         },
     })
-}
-
-fn secret_names(job: &Job) -> Vec<String> {
-    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
-    let volumes = pod.volumes.as_deref().unwrap_or_default();
-    let mut names: Vec<String> = (volumes.iter())
-        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
-        .collect();
-    names.sort();
-    names
 }
 
 #[tokio::test]

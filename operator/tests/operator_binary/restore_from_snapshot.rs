@@ -10,7 +10,7 @@ use neverwiped_contract::record::{RecordedClaim, RecordedDatabase, RecordedSourc
 use neverwiped_contract::{ExitStatus, Operation, RunResult};
 use serde_json::{json, Value};
 
-use super::{apply, condition, create_example_world, event_seen, example_plan};
+use super::{apply, condition, create_example_world, event_seen, example_plan, secret_names};
 use crate::support::*;
 
 const SNAPSHOT_ID: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5061728394a5b6c7d8e9f";
@@ -122,16 +122,6 @@ fn claim_names(job: &Job) -> Vec<String> {
         .iter()
         .filter_map(|v| v.persistent_volume_claim.as_ref())
         .map(|c| c.claim_name.clone())
-        .collect();
-    names.sort();
-    names
-}
-
-fn secret_names(job: &Job) -> Vec<String> {
-    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
-    let volumes = pod.volumes.as_deref().unwrap_or_default();
-    let mut names: Vec<String> = (volumes.iter())
-        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
         .collect();
     names.sort();
     names
