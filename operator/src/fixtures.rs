@@ -3,7 +3,11 @@
 
 use neverwiped_contract::{ExitStatus, Operation, RunResult, RESULT_FORMAT_VERSION};
 
-use crate::api::{BackupPlanSpec, BackupVolume, CredentialsSecretRef, Repository, SecretKeyRef};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::{
+    BackupPlanSpec, BackupVolume, CredentialsSecretRef, Repository, SecretKeyRef, SnapshotRecord,
+};
 
 /// A plan backing up the claim `data` nightly at 02:30 (Berlin) to a gate, with its password in
 /// the Secret `repo` and the gate's login in `gate`.
@@ -74,4 +78,16 @@ pub fn from_plan<'a>(
     plan: &'a crate::api::BackupPlan,
 ) -> crate::restore_source::ReadFrom<'a> {
     crate::restore_source::ReadFrom::of(restore, Some(plan)).expect("the plan is there")
+}
+
+/// A listed snapshot `id` taken at `time` (RFC 3339) of one small file.
+pub fn snapshot_record(id: &str, time: &str) -> SnapshotRecord {
+    SnapshotRecord {
+        id: id.into(),
+        time: Time(time.parse().expect("an RFC 3339 time")),
+        files: 1,
+        size_bytes: 1,
+        size: "1".into(),
+        tags: Vec::new(),
+    }
 }

@@ -1,21 +1,11 @@
 use super::*;
 use crate::api::{RunOutcome, RunRecord, RunTrigger};
 use crate::conditions::{find_condition, types};
+use crate::fixtures::snapshot_record as snapshot;
 use crate::status::{set_plan_conditions, withheld_message, PlanConditions};
 
 fn at(text: &str) -> Timestamp {
     text.parse().unwrap()
-}
-
-fn snapshot(id: &str, time: &str) -> SnapshotRecord {
-    SnapshotRecord {
-        id: id.into(),
-        time: Time(at(time)),
-        files: 1,
-        size_bytes: 1,
-        size: "1".into(),
-        tags: vec![],
-    }
 }
 
 fn listing(newest: Vec<SnapshotRecord>) -> PlanSnapshots {

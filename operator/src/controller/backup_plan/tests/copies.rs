@@ -2,7 +2,8 @@
 //! and the lag.
 
 use super::*;
-use crate::api::{CopiedSnapshot, CopyDestination, CopyStatus, PlanSnapshots, SnapshotRecord};
+use crate::api::{CopiedSnapshot, CopyDestination, CopyStatus, PlanSnapshots};
+use crate::fixtures::snapshot_record as snapshot;
 use crate::job::{COPY_OPERATION, LABEL_COPY};
 
 fn copy_plan() -> BackupPlan {
@@ -16,17 +17,6 @@ fn copy_plan() -> BackupPlan {
         schedule: None,
     }];
     plan
-}
-
-fn snapshot(id: &str, time: &str) -> SnapshotRecord {
-    SnapshotRecord {
-        id: id.into(),
-        time: Time(at(time)),
-        files: 1,
-        size_bytes: 1,
-        size: "1".into(),
-        tags: Vec::new(),
-    }
 }
 
 /// A plan whose last backups listed three snapshots, the destination holding `copied`.
