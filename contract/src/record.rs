@@ -115,9 +115,26 @@ pub struct RecordedDatabase {
     /// system schemas and templates aside).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub databases: Vec<String>,
+    /// Every table the dump holds, with its rows, counted from the dump itself: what a restore
+    /// drill checks the loaded dump against. Empty when the dump was not understood, and in
+    /// snapshots of earlier versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<RecordedTable>,
     /// Members a newer version wrote, kept through rewrites.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, serde_json::Value>,
+}
+
+/// A table of a dump, and its rows at the dump's moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedTable {
+    /// The database it is in (for PostgreSQL and MariaDB alike, the one the dump connects to).
+    pub database: String,
+    /// Its name as the dump writes it, quoted as SQL quotes it: `public.orders`,
+    /// `"Sales"."Q1"` (PostgreSQL), `` `orders` `` (MariaDB).
+    pub table: String,
+    pub rows: u64,
 }
 
 #[cfg(test)]

@@ -162,7 +162,7 @@ async fn back_up_recording(
     let mut options = BackupOptions::new(paths.iter().cloned().map(Source::Path).collect());
     options.hostname = host.to_owned();
     options.tags = vec!["plan=nightly".into()];
-    options.recorded = sources;
+    options.recorded = std::sync::Arc::new(move || sources.clone());
     let report = archive::backup(&repo, options).await.unwrap();
     report.snapshot_id.to_hex()
 }

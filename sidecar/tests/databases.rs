@@ -154,6 +154,67 @@ fn recorded_databases(sidecar: &Sidecar) -> Vec<serde_json::Value> {
         .clone()
 }
 
+/// Checks the rows the snapshot records per table (counted from the dump) against the server's
+/// own `count(*)`, and that every table of the databases the entry lists is recorded.
+fn assert_recorded_rows(
+    recorded: &serde_json::Value,
+    tables_of: impl Fn(&str) -> Vec<String>,
+    rows_of: impl Fn(&str, &str) -> u64,
+) {
+    let tables = recorded["tables"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tables recorded: {recorded}"));
+    let mut seen = std::collections::BTreeSet::new();
+    for table in tables {
+        let (database, name) = (
+            table["database"].as_str().unwrap(),
+            table["table"].as_str().unwrap(),
+        );
+        assert_eq!(
+            table["rows"].as_u64(),
+            Some(rows_of(database, name)),
+            "the rows of {database} {name}"
+        );
+        seen.insert((database.to_owned(), name.to_owned()));
+    }
+    for database in recorded["databases"].as_array().unwrap() {
+        let database = database.as_str().unwrap();
+        for table in tables_of(database) {
+            assert!(
+                seen.contains(&(database.to_owned(), table.clone())),
+                "{database} {table} is not recorded: {recorded}"
+            );
+        }
+    }
+}
+
+fn postgres_tables(server: &Postgres, database: &str) -> Vec<String> {
+    let listed = server.psql(
+        database,
+        "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables \
+         WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
+    );
+    listed.lines().map(str::to_owned).collect()
+}
+
+fn postgres_rows(server: &Postgres, database: &str, table: &str) -> u64 {
+    let counted = server.psql(database, &format!("SELECT count(*) FROM {table}"));
+    counted.trim().parse().unwrap()
+}
+
+fn mariadb_tables(server: &MariaDb, database: &str) -> Vec<String> {
+    let listed = server.root_sql(&format!(
+        "SELECT CONCAT('`', REPLACE(table_name, '`', '``'), '`') FROM information_schema.tables \
+         WHERE table_schema = '{database}' AND table_type = 'BASE TABLE' ORDER BY 1"
+    ));
+    listed.lines().map(str::to_owned).collect()
+}
+
+fn mariadb_rows(server: &MariaDb, database: &str, table: &str) -> u64 {
+    let counted = server.root_sql(&format!("SELECT count(*) FROM `{database}`.{table}"));
+    counted.trim().parse().unwrap()
+}
+
 /// Two databases owned by an application role: `shop` with tables, indexes, a foreign key, a
 /// sequence, a view, non-ASCII text and `orders` rows; `inventory`, small. Deterministic, so
 /// that a second dump of it is the same bytes.
@@ -354,6 +415,21 @@ fn postgres_every_database_and_role_comes_back_after_a_drop_through_rest_server(
         assert!(databases.contains(&database.into()), "{recorded}");
     }
     assert!(!databases.contains(&"template1".into()), "{recorded}");
+    assert_recorded_rows(
+        recorded,
+        |database| postgres_tables(&server, database),
+        |database, table| postgres_rows(&server, database, table),
+    );
+    assert!(
+        recorded["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["table"] == "public.orders"
+                && t["database"] == "shop"
+                && t["rows"] == ORDERS_ROWS),
+        "{recorded}"
+    );
     println!(
         "dump: {} bytes, {} added",
         dump.dump_bytes, result.bytes_added
@@ -631,6 +707,12 @@ fn postgres_an_entry_of_chosen_databases_dumps_each_and_restores_them_all_or_one
     assert_eq!(
         recorded[0]["databases"],
         serde_json::json!(["shop", "inventory"])
+    );
+    // Each dump's tables, in the database the URI names (pg_dump's script names none).
+    assert_recorded_rows(
+        &recorded[0],
+        |database| postgres_tables(&server, database),
+        |database, table| postgres_rows(&server, database, table),
     );
     assert!(run
         .result()
@@ -941,6 +1023,19 @@ fn mariadb_every_database_and_user_comes_back_after_a_drop() {
             .as_array()
             .unwrap()
             .contains(&"shop".into()),
+        "{recorded}"
+    );
+    assert_recorded_rows(
+        recorded,
+        |database| mariadb_tables(&server, database),
+        |database, table| mariadb_rows(&server, database, table),
+    );
+    assert!(
+        recorded["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["table"] == "`orders`" && t["database"] == "shop" && t["rows"] == orders),
         "{recorded}"
     );
     let second = timed("second backup", || sidecar.run(&backup)).expect_ok();

@@ -112,9 +112,13 @@ pub struct BackupOptions {
     /// Set the moment the snapshot object is stored, for whoever must report a run that is
     /// stopped after that point (a signal): its snapshot exists.
     pub stored: Arc<StoredSnapshot>,
-    /// What the snapshot records of its claims and databases.
-    pub recorded: RecordedSources,
+    /// What the snapshot records of its claims and databases, asked when the snapshot is written
+    /// (a dump's tables are counted as it streams).
+    pub recorded: SourcesRecord,
 }
+
+/// Gives what a snapshot records of its sources, once every source has been read.
+pub type SourcesRecord = Arc<dyn Fn() -> RecordedSources + Send + Sync>;
 
 /// The id of a backup's snapshot once it is stored; empty before.
 #[derive(Debug, Default)]
@@ -153,7 +157,7 @@ impl BackupOptions {
             time: None,
             progress: Arc::new(Progress::default()),
             stored: Arc::default(),
-            recorded: RecordedSources::default(),
+            recorded: Arc::new(RecordedSources::default),
         }
     }
 }
@@ -298,7 +302,7 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
                     original: None,
                     summary,
                     program_version: format!("neverwiped {}", env!("CARGO_PKG_VERSION")),
-                    sources: options.recorded.clone(),
+                    sources: (options.recorded)(),
                     unknown: Default::default(),
                 };
                 Ok((snapshot, outcome))

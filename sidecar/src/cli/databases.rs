@@ -7,11 +7,12 @@ use super::{open_indexed, secrets, Outcome};
 use anyhow::{bail, Context, Result};
 use neverwiped::archive::Source;
 use neverwiped::dump::child::{DumpState, DumpStatus};
+use neverwiped::dump::rows::CountedRows;
 use neverwiped::dump::{self, DatabaseTarget, DatabaseUri};
 use neverwiped::format::snapshot::Snapshot;
 use neverwiped::ids::SnapshotId;
 use neverwiped::repository::IndexedRepository;
-use neverwiped_contract::record::RecordedDatabase;
+use neverwiped_contract::record::{RecordedDatabase, RecordedTable};
 use neverwiped_contract::DatabaseResult;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -128,25 +129,51 @@ pub fn backup_sources(
     databases: &[String],
     password_files: &[String],
     record: &DatabaseRecord,
-) -> Result<(Vec<Source>, Vec<RecordedDatabase>)> {
+) -> Result<(Vec<Source>, DumpedDatabases)> {
     let mut sources = Vec::new();
-    let mut described = Vec::new();
+    let mut dumped = DumpedDatabases::default();
     for target in targets(databases, password_files)? {
-        let (source, status) = dump::dump_source(&target)?;
-        tracing::info!(database = %target.name, uri = %target.uri, path = %source.snapshot_path, "database to dump");
-        record.enter(&target.label(), status);
-        sources.push(Source::Stream(source));
-        record_database(&mut described, dump::record::describe(&target));
+        let dump = dump::dump_source(&target)?;
+        tracing::info!(database = %target.name, uri = %target.uri, path = %dump.source.snapshot_path, "database to dump");
+        record.enter(&target.label(), dump.status);
+        sources.push(Source::Stream(dump.source));
+        dumped.add(dump::record::describe(&target), dump.rows);
     }
-    Ok((sources, described))
+    Ok((sources, dumped))
 }
 
-/// Adds `database` to what the snapshot records: an entry given once per database it names
-/// (`--database orders=…/shop --database orders=…/stock`) is recorded once, with them all.
-fn record_database(described: &mut Vec<RecordedDatabase>, database: RecordedDatabase) {
-    match described.iter_mut().find(|d| d.name == database.name) {
-        Some(entry) => entry.databases.extend(database.databases),
-        None => described.push(database),
+/// What the snapshot records of the databases a backup dumps: described before the dumps start,
+/// with their tables' rows once the dumps have been read.
+#[derive(Default)]
+pub struct DumpedDatabases {
+    described: Vec<RecordedDatabase>,
+    /// Each dump's entry, and the rows counted in it.
+    counted: Vec<(String, Arc<CountedRows>)>,
+}
+
+impl DumpedDatabases {
+    /// Adds `database` to what the snapshot records: an entry given once per database it names
+    /// (`--database orders=…/shop --database orders=…/stock`) is recorded once, with them all.
+    fn add(&mut self, database: RecordedDatabase, rows: Arc<CountedRows>) {
+        self.counted.push((database.name.clone(), rows));
+        match self.described.iter_mut().find(|d| d.name == database.name) {
+            Some(entry) => entry.databases.extend(database.databases),
+            None => self.described.push(database),
+        }
+    }
+
+    /// The record, with every table of an entry whose dumps were all counted (an entry with one
+    /// dump not understood records no table: a drill then checks none rather than some).
+    pub fn record(&self) -> Vec<RecordedDatabase> {
+        let mut databases = self.described.clone();
+        for entry in &mut databases {
+            let counts: Option<Vec<Vec<RecordedTable>>> = (self.counted.iter())
+                .filter(|(name, _)| *name == entry.name)
+                .map(|(_, rows)| rows.tables())
+                .collect();
+            entry.tables = counts.unwrap_or_default().concat();
+        }
+        databases
     }
 }
 

@@ -335,7 +335,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         }
     }
     let claims = sources::claims(&args.claims, &paths)?;
-    let (database_sources, described) =
+    let (database_sources, dumped) =
         databases::backup_sources(&args.databases, &args.database_password_files, databases)?;
     let repo = match open_indexed(cli, record).await {
         Err(error) if args.init && exit_status_of(&error) == ExitStatus::NoRepository => {
@@ -363,11 +363,11 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     }
     let mut options = backup_options(args, sources, &paths)?;
     options.stored = record.snapshot.clone();
-    options.recorded = RecordedSources {
-        claims,
-        databases: described,
+    options.recorded = Arc::new(move || RecordedSources {
+        claims: claims.clone(),
+        databases: dumped.record(),
         unknown: Default::default(),
-    };
+    });
     options.parent = match (&args.parent, args.force) {
         (_, true) => ParentChoice::None,
         (Some(spec), false) => ParentChoice::Snapshot(select::find(&repo, spec).await?.0),

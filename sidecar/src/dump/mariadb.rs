@@ -50,6 +50,10 @@ pub const TRAILER: Trailer = Trailer {
 pub(crate) const SYSTEM_SCHEMAS: &str =
     "'mysql', 'information_schema', 'performance_schema', 'sys'";
 
+/// The same schemas, by name: the server's own, whose tables are not the application's.
+pub(crate) const SYSTEM_SCHEMA_NAMES: [&str; 4] =
+    ["mysql", "information_schema", "performance_schema", "sys"];
+
 /// The option file holding the password: `[client]` is read by every client tool.
 pub fn option_file(password: &str) -> Zeroizing<String> {
     let mut text = Zeroizing::new(String::from("[client]\npassword=\""));

@@ -19,6 +19,7 @@ pub mod older_server;
 pub mod postgres;
 pub mod record;
 pub mod restore;
+pub mod rows;
 pub mod script;
 pub mod uri;
 
@@ -147,9 +148,19 @@ pub fn password_variable(name: &str) -> String {
     )
 }
 
-/// The stream of a database's dump, to back up as [`crate::archive::Source::Stream`], and the
-/// status that tells how the dump went. The tool starts when the backup first reads the stream.
-pub fn dump_source(target: &DatabaseTarget) -> Result<(StreamSource, Arc<DumpStatus>)> {
+/// A database's dump, as a backup reads it.
+pub struct DumpSource {
+    /// The stream to back up as [`crate::archive::Source::Stream`]: the tool starts when the
+    /// backup first reads it.
+    pub source: StreamSource,
+    /// How the dump went.
+    pub status: Arc<DumpStatus>,
+    /// The rows of each table, counted as the stream is read.
+    pub rows: Arc<rows::CountedRows>,
+}
+
+/// The dump of `target`.
+pub fn dump_source(target: &DatabaseTarget) -> Result<DumpSource> {
     let (command, trailer) = match target.uri.engine {
         Engine::Postgres => postgres::dump_command(target)?,
         Engine::MariaDb | Engine::MySql => mariadb::dump_command(target)?,
@@ -157,12 +168,19 @@ pub fn dump_source(target: &DatabaseTarget) -> Result<(StreamSource, Arc<DumpSta
     let tool = command.tool.clone();
     let stream = ChildStream::new(command, Some(trailer));
     let status = stream.status();
+    let reader =
+        rows::RowCountingReader::new(stream, target.uri.engine, target.uri.database.clone());
+    let rows = reader.counted();
     let source = StreamSource {
         snapshot_path: target.snapshot_path(),
         label: format!("the dump of database {} ({tool})", target.name),
-        reader: Box::new(stream),
+        reader: Box::new(reader),
     };
-    Ok((source, status))
+    Ok(DumpSource {
+        source,
+        status,
+        rows,
+    })
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@ pub fn describe(target: &DatabaseTarget) -> RecordedDatabase {
         engine: target.uri.engine.scheme().to_owned(),
         server_version,
         databases,
+        // Counted as the dump streams (`super::rows`).
+        tables: Vec::new(),
         unknown: Default::default(),
     }
 }
