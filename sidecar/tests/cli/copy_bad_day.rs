@@ -241,7 +241,8 @@ fn a_copy_to_a_destination_down_fails_within_its_budget_and_the_next_one_catches
         "{:?}",
         started.elapsed()
     );
-    for part in ["--repo", "503", "retry budget"] {
+    let url = to.trim_start_matches("rest:");
+    for part in ["(--repo)", url, "503", "retry budget"] {
         assert!(error.contains(part), "{part:?} in: {error}");
     }
 
@@ -254,7 +255,8 @@ fn a_copy_to_a_destination_down_fails_within_its_budget_and_the_next_one_catches
     ends.destination.gate.stop();
     let to = ends.destination.straight();
     let error = failure(&ends.copy(&source, &to, SHORT_BUDGET));
-    for part in ["--repo", "retry budget"] {
+    let url = to.trim_start_matches("rest:");
+    for part in ["(--repo)", url, "onnection refused", "retry budget"] {
         assert!(error.contains(part), "{part:?} in: {error}");
     }
 
