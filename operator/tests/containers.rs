@@ -9,6 +9,8 @@
 
 mod support;
 
+#[path = "containers/copies.rs"]
+mod copies;
 #[path = "containers/never_wiped.rs"]
 mod never_wiped;
 

@@ -58,6 +58,11 @@ pub enum Error {
     #[error("blob {id} ({context}) is not in the index: the repository is damaged (missing data)")]
     BlobMissing { id: BlobId, context: String },
 
+    /// A copy's read of its source failed: says which end of the copy it was (the other errors
+    /// of a copy are the destination's).
+    #[error("cannot read the source repository {location} (--from-repo): {error}")]
+    CopySource { location: String, error: Box<Error> },
+
     #[error("{what} is corrupt: {reason}")]
     Corrupt { what: String, reason: String },
 
@@ -229,6 +234,7 @@ impl Error {
             Error::Format(FormatError::NotARepository { .. }) => ExitStatus::NoRepository,
             Error::RestoreStopped { .. } => ExitStatus::Partial,
             Error::NoSnapshotOfHost { .. } => ExitStatus::NoSnapshotOfHost,
+            Error::CopySource { error, .. } => error.exit_status(),
             _ => ExitStatus::Failed,
         }
     }

@@ -5,6 +5,8 @@
 mod backup_changes;
 #[path = "cli/copy.rs"]
 mod copy;
+#[path = "cli/copy_bad_day.rs"]
+mod copy_bad_day;
 #[path = "cli/describe.rs"]
 mod describe;
 #[path = "cli/dry_run.rs"]

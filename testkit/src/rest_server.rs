@@ -19,10 +19,14 @@ pub struct Login<'a> {
     pub password: &'a str,
 }
 
-/// A running rest-server; stopped (killed) when dropped.
+/// A running rest-server; stopped (killed) when dropped. It can be stopped and started again on
+/// the same address and folder, as a gate that goes down for a while and comes back.
 pub struct RestServer {
-    child: Child,
+    /// `None` while stopped.
+    child: Option<Child>,
     address: SocketAddr,
+    /// The program and its arguments, to start it again as it was.
+    command: Vec<std::ffi::OsString>,
 }
 
 impl RestServer {
@@ -33,35 +37,54 @@ impl RestServer {
         let binary = program("rest-server").expect("rest-server on PATH or among the peers");
         std::fs::create_dir_all(data).expect("the data folder");
         let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let mut command = Command::new(binary);
-        command
-            .arg("--path")
-            .arg(data)
-            .args(["--listen", &address.to_string()]);
+        let mut command = vec![binary.into_os_string(), "--path".into(), data.into()];
+        command.extend(["--listen".into(), address.to_string().into()]);
         match login {
             Some(login) => {
                 let file = htpasswd_file(data, login);
-                command.arg("--htpasswd-file").arg(file);
+                command.extend(["--htpasswd-file".into(), file.into_os_string()]);
             }
-            None => {
-                command.arg("--no-auth");
-            }
+            None => command.push("--no-auth".into()),
         }
         if append_only {
-            command.arg("--append-only");
+            command.push("--append-only".into());
         }
-        let child = command
+        let mut server = RestServer {
+            child: None,
+            address,
+            command,
+        };
+        server.start_again();
+        server
+    }
+
+    /// Kills the server: its address refuses connections until [`RestServer::start_again`].
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the stopped server again, on its address and folder, and waits until it listens.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "rest-server runs already");
+        let child = Command::new(&self.command[0])
+            .args(&self.command[1..])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("rest-server starts");
-        let server = RestServer { child, address };
+        self.child = Some(child);
         let started = Instant::now();
-        while std::net::TcpStream::connect(address).is_err() {
-            assert!(started.elapsed() < LISTEN_TIMEOUT, "rest-server listens");
+        while std::net::TcpStream::connect(self.address).is_err() {
+            assert!(
+                started.elapsed() < LISTEN_TIMEOUT,
+                "rest-server listens on {}",
+                self.address
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
-        server
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -76,8 +99,7 @@ impl RestServer {
 
 impl Drop for RestServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 

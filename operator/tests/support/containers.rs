@@ -64,7 +64,7 @@ pub fn programs_or_skip(names: &[&str]) -> bool {
 /// rest-server without a login over a scratch folder of its own (removed after the server).
 pub struct RestServer {
     server: neverwiped_testkit::RestServer,
-    _data: Scratch,
+    data: Scratch,
 }
 
 impl RestServer {
@@ -72,12 +72,27 @@ impl RestServer {
         let data = Scratch::new(&format!("{name}-rest"));
         RestServer {
             server: neverwiped_testkit::RestServer::start(&data.0, None, false),
-            _data: data,
+            data,
         }
     }
 
     pub fn url(&self, repository: &str) -> String {
         self.server.url(repository)
+    }
+
+    /// The folder it serves: each repository is a folder below it.
+    pub fn data(&self) -> &std::path::Path {
+        &self.data.0
+    }
+
+    /// Stops the gate: its URL refuses connections until [`RestServer::start_again`].
+    pub fn stop(&mut self) {
+        self.server.stop();
+    }
+
+    /// Starts the stopped gate again, on its URL and folder.
+    pub fn start_again(&mut self) {
+        self.server.start_again();
     }
 }
 

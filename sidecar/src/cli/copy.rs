@@ -52,14 +52,21 @@ pub struct CopyArgs {
 pub async fn copy(cli: &Cli, args: &CopyArgs, record: &RunRecord) -> Result<Outcome> {
     args.filter.selection()?;
     let source = open_source(cli, args).await?;
-    let destination = open_destination(cli, args, record)
-        .await
-        .context("cannot open --repo, the repository copied to")?;
+    let destination =
+        open_destination(cli, args, record)
+            .await
+            .with_context(|| match &cli.repo {
+                Some(to) => format!("cannot open {to} (--repo), the repository copied to"),
+                None => "cannot open --repo, the repository copied to".to_owned(),
+            })?;
     let source_lock = locking::acquire_for_reading(&source, "copy").await?;
     let options = CopyOptions::default();
     let copied = copy_locked(&source, &destination, args, &options, cli).await;
     locking::release_read_lock(source_lock, "copy").await;
-    let copied = copied.context("cannot copy the snapshots")?;
+    let copied = copied.with_context(|| {
+        let to = destination.backend().location();
+        format!("cannot copy the snapshots to {to} (--repo)")
+    })?;
     report(&copied, cli);
     let sent = neverwiped::progress::Progress::get(&options.progress.bytes_transferred);
     // The plaintext of the data blobs read from the source.

@@ -157,7 +157,8 @@ impl<'a> Copier<'a> {
                     return Ok(earlier.copy);
                 }
             }
-            let tree = self.source.read_tree(&id, "a folder being copied").await?;
+            let tree = (self.source.read_tree(&id, "a folder being copied").await)
+                .map_err(|error| from_source(self.source, error))?;
             let earlier = match reference {
                 Some(reference) => self.earlier(reference).await,
                 None => Earlier::default(),
@@ -249,7 +250,8 @@ impl<'a> Copier<'a> {
         let progress = &self.options.progress;
         let mut read = futures::stream::iter(wanted)
             .map(|(at, part, blob)| async move {
-                let plaintext = source.read_blob(&blob, "a file being copied").await?;
+                let plaintext = (source.read_blob(&blob, "a file being copied").await)
+                    .map_err(|error| from_source(source, error))?;
                 progress.add_processed(plaintext.len() as u64);
                 Ok::<_, Error>((at, part, plaintext))
             })
@@ -310,4 +312,13 @@ impl Sending {
 
 fn closed() -> Error {
     Error::Interrupted("the copy's upload pipeline stopped".into())
+}
+
+/// `error` of a read of the copy's source, named as the source's: a copy's other errors are the
+/// destination's.
+fn from_source(source: &IndexedRepository, error: Error) -> Error {
+    Error::CopySource {
+        location: source.backend().location(),
+        error: Box::new(error),
+    }
 }
