@@ -557,7 +557,7 @@ impl IndexedRepository {
 
     /// What to say of a blob the index lacks: where it was wanted, and the index objects skipped
     /// as damaged, which may be the ones that listed it.
-    fn missing_blob_context(&self, context: &str) -> String {
+    pub(crate) fn missing_blob_context(&self, context: &str) -> String {
         let index = self.index();
         if index.skipped.is_empty() {
             return context.to_owned();

@@ -19,9 +19,21 @@ pub const JOB_FRONT_BYTES: usize = NONCE_BYTES + 1;
 pub struct BlobJob {
     pub kind: BlobKind,
     pub id: BlobId,
-    /// [`JOB_FRONT_BYTES`] of room, then the plaintext; the same buffer travels on as the sealed
-    /// blob and comes back to the walker through the [`Recycler`].
+    /// [`JOB_FRONT_BYTES`] of room, then the plaintext (or, as [`Payload`] says, the nonce's room
+    /// and the blob already encoded); the same buffer travels on as the sealed blob and comes
+    /// back to the walker through the [`Recycler`].
     pub buffer: Vec<u8>,
+    pub payload: Payload,
+}
+
+/// What a job's buffer holds after its room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// The plaintext, compressed by the sealing thread when that saves space.
+    Plaintext,
+    /// The codec byte and body another repository stored, of a plaintext `raw_length` bytes long:
+    /// a copy passes it through, so it is not compressed a second time.
+    Encoded { raw_length: u32 },
 }
 
 /// New blobs handed over together: closed at [`BATCH_BYTES`] of plaintext or [`BATCH_BLOBS`]
@@ -130,8 +142,14 @@ pub fn run_worker(keys: RepositoryKeys, jobs: Receiver<JobBatch>, sealed: Sender
 /// Encodes and seals a job's blob where it lies: no copy of the data, no buffer per blob.
 fn seal(keys: &RepositoryKeys, encoder: &mut compress::Encoder, job: BlobJob) -> SealedBlob {
     let mut buffer = job.buffer;
-    let raw_length = (buffer.len() - JOB_FRONT_BYTES) as u32;
-    encoder.encode_in_place(&mut buffer, NONCE_BYTES);
+    let raw_length = match job.payload {
+        Payload::Plaintext => {
+            let raw_length = (buffer.len() - JOB_FRONT_BYTES) as u32;
+            encoder.encode_in_place(&mut buffer, NONCE_BYTES);
+            raw_length
+        }
+        Payload::Encoded { raw_length } => raw_length,
+    };
     buffer.reserve_exact(TAG_BYTES);
     keys.sealer
         .seal_in_place(&mut buffer, &blob_associated_data(job.kind, &job.id));

@@ -13,6 +13,7 @@
 //! the uploader has indexed all of them. A run cut short leaves indexed blobs that the next run
 //! does not send again, and no snapshot whose blobs are not all stored.
 
+mod blobs;
 mod trees;
 
 use trees::Reference;

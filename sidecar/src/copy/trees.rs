@@ -8,9 +8,10 @@
 //! or shapes differ, a tree cannot be read, the destination's index lacks the copy), everything
 //! below is read as without one.
 
+use super::blobs::{read_passing, PassedBlob};
 use super::{CopyOptions, READS_IN_FLIGHT};
 use crate::archive::pipeline::{
-    BlobJob, FinishedPack, JobBatch, Recycler, BATCH_BLOBS, BATCH_BYTES, JOB_FRONT_BYTES,
+    BlobJob, FinishedPack, JobBatch, Payload, Recycler, BATCH_BLOBS, BATCH_BYTES, JOB_FRONT_BYTES,
 };
 use crate::archive::uploader::{run_uploader, UploadStats};
 use crate::archive::SealingThreads;
@@ -247,17 +248,18 @@ impl<'a> Copier<'a> {
             }
         }
         let source = self.source;
+        let keys = self.destination.keys();
         let progress = &self.options.progress;
         let mut read = futures::stream::iter(wanted)
             .map(|(at, part, blob)| async move {
-                let plaintext = (source.read_blob(&blob, "a file being copied").await)
+                let passed = (read_passing(source, keys, blob, "a file being copied").await)
                     .map_err(|error| from_source(source, error))?;
-                progress.add_processed(plaintext.len() as u64);
-                Ok::<_, Error>((at, part, plaintext))
+                progress.add_processed(u64::from(passed.raw_length));
+                Ok::<_, Error>((at, part, passed))
             })
             .buffered(READS_IN_FLIGHT);
-        while let Some((at, part, plaintext)) = read.try_next().await? {
-            let copy = sending.store(self.destination, BlobKind::Data, plaintext)?;
+        while let Some((at, part, passed)) = read.try_next().await? {
+            let copy = sending.pass(self.destination, passed)?;
             if let NodeKind::File { content, .. } = &mut nodes[at].kind {
                 content[part] = copy;
             }
@@ -282,13 +284,41 @@ impl Sending {
         let mut buffer = self.buffers.take();
         buffer.resize(JOB_FRONT_BYTES, 0);
         buffer.extend_from_slice(&plaintext);
-        self.batch_bytes += plaintext.len();
-        self.batch.push(BlobJob { kind, id, buffer });
-        self.queued.insert(id);
+        self.queue(BlobJob {
+            kind,
+            id,
+            buffer,
+            payload: Payload::Plaintext,
+        })?;
+        Ok(id)
+    }
+
+    /// The passed data blob's id in `destination`, as [`Sending::store`], its encoded form handed
+    /// on as it is.
+    fn pass(&mut self, destination: &IndexedRepository, blob: PassedBlob) -> Result<BlobId> {
+        let id = blob.id;
+        if self.queued.contains(&id) || destination.index().contains(&id) {
+            return Ok(id);
+        }
+        self.queue(BlobJob {
+            kind: BlobKind::Data,
+            id,
+            buffer: blob.buffer,
+            payload: Payload::Encoded {
+                raw_length: blob.raw_length,
+            },
+        })?;
+        Ok(id)
+    }
+
+    fn queue(&mut self, job: BlobJob) -> Result<()> {
+        self.batch_bytes += job.buffer.len();
+        self.queued.insert(job.id);
+        self.batch.push(job);
         if self.batch_bytes >= BATCH_BYTES || self.batch.len() >= BATCH_BLOBS {
             self.send_batch()?;
         }
-        Ok(id)
+        Ok(())
     }
 
     fn send_batch(&mut self) -> Result<()> {

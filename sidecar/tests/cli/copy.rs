@@ -1,8 +1,8 @@
 //! `copy` between two repositories of different passwords behind a real rest-server with a
 //! login: every copied snapshot restores identically from the destination, a second run sends
 //! nothing, filters choose exactly their snapshots, a copy killed at several points leaves a
-//! destination that checks clean and the next run completes, and memory does not grow with the
-//! repository.
+//! destination that checks clean and the next run completes, memory does not grow with the
+//! repository, blobs keep their compression, and a damaged blob at the source fails the copy.
 
 use super::exact_names::matches_schema;
 use super::support::fixtures::Noise;
@@ -519,4 +519,71 @@ fn latest_of_a_plans_host_restores_identically_from_the_copy_alone() {
         !other.exists(),
         "another plan's newer snapshot was restored"
     );
+}
+
+/// The bytes of every file below `dir`, and the largest file.
+fn stored(dir: &Path) -> (u64, Option<PathBuf>) {
+    let (mut bytes, mut largest) = (0, None::<(u64, PathBuf)>);
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in fs::read_dir(&folder).into_iter().flatten() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+                continue;
+            }
+            let size = fs::metadata(&path).unwrap().len();
+            bytes += size;
+            if largest.as_ref().is_none_or(|(most, _)| size > *most) {
+                largest = Some((size, path));
+            }
+        }
+    }
+    (bytes, largest.map(|(_, path)| path))
+}
+
+#[test]
+fn blobs_pass_through_compressed_and_a_damaged_one_fails_the_copy_naming_the_source() {
+    let Some(ends) = Ends::start(
+        "blobs_pass_through_compressed_and_a_damaged_one_fails_the_copy_naming_the_source",
+    ) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let folder = work.path().join("logs");
+    fs::create_dir_all(&folder).unwrap();
+    for file in 0..4 {
+        let line = format!("2026-12-06 file {file}: the same words again and again\n");
+        fs::write(folder.join(format!("{file}.log")), line.repeat(60_000)).unwrap();
+    }
+    ends.source.run(&["backup", text(&folder)]).expect_ok();
+    ends.copy(&[]).expect_ok();
+    // The copy stores the blobs as compressed as the source does.
+    let data = |repository: &str| stored(&ends.server.data_dir().join(repository).join("data"));
+    let ((source_bytes, largest), (copy_bytes, _)) = (data("source"), data("destination"));
+    assert!(
+        source_bytes < 4 * 3_300_000 / 20 && copy_bytes < source_bytes + source_bytes / 20,
+        "the source stores {source_bytes} bytes of data, its copy {copy_bytes}"
+    );
+    ends.destination.run(&["check", "--read-data"]).expect_ok();
+
+    // A damaged pack at the source: the next copy (to an empty destination) fails naming the
+    // source, and writes no snapshot.
+    let destination = ends.server.data_dir().join("destination");
+    fs::remove_dir_all(&destination).unwrap();
+    ends.destination.run(&["init"]).expect_ok();
+    let largest = largest.expect("a data pack");
+    let mut bytes = fs::read(&largest).unwrap();
+    let middle = bytes.len() / 3;
+    bytes[middle] ^= 0x40;
+    fs::write(&largest, bytes).unwrap();
+    let failed = ends.copy(&[]);
+    assert_ne!(failed.code, 0, "{}", failed.stderr);
+    assert!(
+        failed.stderr.contains("(--from-repo)") && failed.stderr.contains("in pack"),
+        "{}",
+        failed.stderr
+    );
+    let listed = ends.destination.run(&["snapshots", "--json"]).expect_ok();
+    assert_eq!(listed.stdout.trim(), "[]", "no snapshot is written");
 }
