@@ -17,6 +17,10 @@ pub const SIDECAR_BINARY: &str = "neverwiped-sidecar";
 pub const SIDECAR_PATH: &str = "/usr/local/bin/neverwiped-sidecar";
 
 /// Environment variables the sidecar reads. None of their values is ever put in an argument.
+/// The sidecar's retry budget when none is given: a gate that is away for minutes does not fail a
+/// run.
+pub const DEFAULT_RETRY_BUDGET_SECS: u64 = 15 * 60;
+
 pub mod env {
     /// Path of a file holding the repository password.
     pub const PASSWORD_FILE: &str = "NEVERWIPED_PASSWORD_FILE";
@@ -40,7 +44,8 @@ pub mod env {
     pub const GATE_PASSWORD: &str = "NEVERWIPED_GATE_PASSWORD";
     /// The key tried first when opening the repository (`--key-hint`).
     pub const KEY_HINT: &str = "NEVERWIPED_KEY_HINT";
-    /// `--retry-budget`: how long failed requests to the gate are retried.
+    /// `--retry-budget`: how long failed requests to the gate are retried (by default
+    /// [`super::DEFAULT_RETRY_BUDGET_SECS`]).
     pub const RETRY_BUDGET: &str = "NEVERWIPED_RETRY_BUDGET";
     /// `--retry-delay-ms`: the first pause between retries.
     pub const RETRY_DELAY_MS: &str = "NEVERWIPED_RETRY_DELAY_MS";

@@ -296,6 +296,7 @@ impl PodBuilder {
         // The root filesystem is read-only; the sidecar's scratch space is an emptyDir.
         self.mount_empty_dir("tmp", "/tmp");
         self.env_value("TMPDIR", "/tmp".into());
+        self.env_value(env::RETRY_BUDGET, retry_budget(pod.deadline));
         let identity = pod.privileges.identity(self.mounts_claims);
         if identity.uid != 0 && identity.fs_group.is_none() {
             // Secret files are owned by root and by the fsGroup: without one, a non-root sidecar
@@ -435,4 +436,12 @@ fn job_of(pod: FinishedPod<'_>, pod_spec: PodSpec) -> Job {
         }),
         status: None,
     }
+}
+
+/// How long the sidecar retries a gate that fails: half the run's deadline, at most the sidecar's
+/// default. A gate down for longer then fails the run with the gate's own error in its result
+/// (and in the plan's status), before the deadline would stop it with nothing to say.
+fn retry_budget(deadline: SignedDuration) -> String {
+    let seconds = (deadline.as_secs() / 2).clamp(1, cli::DEFAULT_RETRY_BUDGET_SECS as i64);
+    format!("{seconds}s")
 }

@@ -172,6 +172,22 @@ fn backup_job_runs_the_sidecar_with_the_documented_arguments() {
 }
 
 #[test]
+fn the_sidecar_gives_up_on_a_gate_at_half_the_deadline_at_most_its_own_budget() {
+    let budget = |deadline: SignedDuration| {
+        let job = backup_job(&plan(), &BackupRun { deadline, ..run() }, &settings());
+        let value =
+            env_value(container(&job), neverwiped_contract::cli::env::RETRY_BUDGET).unwrap();
+        value.value.clone().unwrap()
+    };
+    // A gate down past half the run fails it with the gate's error, before the deadline.
+    assert_eq!(budget(SignedDuration::from_mins(1)), "30s");
+    assert_eq!(budget(SignedDuration::from_mins(20)), "600s");
+    // The sidecar's own 15 minutes for the runs that may last longer.
+    assert_eq!(budget(SignedDuration::from_hours(2)), "900s");
+    assert_eq!(budget(SignedDuration::from_secs(1)), "1s");
+}
+
+#[test]
 fn lock_host_names_are_dns_labels_that_differ_per_plan_and_stay_per_plan() {
     let name = lock_hostname("shop", "nightly");
     assert_eq!(name, lock_hostname("shop", "nightly"));

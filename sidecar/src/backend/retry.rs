@@ -32,7 +32,8 @@ pub struct RetryPolicy {
 }
 
 /// The default [`RetryPolicy::budget`]: a gate that is away for minutes does not fail a backup.
-pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_RETRY_BUDGET: Duration =
+    Duration::from_secs(neverwiped_contract::cli::DEFAULT_RETRY_BUDGET_SECS);
 
 impl Default for RetryPolicy {
     /// Pauses of about 0.5 s, 1 s, 2 s, … up to 30 s, for up to [`DEFAULT_RETRY_BUDGET`].
