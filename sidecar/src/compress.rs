@@ -118,6 +118,14 @@ pub struct Decoder {
 const KEEP_BUFFER_BYTES: usize = 8 * 1024 * 1024;
 
 impl Decoder {
+    /// Lets go of the output buffer when it holds more than `keep` bytes: a decoder kept per
+    /// thread of a large pool would otherwise hold a large blob's worth each.
+    pub fn shed(&mut self, keep: usize) {
+        if self.buffer.capacity() > keep {
+            self.buffer = Vec::new();
+        }
+    }
+
     /// Decodes codec byte + body into the plaintext, which must be `expected_len` bytes long: the
     /// body itself when stored raw (no copy), else this decoder's buffer.
     pub fn decode<'a>(

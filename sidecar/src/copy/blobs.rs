@@ -26,12 +26,18 @@ thread_local! {
     static DECODER: RefCell<Decoder> = RefCell::new(Decoder::default());
 }
 
-/// Reads data blob `id` of `source`, opens and checks it, and names it under `destination`.
+/// The plaintext buffer a thread's decoder keeps between blobs: the blocking pool has many
+/// threads, and each would otherwise keep the largest blob it decoded.
+const KEEP_DECODED_BYTES: usize = 512 * 1024;
+
+/// Reads data blob `id` of `source` into `buffer` (a kept one: the blob goes on in it to the
+/// destination's pack and comes back), opens and checks it, and names it under `destination`.
 pub(super) async fn read_passing(
     source: &IndexedRepository,
     destination: &RepositoryKeys,
     id: BlobId,
     context: &str,
+    buffer: Vec<u8>,
 ) -> Result<PassedBlob> {
     let location = source.index().get(&id).ok_or_else(|| Error::BlobMissing {
         id,
@@ -43,7 +49,7 @@ pub(super) async fn read_passing(
             &location.pack.to_hex(),
             location.offset as u64,
             location.length as u64,
-            Vec::new(),
+            buffer,
         )
         .await?;
     let keys = (source.keys().clone(), destination.clone());
@@ -75,7 +81,9 @@ fn pass(
         if source.blob_id(BlobKind::Data, plaintext) != id {
             return Err(corrupt(what, "content does not match its id".into()));
         }
-        Ok(destination.blob_id(BlobKind::Data, plaintext))
+        let copy_id = destination.blob_id(BlobKind::Data, plaintext);
+        decoder.shed(KEEP_DECODED_BYTES);
+        Ok(copy_id)
     })?;
     Ok(PassedBlob {
         id: copy_id,

@@ -250,9 +250,11 @@ impl<'a> Copier<'a> {
         let source = self.source;
         let keys = self.destination.keys();
         let progress = &self.options.progress;
+        let buffers = &sending.buffers.clone();
         let mut read = futures::stream::iter(wanted)
             .map(|(at, part, blob)| async move {
-                let passed = (read_passing(source, keys, blob, "a file being copied").await)
+                let context = "a file being copied";
+                let passed = (read_passing(source, keys, blob, context, buffers.take()).await)
                     .map_err(|error| from_source(source, error))?;
                 progress.add_processed(u64::from(passed.raw_length));
                 Ok::<_, Error>((at, part, passed))
