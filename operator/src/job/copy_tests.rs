@@ -25,6 +25,7 @@ pub(crate) fn destination() -> CopyDestination {
             ca_secret_ref: None,
         },
         schedule: None,
+        retention: None,
     }
 }
 
