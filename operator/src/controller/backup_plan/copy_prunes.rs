@@ -8,6 +8,8 @@
 //! a running prune ([`super::copies::start_due`]). It neither reads nor locks the plan's
 //! repository, so it runs beside the plan's backups, prunes and checks.
 
+use std::time::Duration;
+
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -16,7 +18,7 @@ use kube::ResourceExt;
 use super::copies::entry;
 use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
-use crate::api::{BackupPlan, CopyDestination, MaintenanceRecord, RunTrigger};
+use crate::api::{BackupPlan, BackupPlanStatus, CopyDestination, MaintenanceRecord, RunTrigger};
 use crate::conditions::Reason;
 use crate::controller::effects::PlannedEvent;
 use crate::controller::pod_of;
@@ -124,6 +126,17 @@ fn finished_event(destination: &str, record: &MaintenanceRecord) -> PlannedEvent
             ),
         },
     }
+}
+
+/// How long until the earliest destination's prune is due. A destination's prune does not wait
+/// for the plan to be idle, so it wakes the plan even while a backup, prune or check runs.
+pub fn next_wake(status: &BackupPlanStatus, now: Timestamp) -> Duration {
+    (status.copies.iter())
+        .filter_map(|c| c.prune.next_schedule_time.as_ref().map(|t| t.0))
+        .min()
+        .map(|next| next.duration_since(now).max(SignedDuration::from_secs(1)))
+        .and_then(|wait| Duration::try_from(wait).ok())
+        .unwrap_or(Duration::MAX)
 }
 
 /// What a destination's prune is decided with, besides the plan.

@@ -345,7 +345,9 @@ fn requeue_after(
     now: Timestamp,
     settings: &Settings,
 ) -> Duration {
-    own_requeue(occupant, ready, &decision.status, now, settings).min(copies_requeue(decision))
+    own_requeue(occupant, ready, &decision.status, now, settings)
+        .min(copies_requeue(decision))
+        .min(copy_prunes::next_wake(&decision.status, now))
 }
 
 fn own_requeue(

@@ -272,11 +272,10 @@ fn next_time(schedule: &Schedule, suspended: bool, now: Timestamp) -> Option<Tim
         .map(Time)
 }
 
-/// The earliest next prune or check, the copy destinations' prunes among them, to wake up for.
+/// The earliest next prune or check, to wake up for.
 pub fn next_wake(status: &BackupPlanStatus) -> Option<Timestamp> {
     [&status.prune, &status.check]
         .into_iter()
-        .chain(status.copies.iter().map(|c| &c.prune))
         .filter_map(|s| s.next_schedule_time.as_ref().map(|t| t.0))
         .min()
 }

@@ -367,3 +367,20 @@ fn a_suspended_prune_schedule_suspends_the_destinations_prunes() {
     assert!(decision.create_copy_prunes.is_empty());
     assert_eq!(entry(&decision, "offsite").prune.next_schedule_time, None);
 }
+
+#[test]
+fn a_busy_plan_wakes_for_its_destinations_prune_time() {
+    let plan = retained_plan();
+    let mut observed = observed();
+    // A backup runs; the destinations' prune is due in 30 s and does not wait for it.
+    observed.jobs.push(running(finished_job(
+        "nightly-manual-1",
+        "2026-11-28T23:50:00Z",
+    )));
+    let decision = decide(&plan, &observed, at("2026-11-28T23:59:30Z"), &settings());
+    assert_eq!(
+        decision.status.active_run.as_ref().map(|r| r.kind),
+        Some(RunKind::Backup)
+    );
+    assert_eq!(decision.requeue_after, Duration::from_secs(30));
+}
