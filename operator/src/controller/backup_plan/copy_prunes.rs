@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use super::copies::entry;
 use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
+use super::maintenance::delete_finished;
 use crate::api::{BackupPlan, BackupPlanStatus, CopyDestination, MaintenanceRecord, RunTrigger};
 use crate::conditions::Reason;
 use crate::controller::effects::PlannedEvent;
@@ -25,7 +26,6 @@ use crate::controller::pod_of;
 use crate::controller::queue::{Admission, Demand, Footprint, Gate, Owner, RunClass, RunKey};
 use crate::job::{
     copy_prune_destination_of, copy_prune_job, CopyPruneJob, CopyPruneRun, JobSettings,
-    LABEL_PLAN_NAMESPACE,
 };
 use crate::recorder::EventType;
 use crate::schedule::{self, Schedule, ScheduleState};
@@ -91,16 +91,6 @@ pub fn observe(
         if finished[..index].iter().any(|(d, _)| d == destination) {
             delete_finished(job, decision);
         }
-    }
-}
-
-fn delete_finished(job: &Job, decision: &mut PlanDecision) {
-    let name = job.name_any();
-    if job.labels().contains_key(LABEL_PLAN_NAMESPACE) {
-        let namespace = job.namespace().unwrap_or_default();
-        decision.delete_remote.push((namespace, name));
-    } else {
-        decision.delete_job(name);
     }
 }
 

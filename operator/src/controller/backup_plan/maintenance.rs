@@ -109,9 +109,9 @@ pub fn observe(
     active
 }
 
-/// Deletes a finished prune or check: in the plan's namespace, or in the operator's (a protected
-/// plan's prune, with its password copy).
-fn delete_finished(job: &Job, decision: &mut PlanDecision) {
+/// Deletes a finished prune or check (a copy destination's prune too): in the plan's namespace,
+/// or in the operator's (a protected repository's prune, with its password copy).
+pub(super) fn delete_finished(job: &Job, decision: &mut PlanDecision) {
     let name = job.name_any();
     if job.labels().contains_key(LABEL_PLAN_NAMESPACE) {
         let namespace = job.namespace().unwrap_or_default();
