@@ -542,7 +542,7 @@ impl BackupPlanStatus {
 }
 
 /// One kind of maintenance (prune or check) of a plan.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MaintenanceStatus {
     /// The latest scheduled time acted on.

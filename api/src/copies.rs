@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
-use super::backup_plan::{Repository, RunOutcome, SCHEDULE_PATTERN};
+use super::backup_plan::{MaintenanceStatus, Repository, Retention, RunOutcome, SCHEDULE_PATTERN};
 use super::names::DNS_LABEL_PATTERN;
 
 /// The most destinations a plan copies to.
@@ -27,6 +27,12 @@ pub struct CopyDestination {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 128), regex(pattern = SCHEDULE_PATTERN))]
     pub schedule: Option<String>,
+    /// Which of the plan's snapshots the destination keeps, as `spec.retention`: applied by a
+    /// prune Job of the destination on the plan's prune schedule (`spec.maintenance.prune`),
+    /// under the same protection as the plan's repository. Without it, the destination keeps
+    /// every snapshot copied to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
 }
 
 /// How far one destination is behind the plan's repository.
@@ -59,6 +65,13 @@ pub struct CopyStatus {
     /// The latest scheduled time acted on (a destination with `schedule`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_schedule_time: Option<Time>,
+    /// The destination's prunes (a destination with `retention`): the last one, with its error,
+    /// and when the next is due.
+    #[serde(default, skip_serializing_if = "MaintenanceStatus::is_empty")]
+    pub prune: MaintenanceStatus,
+    /// The destination's prune Job running now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_prune_job: Option<String>,
 }
 
 /// A snapshot of the plan, as a destination holds it.

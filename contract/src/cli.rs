@@ -402,7 +402,7 @@ impl CheckArgs {
 }
 
 /// `neverwiped-sidecar copy --repo DESTINATION --result-file PATH --from-repo SOURCE --host NAME
-/// [--init] [--retry-lock DURATION]`: stores the host's snapshots of SOURCE that DESTINATION
+/// [--init] [--after-newest-copy] [--retry-lock DURATION]`: stores the host's snapshots of SOURCE that DESTINATION
 /// lacks (one already there is skipped). The passwords and logins of both come from the
 /// environment ([`env::FROM_PASSWORD_FILE`] and the others of `env`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -416,6 +416,9 @@ pub struct CopyArgs {
     pub host: String,
     /// `--init`: create the destination when there is none.
     pub init: bool,
+    /// `--after-newest-copy`: only the snapshots taken at or after the newest the destination
+    /// holds of the host (a destination with retention: what it forgot is not sent again).
+    pub after_newest_copy: bool,
     /// As for [`BackupArgs::retry_lock`].
     pub retry_lock: Option<String>,
 }
@@ -431,6 +434,9 @@ impl CopyArgs {
         args.push(self.host.clone());
         if self.init {
             args.push("--init".into());
+        }
+        if self.after_newest_copy {
+            args.push("--after-newest-copy".into());
         }
         push_retry_lock(&mut args, self.retry_lock.as_deref());
         args

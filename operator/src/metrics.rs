@@ -65,6 +65,16 @@ pub struct CopyRunLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of a finished prune of a copy destination, as [`MaintenanceLabels`] of a plan's.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CopyPruneLabels {
+    pub namespace: String,
+    pub plan: String,
+    pub copy: String,
+    /// `Succeeded` or `Failed` ([`outcome_label`]).
+    pub result: &'static str,
+}
+
 /// Labels of reconciliations.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
@@ -276,6 +286,10 @@ pub struct CopyMetrics {
     pub lag_seconds: Family<CopyLabels, Gauge>,
     /// Finished copy Jobs by outcome.
     pub runs: Family<CopyRunLabels, Counter>,
+    /// Finished prunes of destinations (their retention) by result.
+    pub prune_runs: Family<CopyPruneLabels, Counter>,
+    /// Bytes the destinations' prunes freed.
+    pub prune_freed_bytes: Family<CopyLabels, Counter>,
 }
 
 fn register_copy_metrics(registry: &mut Registry, copies: &CopyMetrics) {
@@ -288,6 +302,16 @@ fn register_copy_metrics(registry: &mut Registry, copies: &CopyMetrics) {
         "copy_runs",
         "Finished copy Jobs by plan, destination and outcome",
         copies.runs.clone(),
+    );
+    registry.register(
+        "copy_prune_runs",
+        "Finished prunes of copy destinations by plan, destination and result",
+        copies.prune_runs.clone(),
+    );
+    registry.register(
+        "copy_prune_freed_bytes",
+        "Bytes freed in copy destinations by their prunes",
+        copies.prune_freed_bytes.clone(),
     );
 }
 
@@ -378,7 +402,14 @@ impl Metrics {
             copy: copy.to_owned(),
         };
         self.copies.lag_seconds.remove(&labels);
+        self.copies.prune_freed_bytes.remove(&labels);
         for outcome in ALL_OUTCOMES.map(outcome_label) {
+            self.copies.prune_runs.remove(&CopyPruneLabels {
+                namespace: labels.namespace.clone(),
+                plan: labels.plan.clone(),
+                copy: labels.copy.clone(),
+                result: outcome,
+            });
             self.copies.runs.remove(&CopyRunLabels {
                 namespace: labels.namespace.clone(),
                 plan: labels.plan.clone(),

@@ -8,6 +8,8 @@ mod support;
 
 #[path = "operator_binary/copies.rs"]
 mod copies;
+#[path = "operator_binary/copy_retention.rs"]
+mod copy_retention;
 #[path = "operator_binary/ransomware_night.rs"]
 mod ransomware_night;
 #[path = "operator_binary/rbac_rules.rs"]

@@ -90,6 +90,9 @@ pub fn copy_job(
         host: format!("{namespace}/{plan_name}"),
         // A new destination is created with its own password, as a plan's first backup does.
         init: true,
+        // A destination with retention forgets snapshots the plan still holds: they are not
+        // sent again.
+        after_newest_copy: destination.retention.is_some(),
         retry_lock: Some(lock_wait(run.deadline)),
     }
     .to_args();

@@ -25,6 +25,7 @@ pub(crate) fn destination() -> CopyDestination {
             ca_secret_ref: None,
         },
         schedule: None,
+        retention: None,
     }
 }
 
@@ -89,6 +90,26 @@ fn copy_job_copies_the_plans_host_from_its_repository_to_the_destination() {
         Some("gate.other-site.example"),
         "the destination's host is the one the per-host limit counts"
     );
+}
+
+#[test]
+fn a_destination_with_retention_is_sent_only_what_follows_its_newest_copy() {
+    let without = copy_job(&copy_plan(), &destination(), &run(), &settings());
+    let flag = "--after-newest-copy".to_owned();
+    let args = |job: &Job| {
+        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        pod.containers[0].args.clone().unwrap()
+    };
+    assert!(!args(&without).contains(&flag), "{:?}", args(&without));
+    let kept = CopyDestination {
+        retention: Some(crate::api::Retention {
+            keep_daily: Some(7),
+            ..Default::default()
+        }),
+        ..destination()
+    };
+    let with = copy_job(&copy_plan(), &kept, &run(), &settings());
+    assert!(args(&with).contains(&flag), "{:?}", args(&with));
 }
 
 #[test]

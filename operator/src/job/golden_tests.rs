@@ -66,7 +66,7 @@ fn golden_prune_job() {
 
 /// Settings whose admin protects the test plan's repository: a maintenance login for its
 /// gate, and a window.
-fn protected_settings() -> JobSettings {
+pub(super) fn protected_settings() -> JobSettings {
     let values = r#"{"credentials": [{"urlPrefix": "https://gate.example.com/", "secretName": "gate-maintenance"}],
         "protectionWindow": {"default": "14d"}}"#;
     let protection = crate::protection::Protection::parse(values, "neverwiped-system").unwrap();

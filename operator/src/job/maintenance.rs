@@ -16,7 +16,7 @@ use super::{
     ANNOTATION_DEADLINE, ANNOTATION_PLAN_UID, ANNOTATION_SCHEDULED_TIME, ANNOTATION_TRIGGER,
     LABEL_PLAN, LABEL_PLAN_NAMESPACE, RESULT_FILE,
 };
-use crate::api::{BackupPlan, RunKind, RunTrigger, SecretKeyRef};
+use crate::api::{BackupPlan, Repository, RunKind, RunTrigger, SecretKeyRef};
 use crate::protection::MaintenanceCredentials;
 
 /// The two kinds of repository maintenance a plan runs besides its backups.
@@ -87,7 +87,7 @@ fn runs_remote(plan: &BackupPlan, kind: MaintenanceKind, settings: &JobSettings)
 }
 
 /// 32 bits of FNV-1a over `namespace/plan`: stable across releases.
-fn plan_hash(namespace: &str, plan: &str) -> u32 {
+pub(super) fn plan_hash(namespace: &str, plan: &str) -> u32 {
     let mut hash: u32 = 0x811c_9dc5;
     for byte in format!("{namespace}/{plan}").bytes() {
         hash ^= u32::from(byte);
@@ -158,7 +158,7 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
     let mut pod = PodBuilder::default();
     mount_secrets(
         &mut pod,
-        plan,
+        &spec.repository,
         protection.credentials.filter(|_| remote),
         &name,
     );
@@ -237,15 +237,14 @@ pub fn maintenance_job(plan: &BackupPlan, run: &MaintenanceRun, settings: &JobSe
     })
 }
 
-/// Mounts the plan's repository Secrets; or, for a Job with the admin's `credentials`, those and
-/// the password copy of the Job `job_name`.
-fn mount_secrets(
+/// Mounts `repository`'s Secrets; or, for a Job with the admin's `credentials`, those and the
+/// password copy of the Job `job_name`.
+pub(super) fn mount_secrets(
     pod: &mut PodBuilder,
-    plan: &BackupPlan,
+    repository: &Repository,
     credentials: Option<&MaintenanceCredentials>,
     job_name: &str,
 ) {
-    let repository = &plan.spec.repository;
     let Some(credentials) = credentials else {
         pod.mount_repository(
             &repository.password_secret_ref,

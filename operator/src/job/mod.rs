@@ -4,11 +4,13 @@
 //! files or environment variables, volumes, the deadline. The pod has no Kubernetes API access and
 //! as few privileges as reading (or writing back) other users' files allows.
 //!
-//! One module per Job: [`backup`], [`copy`], [`maintenance`] (prune, check), [`restore`]; [`pod`] builds the
+//! One module per Job: [`backup`], [`copy`], [`copy_prune`] (a destination's retention),
+//! [`maintenance`] (prune, check), [`restore`]; [`pod`] builds the
 //! pod they share. This module holds the names, labels and annotations they are known by.
 
 mod backup;
 mod copy;
+mod copy_prune;
 mod describe;
 mod maintenance;
 mod pod;
@@ -16,6 +18,8 @@ mod restore;
 
 #[cfg(test)]
 mod annotation_tests;
+#[cfg(test)]
+mod copy_prune_tests;
 #[cfg(test)]
 mod copy_tests;
 #[cfg(test)]
@@ -39,6 +43,9 @@ use crate::api::{DatabaseType, RunTrigger};
 
 pub use backup::{backup_job, backup_job_name, keep_rules, BackupRun, BackupVolumeMount};
 pub use copy::{copy_destination_of, copy_job, copy_job_name, CopyRun, COPY_OPERATION, LABEL_COPY};
+pub use copy_prune::{
+    copy_prune_destination_of, copy_prune_job, copy_prune_job_name, CopyPruneJob, CopyPruneRun,
+};
 pub use describe::{describe_job, describe_job_name};
 pub use maintenance::{
     maintenance_job, maintenance_job_name, password_copy, password_copy_name, remote_job_of,

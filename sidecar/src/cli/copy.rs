@@ -44,6 +44,10 @@ pub struct CopyArgs {
     /// Only snapshots taken less than this long ago (e.g. 36h, 7d).
     #[arg(long, value_name = "DURATION", value_parser = super::durations::parse_duration)]
     pub newer_than: Option<Duration>,
+    /// Only snapshots taken at or after the newest one the destination holds that the filters
+    /// choose: what the destination's retention forgot is not copied again.
+    #[arg(long)]
+    pub after_newest_copy: bool,
     #[command(flatten)]
     pub filter: SnapshotFilterArgs,
 }
@@ -126,6 +130,13 @@ async fn copy_locked(
     let only = args.filter.selection()?;
     let chosen = selection::select_snapshots(source, &args.ids, &only).await?;
     let chosen = newer_than(chosen, args.newer_than)?;
+    let chosen = match args.after_newest_copy {
+        true => {
+            let held = selection::select_snapshots(destination, &[], &only).await?;
+            after_newest_copy(chosen, &held)?
+        }
+        false => chosen,
+    };
     let lock = locking::acquire(destination, false, "copy").await?;
     let work = copy::copy_snapshots(source, destination, chosen, options, |done| {
         if !cli.json && !cli.quiet {
@@ -174,6 +185,35 @@ fn newer_than(
         let taken = chrono::DateTime::parse_from_rfc3339(&snapshot.time)
             .with_context(|| format!("snapshot {id} has a time that does not parse"))?;
         if taken >= since {
+            kept.push((id, snapshot));
+        }
+    }
+    Ok(kept)
+}
+
+/// The snapshots of `chosen` taken at or after the newest of `held` (the destination's, of the
+/// same filters). Copies go oldest first, so everything older than the destination's newest copy
+/// was there once; what is missing of it was forgotten there on purpose. With nothing held,
+/// every chosen snapshot.
+fn after_newest_copy(
+    chosen: Vec<(SnapshotId, Snapshot)>,
+    held: &[(SnapshotId, Snapshot)],
+) -> Result<Vec<(SnapshotId, Snapshot)>> {
+    let taken = |id: &SnapshotId, snapshot: &Snapshot| {
+        chrono::DateTime::parse_from_rfc3339(&snapshot.time)
+            .with_context(|| format!("snapshot {id} has a time that does not parse"))
+    };
+    let mut newest = None;
+    for (id, snapshot) in held {
+        let time = taken(id, snapshot)?;
+        newest = newest.max(Some(time));
+    }
+    let Some(newest) = newest else {
+        return Ok(chosen);
+    };
+    let mut kept = Vec::new();
+    for (id, snapshot) in chosen {
+        if taken(&id, &snapshot)? >= newest {
             kept.push((id, snapshot));
         }
     }

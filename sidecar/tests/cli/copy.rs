@@ -237,6 +237,56 @@ fn filters_ids_and_latest_choose_exactly_their_snapshots() {
     assert!(refused.stderr.contains("--from-repo"), "{}", refused.stderr);
 }
 
+#[test]
+fn after_the_newest_copy_what_the_destination_forgot_is_not_copied_again() {
+    let Some(ends) = Ends::start("copy::after_the_newest_copy") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    three_snapshots(&ends, work.path());
+    let made = ends.source.snapshots();
+    let alpha = ids_where(&made, |s| s["hostname"] == "alpha");
+    ends.copy(&["--host", "alpha"]).expect_ok();
+    // The destination's retention forgets the older alpha copy (of 2020).
+    let copies = ends.destination.snapshots();
+    let old = ids_where(&copies, |s| s["time"].as_str().unwrap().starts_with("2020"));
+    let old = old.first().expect("the copy of 2020").clone();
+    ends.destination.run(&["forget", &old]).expect_ok();
+    let kept = originals(&ends.destination.snapshots());
+    assert_eq!(kept.len(), 1);
+
+    let skipped = ends
+        .copy(&["--host", "alpha", "--after-newest-copy"])
+        .expect_ok();
+    assert!(
+        skipped
+            .stdout
+            .contains("copied 0 snapshots, 1 already there"),
+        "{}",
+        skipped.stdout
+    );
+    assert_eq!(originals(&ends.destination.snapshots()), kept);
+
+    // A new snapshot of the host is copied; the forgotten one still is not.
+    let four = work.path().join("four");
+    fs::create_dir_all(&four).unwrap();
+    fs::write(four.join("file"), "four\n").unwrap();
+    let backed_up = ends.source.run(&["backup", text(&four), "--host", "alpha"]);
+    backed_up.expect_ok();
+    let newest = ids_where(&ends.source.snapshots(), |s| {
+        s["hostname"] == "alpha" && !alpha.contains(s["id"].as_str().unwrap())
+    });
+    ends.copy(&["--host", "alpha", "--after-newest-copy"])
+        .expect_ok();
+    let expected: BTreeSet<String> = kept.union(&newest).cloned().collect();
+    assert_eq!(originals(&ends.destination.snapshots()), expected);
+
+    // Without the flag, every snapshot the destination lacks is copied, the forgotten one too.
+    ends.copy(&["--host", "alpha"]).expect_ok();
+    let all: BTreeSet<String> = alpha.union(&newest).cloned().collect();
+    assert_eq!(originals(&ends.destination.snapshots()), all);
+}
+
 /// Waits until the destination holds more packs than `before` while `child` still runs; false
 /// when the child ended first.
 fn packs_landed(ends: &Ends, child: &mut std::process::Child, before: usize) -> bool {

@@ -32,7 +32,7 @@ pub fn copy_key(plan: &BackupPlan, destination: &str) -> RunKey {
 }
 
 /// The entry of `name` in `status.copies`, added when missing.
-fn entry<'a>(copies: &'a mut Vec<CopyStatus>, name: &str) -> &'a mut CopyStatus {
+pub(super) fn entry<'a>(copies: &'a mut Vec<CopyStatus>, name: &str) -> &'a mut CopyStatus {
     let index = match copies.iter().position(|c| c.name == name) {
         Some(index) => index,
         None => {
@@ -152,7 +152,8 @@ pub fn start_due(
         let entry = entry(copies, &destination.name);
         let lag = set_copy_lag(entry, listed.as_ref());
         let key = copy_key(plan, &destination.name);
-        if entry.active_job.is_some() || locked {
+        // The destination's prune locks it: the copy waits for it.
+        if entry.active_job.is_some() || entry.active_prune_job.is_some() || locked {
             gate.withdraw(&key);
             continue;
         }

@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
 
 use super::admit::{self, Waiting};
 use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
 use super::occupant::Occupant;
 use super::resolve::{resolve, ReadyPlan};
-use super::{copies, listing, maintenance, runs, snapshots, suspect, triggers};
+use super::{copies, copy_prunes, listing, maintenance, runs, snapshots, suspect, triggers};
 use crate::api::{BackupPlan, BackupPlanStatus, PlanSnapshots};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::controller::effects::PlannedEvent;
@@ -65,6 +66,7 @@ pub fn decide_with(
     );
     let maintenance = maintenance::observe(&jobs.maintenance, &observed.pods, &mut decision, now);
     copies::observe(plan, &jobs.copies, observed, &mut decision, now, settings);
+    copy_prunes::observe(&jobs.copy_prunes, observed, &mut decision, now);
     let mut occupant = match (backup, preparing, maintenance) {
         (Some(run), _, _) => Occupant::Backup(run),
         (None, Some(preparing), _) => Occupant::PreparingSnapshots(preparing),
@@ -156,7 +158,8 @@ fn plan_status_snapshots(plan: &BackupPlan) -> Option<&PlanSnapshots> {
     plan.status.as_ref().and_then(|s| s.snapshots.as_ref())
 }
 
-/// [`start_or_advance`], then the copies due beside what occupies the plan after it.
+/// [`start_or_advance`], then the copies due beside what occupies the plan after it, then the
+/// destinations' prunes (after the copies: a copy started now holds its destination's prune off).
 #[allow(clippy::too_many_arguments)]
 fn start_runs<'a>(
     plan: &BackupPlan,
@@ -176,6 +179,16 @@ fn start_runs<'a>(
     copies::start_due(
         plan, observed, locked, deadline, now, settings, gate, decision,
     );
+    // The destinations' keep rules see the suspicion flag this reconcile decided.
+    let flagged = suspect::with_decided_flag(plan, decision);
+    let context = copy_prunes::PruneContext {
+        schedule: &ready.plan.prune_schedule,
+        deadline,
+        remove_stale_locks: !runs::plan_pod_alive(&plan.name_any(), &observed.pods),
+        settings: &settings.job,
+    };
+    let plan = flagged.as_ref().unwrap_or(plan);
+    copy_prunes::start_due(plan, &context, now, gate, decision);
     occupant
 }
 
@@ -332,7 +345,9 @@ fn requeue_after(
     now: Timestamp,
     settings: &Settings,
 ) -> Duration {
-    own_requeue(occupant, ready, &decision.status, now, settings).min(copies_requeue(decision))
+    own_requeue(occupant, ready, &decision.status, now, settings)
+        .min(copies_requeue(decision))
+        .min(copy_prunes::next_wake(&decision.status, now))
 }
 
 fn own_requeue(

@@ -10,7 +10,7 @@ use crate::api::{BackupPlanStatus, MaintenanceRecord, RunOutcome, RunRecord, Run
 use crate::conditions::Reason;
 use crate::controller::effects::{Create, Delete, Effects, PlannedEvent};
 use crate::csi::VolumeSnapshot;
-use crate::job::{MaintenanceKind, PasswordCopy, UnknownTrigger};
+use crate::job::{CopyPruneJob, MaintenanceKind, PasswordCopy, UnknownTrigger};
 use crate::recorder::EventType;
 use crate::status::record_backup_run;
 
@@ -23,6 +23,9 @@ pub struct PlanDecision {
     pub create: Option<Job>,
     /// Copy Jobs to create, one per destination at most.
     pub create_copies: Vec<Job>,
+    /// Prune Jobs of copy destinations to create (with their password copies when they run in
+    /// the operator's namespace), one per destination at most.
+    pub create_copy_prunes: Vec<CopyPruneJob>,
     /// For a protected plan's prune Job (in the operator's namespace): the copy of the plan's
     /// repository password it mounts, created after it and owned by it.
     pub password_copy: Option<PasswordCopy>,
@@ -46,6 +49,9 @@ pub struct PlanDecision {
     pub finished_copies: Vec<(String, RunOutcome)>,
     /// A due copy waits for a slot under the concurrency limits.
     pub copies_queued: bool,
+    /// Prunes of copy destinations that finished in this reconcile, by destination (for
+    /// metrics).
+    pub finished_copy_prunes: Vec<(String, MaintenanceRecord)>,
     /// Prunes and checks that finished in this reconcile (for metrics).
     pub finished_maintenance: Vec<(MaintenanceKind, MaintenanceRecord)>,
     /// Scheduled runs newly counted as missed (for metrics).
@@ -63,6 +69,7 @@ impl PlanDecision {
             status,
             create: None,
             create_copies: Vec::new(),
+            create_copy_prunes: Vec::new(),
             password_copy: None,
             create_snapshots: Vec::new(),
             create_claims: Vec::new(),
@@ -73,6 +80,7 @@ impl PlanDecision {
             events: Vec::new(),
             finished: Vec::new(),
             finished_copies: Vec::new(),
+            finished_copy_prunes: Vec::new(),
             copies_queued: false,
             finished_maintenance: Vec::new(),
             newly_missed: 0,
@@ -118,33 +126,40 @@ impl PlanDecision {
     /// started is never applied before the run's objects exist), then the status, the Events, and
     /// the deletes.
     pub fn effects(&self) -> Effects<BackupPlanStatus> {
-        let create = (self
-            .create_snapshots
-            .iter()
-            .cloned()
-            .map(|s| Create::Snapshot(Box::new(s))))
-        .chain(
-            self.create_claims
+        let create =
+            (self
+                .create_snapshots
                 .iter()
                 .cloned()
-                .map(|c| Create::Claim(Box::new(c))),
-        )
-        .chain(
-            self.create
-                .iter()
-                .cloned()
-                .map(|job| match &self.password_copy {
-                    Some(copy) => Create::RemoteJob(Box::new(job), copy.clone()),
-                    None => Create::Job(Box::new(job)),
-                }),
-        )
-        .chain(
-            self.create_copies
-                .iter()
-                .cloned()
-                .map(|job| Create::Job(Box::new(job))),
-        )
-        .collect();
+                .map(|s| Create::Snapshot(Box::new(s))))
+            .chain(
+                self.create_claims
+                    .iter()
+                    .cloned()
+                    .map(|c| Create::Claim(Box::new(c))),
+            )
+            .chain(
+                self.create
+                    .iter()
+                    .cloned()
+                    .map(|job| match &self.password_copy {
+                        Some(copy) => Create::RemoteJob(Box::new(job), copy.clone()),
+                        None => Create::Job(Box::new(job)),
+                    }),
+            )
+            .chain(
+                self.create_copies
+                    .iter()
+                    .cloned()
+                    .map(|job| Create::Job(Box::new(job))),
+            )
+            .chain(self.create_copy_prunes.iter().cloned().map(
+                |pruned| match pruned.password_copy {
+                    Some(copy) => Create::RemoteJob(Box::new(pruned.job), copy),
+                    None => Create::Job(Box::new(pruned.job)),
+                },
+            ))
+            .collect();
         let remote = self.delete_remote.iter().cloned();
         let delete = (self.delete.iter().cloned().map(Delete::Job))
             .chain(remote.map(|(namespace, name)| Delete::RemoteJob { namespace, name }))

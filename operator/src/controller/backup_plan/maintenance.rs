@@ -19,7 +19,7 @@ use crate::conditions::{find_condition, set_condition, types, ConditionStatus, R
 use crate::controller::effects::PlannedEvent;
 use crate::controller::pod_of;
 use crate::job::{
-    maintenance_job, JobSettings, MaintenanceKind, MaintenanceRun, LABEL_OPERATION,
+    maintenance_job, JobSettings, MaintenanceKind, MaintenanceRun, LABEL_COPY, LABEL_OPERATION,
     LABEL_PLAN_NAMESPACE,
 };
 use crate::plan::ResolvedPlan;
@@ -30,8 +30,11 @@ use crate::status::{job_state, maintenance_record, record_repository, JobState};
 use neverwiped_contract::text;
 
 /// The maintenance kind of a plan's Job, from its `neverwiped.io/operation` label; `None` for a
-/// backup.
+/// backup, and for a destination's prune (of `spec.copies`), which is not the plan's.
 pub fn maintenance_kind(job: &Job) -> Option<MaintenanceKind> {
+    if job.labels().contains_key(LABEL_COPY) {
+        return None;
+    }
     let operation = job.labels().get(LABEL_OPERATION)?;
     MaintenanceKind::ALL
         .into_iter()
@@ -106,9 +109,9 @@ pub fn observe(
     active
 }
 
-/// Deletes a finished prune or check: in the plan's namespace, or in the operator's (a protected
-/// plan's prune, with its password copy).
-fn delete_finished(job: &Job, decision: &mut PlanDecision) {
+/// Deletes a finished prune or check (a copy destination's prune too): in the plan's namespace,
+/// or in the operator's (a protected repository's prune, with its password copy).
+pub(super) fn delete_finished(job: &Job, decision: &mut PlanDecision) {
     let name = job.name_any();
     if job.labels().contains_key(LABEL_PLAN_NAMESPACE) {
         let namespace = job.namespace().unwrap_or_default();
@@ -277,9 +280,10 @@ pub fn next_wake(status: &BackupPlanStatus) -> Option<Timestamp> {
         .min()
 }
 
-/// For a ready plan whose repository no maintenance credentials cover: `Ready=True` with the
-/// reason `BackupLoginCanDeleteHistory` (its backups' own login forgets and prunes), and one
-/// Warning Event when the plan comes to that. A protected plan keeps the reason `Ready`.
+/// For a ready plan whose repository, or one of whose copy destinations, no maintenance
+/// credentials cover: `Ready=True` with the reason `BackupLoginCanDeleteHistory` (the login it
+/// holds for that repository forgets and prunes there), and one Warning Event when the plan comes
+/// to that. A plan whose repositories are all protected keeps the reason `Ready`.
 pub fn show_protection(
     plan: &BackupPlan,
     protection: &Protection,
@@ -287,11 +291,9 @@ pub fn show_protection(
     generation: Option<i64>,
     now: Timestamp,
 ) {
-    let namespace = plan.namespace().unwrap_or_default();
-    let applies = protection.for_plan(&namespace, &plan.spec.repository.url);
-    if applies.credentials.is_some() {
+    let Some(why) = unprotected(plan, protection) else {
         return;
-    }
+    };
     let conditions = &mut decision.status.conditions;
     let Some(ready) = find_condition(conditions, types::READY) else {
         return;
@@ -299,15 +301,6 @@ pub fn show_protection(
     if ConditionStatus::of(ready) != ConditionStatus::True {
         return;
     }
-    let window = match &applies.window {
-        Some(window) => format!("snapshots younger than {} stay", window.text),
-        None => "no protection window is set".to_owned(),
-    };
-    let why = format!(
-        "no maintenance credentials cover repository {}: whoever holds this plan's gate login can \
-         forget and prune its history ({window})",
-        text::escaped(&plan.spec.repository.url)
-    );
     let message = format!("{}; {why}", ready.message);
     let before = plan.status.as_ref().and_then(|status| {
         find_condition(&status.conditions, types::READY).map(|c| c.reason.clone())
@@ -329,4 +322,38 @@ pub fn show_protection(
             note: why,
         });
     }
+}
+
+/// What no maintenance credentials cover, said for the condition: the plan's repository first,
+/// then each copy destination's; `None` when all are covered.
+fn unprotected(plan: &BackupPlan, protection: &Protection) -> Option<String> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let own = std::iter::once((None, &plan.spec.repository.url));
+    let copies = (plan.spec.copies.iter()).map(|c| (Some(&c.name), &c.repository.url));
+    let said: Vec<String> = own
+        .chain(copies)
+        .filter_map(|(copy, url)| {
+            let applies = protection.for_plan(&namespace, url);
+            if applies.credentials.is_some() {
+                return None;
+            }
+            let window = match &applies.window {
+                Some(window) => format!("snapshots younger than {} stay", window.text),
+                None => "no protection window is set".to_owned(),
+            };
+            let (repository, login) = match copy {
+                None => ("repository".to_owned(), "this plan's gate login"),
+                Some(name) => (
+                    format!("copy destination {name}'s repository"),
+                    "the destination's gate login",
+                ),
+            };
+            Some(format!(
+                "no maintenance credentials cover {repository} {}: whoever holds {login} can \
+                 forget and prune its history ({window})",
+                text::escaped(url)
+            ))
+        })
+        .collect();
+    (!said.is_empty()).then(|| said.join("; "))
 }

@@ -6,8 +6,8 @@ use kube::ResourceExt;
 use super::decision::PlanDecision;
 use crate::api::BackupPlan;
 use crate::metrics::{
-    outcome_label, CopyLabels, CopyRunLabels, MaintenanceLabels, Metrics, PlanLabels, ReasonLabel,
-    RunLabels,
+    outcome_label, CopyLabels, CopyPruneLabels, CopyRunLabels, MaintenanceLabels, Metrics,
+    PlanLabels, ReasonLabel, RunLabels,
 };
 
 /// Counts what finished in this reconcile and sets the plan's gauges.
@@ -68,8 +68,8 @@ pub fn record(metrics: &Metrics, plan: &BackupPlan, decision: &PlanDecision) {
     record_copies(metrics, plan, &labels, decision);
 }
 
-/// Counts the copies that finished, sets each destination's lag, and forgets the series of
-/// destinations no longer in the spec.
+/// Counts the copies and destination prunes that finished, sets each destination's lag, and
+/// forgets the series of destinations no longer in the spec.
 fn record_copies(
     metrics: &Metrics,
     plan: &BackupPlan,
@@ -92,6 +92,25 @@ fn record_copies(
                 outcome: outcome_label(*outcome),
             })
             .inc();
+    }
+    for (copy, record) in &decision.finished_copy_prunes {
+        metrics
+            .copies
+            .prune_runs
+            .get_or_create(&CopyPruneLabels {
+                namespace: labels.namespace.clone(),
+                plan: labels.plan.clone(),
+                copy: copy.clone(),
+                result: outcome_label(record.result),
+            })
+            .inc();
+        if let Some(bytes) = record.bytes_freed {
+            metrics
+                .copies
+                .prune_freed_bytes
+                .get_or_create(&copy_labels(copy))
+                .inc_by(bytes.max(0) as u64);
+        }
     }
     let now = jiff::Timestamp::now();
     for entry in &decision.status.copies {

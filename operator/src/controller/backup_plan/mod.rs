@@ -4,10 +4,13 @@
 //! [`decide`] looks at the plan in a fixed order — its backup Jobs ([`runs`]), a run preparing
 //! VolumeSnapshots ([`snapshots`]), its prunes and checks ([`maintenance`]) — to learn what
 //! occupies it ([`Occupant`]); resolves the spec ([`resolve`]); then, if the plan is free, asks
-//! [`triggers`] whether a backup is due, or [`maintenance`] whether a prune or check is.
+//! [`triggers`] whether a backup is due, or [`maintenance`] whether a prune or check is. Beside
+//! those, [`copies`] copies to the destinations of `spec.copies` and [`copy_prunes`] applies their
+//! retention.
 
 mod admit;
 mod copies;
+mod copy_prunes;
 mod decide;
 mod decision;
 mod fetch;
@@ -172,6 +175,10 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
     for copy in &plan.spec.copies {
         ctx.queue
             .forget(&copies::copy_key(plan, &copy.name), Timestamp::now());
+        ctx.queue.forget(
+            &copy_prunes::copy_prune_key(plan, &copy.name),
+            Timestamp::now(),
+        );
         ctx.metrics.remove_copy(&labels, &copy.name);
     }
     ctx.metrics.remove_plan(&labels);

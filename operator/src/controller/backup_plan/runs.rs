@@ -32,14 +32,19 @@ pub struct PlanJobs<'a> {
     pub maintenance: Vec<&'a Job>,
     /// Copies to the destinations of `spec.copies`.
     pub copies: Vec<&'a Job>,
+    /// Prunes of the destinations of `spec.copies` (their retention).
+    pub copy_prunes: Vec<&'a Job>,
 }
 
 /// The Jobs of `observed` that `plan` owns.
 pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<'a> {
-    let (maintenance, others): (Vec<&Job>, Vec<&Job>) = observed
+    let (copy_prunes, own): (Vec<&Job>, Vec<&Job>) = observed
         .jobs
         .iter()
         .filter(|job| owned_by(*job, plan) || crate::job::remote_job_of(job, plan))
+        .partition(|job| crate::job::copy_prune_destination_of(job).is_some());
+    let (maintenance, others): (Vec<&Job>, Vec<&Job>) = own
+        .into_iter()
         .partition(|job| super::maintenance::maintenance_kind(job).is_some());
     let (mut copies, mut backups): (Vec<&Job>, Vec<&Job>) = others
         .into_iter()
@@ -50,6 +55,7 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
         backups,
         maintenance,
         copies,
+        copy_prunes,
     }
 }
 

@@ -88,6 +88,12 @@ pub enum Owner {
         plan: String,
         copy: String,
     },
+    /// The prune of a plan's copy destination (its `retention`): it runs beside the plan's runs
+    /// and never beside its destination's copy, so it has a place of its own too.
+    CopyPrune {
+        plan: String,
+        copy: String,
+    },
 }
 
 impl RunKey {

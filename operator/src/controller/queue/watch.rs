@@ -103,7 +103,10 @@ impl Queue {
     fn send(&self, keys: Vec<RunKey>) {
         for key in keys {
             // A copy waits in its plan's reconcile.
-            if let Owner::Plan(name) | Owner::Copy { plan: name, .. } = key.owner {
+            if let Owner::Plan(name)
+            | Owner::Copy { plan: name, .. }
+            | Owner::CopyPrune { plan: name, .. } = key.owner
+            {
                 let _ = self.wake.send(ObjectRef::new(&name).within(&key.namespace));
             }
         }
@@ -164,6 +167,14 @@ pub fn job_footprint(job: &Job) -> Option<(JobId, RunKey, Footprint)> {
         "backup" => (
             RunClass::Backup,
             Owner::Plan(labels.get(LABEL_PLAN)?.clone()),
+        ),
+        // A destination's prune: labelled with its copy.
+        "prune" if labels.contains_key(crate::job::LABEL_COPY) => (
+            RunClass::Maintenance,
+            Owner::CopyPrune {
+                plan: labels.get(LABEL_PLAN)?.clone(),
+                copy: labels.get(crate::job::LABEL_COPY)?.clone(),
+            },
         ),
         "prune" | "check" => (
             RunClass::Maintenance,

@@ -15,6 +15,7 @@ fn copy_plan() -> BackupPlan {
             ..plan_spec().repository
         },
         schedule: None,
+        retention: None,
     }];
     plan
 }
@@ -47,7 +48,7 @@ fn listed_plan(copied: Option<(&str, &str)>) -> BackupPlan {
     plan
 }
 
-fn copy_job_of(name: &str, created: &str) -> Job {
+pub(super) fn copy_job_of(name: &str, created: &str) -> Job {
     let mut job = finished_job(name, created);
     job.metadata.labels = Some(BTreeMap::from([
         (LABEL_OPERATION.to_string(), COPY_OPERATION.to_string()),

@@ -1,6 +1,7 @@
 //! The BackupPlan reconciler's decisions, from fetched objects to what it would write.
 
 mod copies;
+mod copy_prunes;
 mod listed_snapshots;
 mod maintenance;
 mod queue;
