@@ -146,14 +146,14 @@ if [ -n "$rev" ]; then
     log "seeding $CARGO_TARGET_DIR with the work tree's compiled dependencies"
     mkdir -p "$CARGO_TARGET_DIR"; cp -a "$ROOT/target/release" "$CARGO_TARGET_DIR/"
   fi
-  log "building neverwiped $git_rev (git archive into $src; cargo build --release -p neverwiped-sidecar)"
-  (cd "$src" && cargo build --release -q -p neverwiped-sidecar) || die "the release build failed"
+  log "building neverwiped $git_rev (git archive into $src; cargo build --release --bin neverwiped-sidecar)"
+  (cd "$src" && cargo build --release -q --bin neverwiped-sidecar) || die "the release build failed"
   cp "$CARGO_TARGET_DIR/release/neverwiped-sidecar" "$NW"
 else
   git_rev="$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   if [ "$build" = 1 ]; then
-    log "building neverwiped (cargo build --release -p neverwiped-sidecar)"
-    (cd "$ROOT" && cargo build --release -q -p neverwiped-sidecar) || die "the release build failed"
+    log "building neverwiped (cargo build --release --bin neverwiped-sidecar)"
+    (cd "$ROOT" && cargo build --release -q --bin neverwiped-sidecar) || die "the release build failed"
   fi
   bin="${CARGO_TARGET_DIR:-$ROOT/target}/release/neverwiped-sidecar"
   [ -x "$bin" ] || die "no $bin (drop --no-build)"

@@ -141,15 +141,6 @@ async fn offsite_prunes(jobs: &Api<Job>, ns: &str) -> Vec<Job> {
     found
 }
 
-fn volume_secrets(job: &Job) -> Vec<String> {
-    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
-    let mut names: Vec<String> = (pod.volumes.iter().flatten())
-        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
-        .collect();
-    names.sort();
-    names
-}
-
 #[tokio::test]
 async fn a_destination_with_retention_is_pruned_under_the_never_wiped_rules() {
     let Some(TestWorld { namespace, client }) = test_world("copyprune").await else {
@@ -251,7 +242,7 @@ async fn a_destination_with_retention_is_pruned_under_the_never_wiped_rules() {
     let copy_name = format!("{paused_name}-repository");
     let mut expected = vec![copy_name.clone(), "offsite-maintenance".to_owned()];
     expected.sort();
-    assert_eq!(volume_secrets(&paused), expected, "nothing of the tenant's");
+    assert_eq!(secret_names(&paused), expected, "nothing of the tenant's");
     let copies: Api<Secret> = Api::namespaced(client.clone(), own_ns);
     let copy = eventually("the offsite password copy", ACT_TIMEOUT, || async {
         copies.get_opt(&copy_name).await.ok().flatten()
