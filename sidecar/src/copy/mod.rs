@@ -27,8 +27,8 @@ use crate::repository::IndexedRepository;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// Source blobs read at once while a folder's files are copied: bounds the memory of reads in
-/// flight to this many blobs (at most a maximum chunk each).
+/// Source reads at once while a folder's files are copied: bounds the memory of reads in flight
+/// to this many runs of neighbouring blobs (at most 1 MiB, or one maximum chunk, each).
 pub const READS_IN_FLIGHT: usize = 8;
 
 /// How a copy uses memory and the destination: as the backup's options of the same names.

@@ -8,7 +8,7 @@
 //! or shapes differ, a tree cannot be read, the destination's index lacks the copy), everything
 //! below is read as without one.
 
-use super::blobs::{read_passing, PassedBlob};
+use super::blobs::{locate, read_run, runs, PassedBlob};
 use super::{CopyOptions, READS_IN_FLIGHT};
 use crate::archive::pipeline::{
     BlobJob, FinishedPack, JobBatch, Payload, Recycler, BATCH_BLOBS, BATCH_BYTES, JOB_FRONT_BYTES,
@@ -251,19 +251,25 @@ impl<'a> Copier<'a> {
         let keys = self.destination.keys();
         let progress = &self.options.progress;
         let buffers = &sending.buffers.clone();
-        let mut read = futures::stream::iter(wanted)
-            .map(|(at, part, blob)| async move {
-                let context = "a file being copied";
-                let passed = (read_passing(source, keys, blob, context, buffers.take()).await)
+        let ids: Vec<BlobId> = wanted.iter().map(|&(_, _, id)| id).collect();
+        let located =
+            locate(source, &ids, "a file being copied").map_err(|e| from_source(source, e))?;
+        let mut read = futures::stream::iter(runs(located))
+            .map(|run| async move {
+                let passed = (read_run(source, keys, run, buffers).await)
                     .map_err(|error| from_source(source, error))?;
-                progress.add_processed(u64::from(passed.raw_length));
-                Ok::<_, Error>((at, part, passed))
+                let bytes = passed.iter().map(|blob| u64::from(blob.raw_length)).sum();
+                progress.add_processed(bytes);
+                Ok::<_, Error>(passed)
             })
             .buffered(READS_IN_FLIGHT);
-        while let Some((at, part, passed)) = read.try_next().await? {
-            let copy = sending.pass(self.destination, passed)?;
-            if let NodeKind::File { content, .. } = &mut nodes[at].kind {
-                content[part] = copy;
+        let mut places = wanted.into_iter().map(|(at, part, _)| (at, part));
+        while let Some(passed) = read.try_next().await? {
+            for (blob, (at, part)) in passed.into_iter().zip(places.by_ref()) {
+                let copy = sending.pass(self.destination, blob)?;
+                if let NodeKind::File { content, .. } = &mut nodes[at].kind {
+                    content[part] = copy;
+                }
             }
         }
         Ok(())
