@@ -135,6 +135,14 @@ impl Ends {
         run
     }
 
+    /// The first night at the source, its tree kept aside: the snapshots to restore at the end,
+    /// by id, with the trees they hold.
+    fn first_night(&self, folder: &Path) -> BTreeMap<String, PathBuf> {
+        let first = self.night(folder, 1);
+        let aside = kept_aside(folder, &self.work.path().join("night-1"));
+        BTreeMap::from([(first, aside)])
+    }
+
     /// A night at the source: `folder` changed and backed up; its snapshot id.
     fn night(&self, folder: &Path, night: u64) -> String {
         let mut noise = Noise::new(300 + night);
@@ -215,12 +223,7 @@ fn a_copy_to_a_destination_down_fails_within_its_budget_and_the_next_one_catches
         return;
     };
     let folder = ends.work.path().join("app");
-    let mut trees = BTreeMap::new();
-    let first = ends.night(&folder, 1);
-    trees.insert(
-        first,
-        kept_aside(&folder, &ends.work.path().join("night-1")),
-    );
+    let mut trees = ends.first_night(&folder);
     let (source, to) = (ends.source.straight(), ends.destination.proxied());
     ends.copy(&source, &to, "60s").expect_ok();
 
@@ -282,12 +285,7 @@ fn a_copy_from_a_source_down_fails_naming_it_and_changes_nothing_at_the_destinat
         return;
     };
     let folder = ends.work.path().join("app");
-    let mut trees = BTreeMap::new();
-    let first = ends.night(&folder, 1);
-    trees.insert(
-        first,
-        kept_aside(&folder, &ends.work.path().join("night-1")),
-    );
+    let mut trees = ends.first_night(&folder);
     let to = ends.destination.straight();
     ends.copy(&ends.source.straight(), &to, "60s").expect_ok();
     let second = ends.night(&folder, 2);
