@@ -188,6 +188,21 @@ fn assert_recorded_rows(
     }
 }
 
+/// The rows the newest snapshot recorded for entry `recorded`, checked in `uri`'s server by the
+/// drill's check ([`neverwiped::dump::row_check`]): the mismatches, as text.
+fn row_mismatches(recorded: &serde_json::Value, uri: &str, password: &str) -> Vec<String> {
+    let tables: Vec<neverwiped_contract::record::RecordedTable> =
+        serde_json::from_value(recorded["tables"].clone()).expect("recorded tables");
+    let target = neverwiped::dump::DatabaseTarget::new(
+        "check",
+        neverwiped::dump::DatabaseUri::parse(uri).unwrap(),
+        Some(zeroize::Zeroizing::new(password.to_owned())),
+    )
+    .unwrap();
+    let mismatches = neverwiped::dump::row_check::check_rows(&target, &tables, None);
+    mismatches.iter().map(ToString::to_string).collect()
+}
+
 fn postgres_tables(server: &Postgres, database: &str) -> Vec<String> {
     let listed = server.psql(
         database,
@@ -488,6 +503,24 @@ fn postgres_every_database_and_role_comes_back_after_a_drop_through_rest_server(
     assert_eq!(restored_result.databases[0].dump_bytes, dump.dump_bytes);
     assert_eq!(restored_result.databases[0].error, None);
     assert_same_state(&before, &postgres_state(&server));
+    // The drill's check of the loaded dump: every recorded table holds its rows; one row gone
+    // is named.
+    let recorded = &recorded_databases(&sidecar)[0];
+    assert_eq!(
+        row_mismatches(recorded, &uri, ADMIN_PASSWORD),
+        Vec::<String>::new()
+    );
+    server.psql(
+        "shop",
+        "DELETE FROM orders WHERE id = (SELECT max(id) FROM orders)",
+    );
+    assert_eq!(
+        row_mismatches(recorded, &uri, ADMIN_PASSWORD),
+        [format!(
+            "shop public.orders: {} rows, the dump held {ORDERS_ROWS}",
+            ORDERS_ROWS - 1
+        )]
+    );
     // The roles came back with their passwords; the administrator's is still the target's.
     let count = server
         .psql_as(
@@ -1059,6 +1092,20 @@ fn mariadb_every_database_and_user_comes_back_after_a_drop() {
     let restore = restore_run.args();
     timed("restore after the drop", || sidecar.run(&restore)).expect_ok();
     assert_same_state(&before, &mariadb_state(&server));
+    let recorded = &recorded_databases(&sidecar)[0];
+    let uri = server.uri(None);
+    assert_eq!(
+        row_mismatches(recorded, &uri, ADMIN_PASSWORD),
+        Vec::<String>::new()
+    );
+    server.root_sql("DELETE FROM shop.orders ORDER BY id DESC LIMIT 2");
+    assert_eq!(
+        row_mismatches(recorded, &uri, ADMIN_PASSWORD),
+        [format!(
+            "shop `orders`: {} rows, the dump held {orders}",
+            orders - 2
+        )]
+    );
     let count = server
         .sql_as(
             "app",

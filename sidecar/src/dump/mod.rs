@@ -19,6 +19,7 @@ pub mod older_server;
 pub mod postgres;
 pub mod record;
 pub mod restore;
+pub mod row_check;
 pub mod rows;
 pub mod script;
 pub mod uri;
