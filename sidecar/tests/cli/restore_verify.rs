@@ -203,3 +203,47 @@ fn restore_verify_holds_files_the_restore_left_in_place_to_the_snapshot() {
     );
     assert!(!error.contains("new.txt"), "{error}");
 }
+
+#[test]
+fn verify_only_names_a_few_dozen_files_counts_the_rest_and_lists_them_in_json() {
+    let (work, _repo, sidecar) = initialised();
+    let source = work.path().join("source");
+    fs::create_dir_all(&source).unwrap();
+    for n in 0..35 {
+        fs::write(source.join(format!("file-{n:02}")), format!("{n}\n")).unwrap();
+    }
+    sidecar.run(&["backup", text(&source)]).expect_ok();
+    let target = work.path().join("target");
+    sidecar
+        .run(&["restore", "latest", "--target", text(&target)])
+        .expect_ok();
+    let place = restored(&target, &source);
+    for n in 0..35 {
+        let file = place.join(format!("file-{n:02}"));
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o604)).unwrap();
+    }
+
+    let run = sidecar
+        .run(&[
+            "restore",
+            "latest",
+            "--target",
+            text(&target),
+            "--verify-only",
+            "--json",
+        ])
+        .expect_code(14);
+    let error = run.error_line();
+    assert!(error.contains("35 of 35 files differ"), "{error}");
+    assert!(error.contains("file-29 (mode 0604"), "{error}");
+    assert!(!error.contains("file-30"), "{error}");
+    assert!(error.ends_with(" and 5 more"), "{error}");
+    let printed: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let verification = &printed["verification"];
+    assert_eq!(verification["mismatched"], 35, "{printed}");
+    assert_eq!(
+        verification["mismatches"].as_array().map(Vec::len),
+        Some(30)
+    );
+    assert!(verification.get("restoreSecs").is_none(), "{printed}");
+}
