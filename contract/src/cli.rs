@@ -471,7 +471,8 @@ fn push_repository_args(
 /// `neverwiped-sidecar restore SNAPSHOT --repo REPO --result-file PATH [--target DIR]
 /// [--include PATH]... [--host NAME] [--before RFC3339] [--database NAME=URI]...
 /// [--database-password-file NAME=PATH]... [--overwrite-database NAME]...
-/// [--overwrite always|if-changed|if-newer|never] [--delete]` (the last two with `--target`)
+/// [--overwrite always|if-changed|if-newer|never] [--delete] [--verify]` (the last three with
+/// `--target`)
 ///
 /// `SNAPSHOT` is `latest`, or a snapshot id or a unique prefix of one. With `latest`, `--host`
 /// restricts the choice to the snapshots of that host and `--before` to those taken before that
@@ -496,6 +497,9 @@ pub struct RestoreArgs {
     pub overwrite: Overwrite,
     /// `--delete`: remove what the snapshot lacks from the folders restored whole.
     pub delete: bool,
+    /// `--verify`: read every restored file back and hold it to the snapshot (restic's flag); a
+    /// difference exits [`crate::ExitStatus::VerifyFailed`].
+    pub verify: bool,
 }
 
 /// `neverwiped-sidecar describe SNAPSHOT --repo URL --result-file PATH [--host H] [--before T]`:
@@ -615,6 +619,9 @@ impl RestoreArgs {
             }
             if self.delete {
                 args.push("--delete".into());
+            }
+            if self.verify {
+                args.push("--verify".into());
             }
         }
         args
@@ -838,11 +845,13 @@ mod tests {
             databases_to_overwrite: Vec::new(),
             overwrite: Overwrite::IfNewer,
             delete: true,
+            verify: true,
         }
         .to_args();
         assert_eq!(&args[..2], ["restore", "latest"]);
         assert!(args.windows(2).any(|w| w == ["--overwrite", "if-newer"]));
-        assert_eq!(args.last().map(String::as_str), Some("--delete"));
+        assert!(args.iter().any(|arg| arg == "--delete"));
+        assert_eq!(args.last().map(String::as_str), Some("--verify"));
         assert!(args
             .windows(2)
             .any(|w| w == ["--before", "2026-11-29T00:00:00Z"]));

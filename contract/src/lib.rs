@@ -39,6 +39,9 @@ pub enum ExitStatus {
     /// `latest` of the host asked for (`--host`) found no snapshot; the error lists the hosts
     /// the repository holds.
     NoSnapshotOfHost,
+    /// `restore --verify` or `--verify-only`: a file of the target differs from the snapshot (in
+    /// content or metadata); the error names them.
+    VerifyFailed,
     /// Stopped by SIGHUP: the lock was removed and no snapshot was written after the signal.
     Hangup,
     /// Stopped by SIGINT (Ctrl-C), as [`ExitStatus::Hangup`].
@@ -58,6 +61,7 @@ impl ExitStatus {
             ExitStatus::LockFailed => 11,
             ExitStatus::WrongPassword => 12,
             ExitStatus::NoSnapshotOfHost => 13,
+            ExitStatus::VerifyFailed => 14,
             // 128 + the signal's number, as a shell and restic report a run a signal ended.
             ExitStatus::Hangup => 129,
             ExitStatus::Interrupted => 130,
@@ -82,6 +86,7 @@ impl ExitStatus {
             11 => ExitStatus::LockFailed,
             12 => ExitStatus::WrongPassword,
             13 => ExitStatus::NoSnapshotOfHost,
+            14 => ExitStatus::VerifyFailed,
             129 => ExitStatus::Hangup,
             130 => ExitStatus::Interrupted,
             143 => ExitStatus::Terminated,
@@ -291,10 +296,31 @@ pub struct RunResult {
     /// What a backup changed against its parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<ChangeStats>,
+    /// `restore --verify` and `--verify-only`: what was read back and how long it took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationStats>,
     /// `describe`: what the snapshot recorded of its claims and databases, made to fit
     /// ([`RunResult::fit_sources`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sources: Option<record::RecordedSources>,
+}
+
+/// A restore read back and held to its snapshot (`restore --verify`, `--verify-only`): the
+/// recovery time of a restore drill is `restore_secs` + `verify_secs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationStats {
+    /// Regular files read back (kept and skipped ones too: what the target holds).
+    pub files: u64,
+    /// Bytes of their content in the snapshot.
+    pub bytes: u64,
+    /// Files that differ from the snapshot in content or metadata.
+    pub mismatched: u64,
+    /// Wall seconds the restore took; absent for `--verify-only`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_secs: Option<f64>,
+    /// Wall seconds the verification took.
+    pub verify_secs: f64,
 }
 
 /// Whether `text` can be a key object's id as [`RunResult::key_id`] carries it: 64 lowercase hex
@@ -393,6 +419,7 @@ impl RunResult {
 pub fn fit_described_sources(sources: &mut record::RecordedSources) -> Result<(), SourcesTooLarge> {
     let long_time = "2026-11-30T01:00:00.123456789+00:00".to_owned();
     let mut probe = RunResult {
+        verification: None,
         version: RESULT_FORMAT_VERSION,
         operation: Operation::Describe,
         status: ExitStatus::Success,
@@ -450,6 +477,7 @@ mod tests {
 
     fn sample() -> RunResult {
         RunResult {
+            verification: None,
             version: RESULT_FORMAT_VERSION,
             operation: Operation::Backup,
             status: ExitStatus::Partial,
@@ -601,12 +629,14 @@ mod tests {
             ExitStatus::LockFailed,
             ExitStatus::WrongPassword,
             ExitStatus::NoSnapshotOfHost,
+            ExitStatus::VerifyFailed,
             ExitStatus::Hangup,
             ExitStatus::Interrupted,
             ExitStatus::Terminated,
         ] {
             assert_eq!(ExitStatus::from_code(status.code()), status);
         }
+        assert_eq!(ExitStatus::VerifyFailed.code(), 14);
         assert_eq!(ExitStatus::Interrupted.code(), 130);
         assert_eq!(ExitStatus::Terminated.code(), 143);
         assert_eq!(ExitStatus::WrongPassword.code(), 12);

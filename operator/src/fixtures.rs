@@ -44,6 +44,7 @@ pub fn plan_spec() -> BackupPlanSpec {
 /// exactly when `status` says one was written.
 pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
     RunResult {
+        verification: None,
         version: RESULT_FORMAT_VERSION,
         operation,
         status,

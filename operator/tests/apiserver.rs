@@ -114,6 +114,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
 
     // Play the kubelet and the Job controller.
     let result = RunResult {
+        verification: None,
         version: RESULT_FORMAT_VERSION,
         operation: Operation::Backup,
         status: ExitStatus::Success,

@@ -63,6 +63,8 @@ mod restic_selection;
 mod restore_overwrite;
 #[path = "cli/restore_partial.rs"]
 mod restore_partial;
+#[path = "cli/restore_verify.rs"]
+mod restore_verify;
 
 use support::fixtures;
 
@@ -2223,6 +2225,7 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             includes: Vec::new(),
             overwrite: Default::default(),
             delete: false,
+            verify: false,
         }
         .to_args(),
         PruneArgs {

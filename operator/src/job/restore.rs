@@ -99,6 +99,7 @@ pub fn restore_job(
         databases_to_overwrite,
         overwrite: volume_overwrite(spec.on_non_empty_target),
         delete: spec.on_non_empty_target == VolumeTargetPolicy::Mirror,
+        verify: false,
     }
     .to_args();
     cli::push_key_hint(&mut args, from.plan.and_then(super::key_hint));

@@ -238,6 +238,7 @@ pub async fn job_names(client: &Client, namespace: &str, label: &str) -> Vec<Str
 pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
     let now = jiff::Timestamp::now();
     RunResult {
+        verification: None,
         version: RESULT_FORMAT_VERSION,
         operation,
         status,

@@ -289,6 +289,15 @@ pub struct RestoreArgs {
     /// (at most 8 MiB); more keeps more fetches in flight from a distant gate [default: 32M].
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
     pub fetch_memory: Option<u64>,
+    /// After the restore, read every regular file restored back and hold its content (blob by
+    /// blob) and metadata to the snapshot, as restic's --verify; files kept or left in the target
+    /// count too. Any difference fails the run (exit 14), naming the files.
+    #[arg(long, requires = "target")]
+    pub verify: bool,
+    /// Restore nothing: hold what --target holds to the snapshot as --verify does after a
+    /// restore (the files --include/--exclude select).
+    #[arg(long, requires = "target", conflicts_with_all = ["verify", "databases", "delete"])]
+    pub verify_only: bool,
 }
 
 impl RestoreArgs {

@@ -105,6 +105,7 @@ pub async fn check(repo: &IndexedRepository, args: &CheckArgs, json: bool) -> Re
                 report.problems.len()
             ),
             outcome,
+            status: None,
         }
         .into());
     }

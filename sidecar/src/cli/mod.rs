@@ -24,6 +24,8 @@ pub mod output;
 mod patterns;
 mod repair;
 mod repair_snapshots;
+mod restore;
+mod restore_verify;
 pub mod result_file;
 mod scoped_selection;
 mod secrets;
@@ -35,7 +37,7 @@ mod subset;
 mod tag;
 
 use anyhow::{Context, Result};
-use args::{BackupArgs, Cli, Command, RestoreArgs};
+use args::{BackupArgs, Cli, Command};
 use neverwiped::archive::{
     self, BackupOptions, ParentChoice, Source, StoredSnapshot, StreamSource,
 };
@@ -45,14 +47,13 @@ use neverwiped::crypto::KdfParams;
 use neverwiped::open::{self, OpenError, OpenOptions};
 use neverwiped::progress::Progress;
 use neverwiped::repository::{IndexedRepository, Repository};
-use neverwiped::restore::{self, RestoreOptions};
 use neverwiped_contract::location::RepositoryLocation;
 use neverwiped_contract::record::RecordedSources;
 use neverwiped_contract::{
     ChangeStats, CheckStats, ExitStatus, HostSnapshots, PruneStats, RepositoryStats,
+    VerificationStats,
 };
-use output::{bytes, ProgressDisplay};
-use std::os::unix::ffi::OsStrExt;
+use output::ProgressDisplay;
 use std::sync::Arc;
 
 pub use databases::DatabaseRecord;
@@ -83,6 +84,8 @@ pub struct Outcome {
     pub changes: Option<ChangeStats>,
     /// What the snapshot `describe` resolved recorded of its sources.
     pub sources: Option<RecordedSources>,
+    /// What `restore --verify` read back.
+    pub verification: Option<VerificationStats>,
 }
 
 /// A command that failed after measuring what its result should still report (a check's
@@ -92,6 +95,8 @@ pub struct Outcome {
 pub struct FailedAfter {
     pub message: String,
     pub outcome: Outcome,
+    /// The exit status, when not [`ExitStatus::Failed`].
+    pub status: Option<ExitStatus>,
 }
 
 /// What a failed run still reports: what [`FailedAfter`] carries, or nothing.
@@ -116,10 +121,14 @@ pub static NO_OUTCOME: Outcome = Outcome {
     host_snapshots: None,
     changes: None,
     sources: None,
+    verification: None,
 };
 
 /// The exit status of a failed run: the engine's own classification when the error came from it.
 pub fn exit_status_of(error: &anyhow::Error) -> ExitStatus {
+    if let Some(status) = error.downcast_ref::<FailedAfter>().and_then(|f| f.status) {
+        return status;
+    }
     error
         .chain()
         .find_map(|cause| cause.downcast_ref::<neverwiped::Error>())
@@ -252,7 +261,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
             let repo = open_indexed(cli, record).await?;
             locks::read_locked(&repo, "find", find::find(&repo, args, cli.json)).await
         }
-        Command::Restore(args) => restore_snapshot(cli, args, record).await,
+        Command::Restore(args) => restore::restore_snapshot(cli, args, record).await,
         Command::Describe(args) => {
             let repo = open_repository(cli, record).await?;
             locks::read_locked(&repo, "describe", describe::describe(&repo, args, cli.json)).await
@@ -474,113 +483,4 @@ async fn apply_retention(
 /// The error and its causes on one line, each cause once.
 pub fn describe_chain(error: &anyhow::Error) -> String {
     neverwiped::text::describe_chain(error.chain())
-}
-
-/// What a restore did with what the target already held, for its summary line.
-fn existing_entries(report: &restore::RestoreReport) -> String {
-    let counts = [
-        (report.files_kept, "already up to date"),
-        (report.entries_left, "left as they were (--overwrite)"),
-        (report.entries_deleted, "deleted (--delete)"),
-    ];
-    counts
-        .iter()
-        .filter(|(count, _)| *count > 0)
-        .map(|(count, what)| format!(", {count} {what}"))
-        .collect()
-}
-
-async fn restore_snapshot(cli: &Cli, args: &RestoreArgs, record: &RunRecord) -> Result<Outcome> {
-    let Some(target) = &args.target else {
-        return databases::restore(cli, args, record).await;
-    };
-    let database_restores = databases::DatabaseRestores::enter(args, &record.databases)?;
-    let repo = open_indexed(cli, record).await?;
-    let (snapshot_id, snapshot) = select::for_restore(&repo, &args.selection()).await?;
-    let mut options = RestoreOptions::new(target);
-    options.filter = args.patterns.filter()?;
-    options.existing = restore::ExistingPolicy {
-        overwrite: args.overwrite,
-        delete: args.delete,
-    };
-    if let Some(bytes) = args.fetch_memory {
-        options.memory_budget_bytes = bytes;
-    }
-    // Said before anything is written: `latest` is whichever snapshot the repository shows.
-    tracing::info!(
-        "restoring snapshot {} of {} taken at {}",
-        snapshot_id.short(),
-        snapshot.hostname,
-        snapshot.time
-    );
-    let display = ProgressDisplay::start(options.progress.clone(), cli.quiet, true);
-    let report = restore::restore(&repo, snapshot.tree, &options).await;
-    display.finish();
-    let taken = Outcome {
-        snapshot_id: Some(snapshot_id.to_hex()),
-        snapshot_time: Some(snapshot.time.clone()),
-        ..Outcome::default()
-    };
-    let report = match report {
-        Err(error @ neverwiped::error::Error::RestoreIncomplete { .. }) => {
-            let message = error.to_string();
-            return Err(FailedAfter {
-                message,
-                outcome: taken,
-            }
-            .into());
-        }
-        report => report?,
-    };
-    for warning in &report.warnings {
-        tracing::warn!("{}", neverwiped::text::escaped(warning));
-    }
-    if cli.json {
-        let mut printed = serde_json::json!({
-            "snapshotId": snapshot_id.to_hex(),
-            "snapshotTime": snapshot.time,
-            "target": target.to_string_lossy(),
-            "files": report.files,
-            "bytesWritten": report.bytes_written,
-            "bytesFetched": report.bytes_fetched,
-            "filesKept": report.files_kept,
-            "entriesLeft": report.entries_left,
-            "entriesDeleted": report.entries_deleted,
-            "warnings": report.warnings,
-        });
-        if let Some(raw) = neverwiped::views::raw(target.as_os_str().as_bytes()) {
-            printed["targetRaw"] = raw.into();
-        }
-        println!("{printed}");
-    } else if !cli.quiet {
-        println!(
-            "restored snapshot {} (taken at {}) to {}: {} files, {}{}",
-            snapshot_id.short(),
-            snapshot.time,
-            target.display(),
-            report.files,
-            bytes(report.bytes_written),
-            existing_entries(&report)
-        );
-    }
-    let restored = Outcome {
-        files: report.files,
-        bytes_read: report.bytes_written,
-        bytes_added: 0,
-        bytes_transferred: report.bytes_fetched,
-        incomplete: report.warnings,
-        ..taken
-    };
-    if args.databases.is_empty() {
-        return Ok(restored);
-    }
-    // The databases of the same snapshot, once its files are back.
-    let dumps = database_restores
-        .run(cli, args, &repo, snapshot_id, &snapshot)
-        .await?;
-    Ok(Outcome {
-        files: restored.files + dumps.files,
-        bytes_read: restored.bytes_read + dumps.bytes_read,
-        ..restored
-    })
 }

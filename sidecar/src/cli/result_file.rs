@@ -56,6 +56,7 @@ impl ResultFile {
             .map(|r| r.databases.results(end.error.is_some()))
             .unwrap_or_default();
         RunResult {
+            verification: outcome.verification.clone(),
             version: RESULT_FORMAT_VERSION,
             operation: self.operation,
             status: end.status,

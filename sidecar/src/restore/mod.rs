@@ -21,6 +21,7 @@ mod metadata;
 pub mod plan;
 mod prepare;
 mod privileges;
+pub mod verify;
 
 use crate::error::{Error, Result};
 use crate::filter::{PathFilter, PatternList};
@@ -37,6 +38,7 @@ pub use damage::{ByteRange, DamagedFile};
 pub use existing::{ExistingPolicy, Overwrite};
 pub use plan::plan_restore;
 pub use privileges::Privileges;
+pub use verify::{verify, Mismatch, VerifyReport, VerifySettings};
 
 /// The default of [`RestoreOptions::memory_budget_bytes`].
 pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 32 * 1024 * 1024;

@@ -1,0 +1,176 @@
+//! `restore`: a snapshot's files back into a target (then its databases), read back and held to
+//! the snapshot with `--verify`; `--verify-only` holds a target to a snapshot without restoring.
+
+use super::args::{Cli, RestoreArgs};
+use super::output::{bytes, ProgressDisplay};
+use super::{databases, open_indexed, restore_verify, select, FailedAfter, Outcome, RunRecord};
+use anyhow::Result;
+use neverwiped::restore::{self, RestoreOptions};
+use std::os::unix::ffi::OsStrExt;
+
+/// What a restore did with what the target already held, for its summary line.
+fn existing_entries(report: &restore::RestoreReport) -> String {
+    let counts = [
+        (report.files_kept, "already up to date"),
+        (report.entries_left, "left as they were (--overwrite)"),
+        (report.entries_deleted, "deleted (--delete)"),
+    ];
+    counts
+        .iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, what)| format!(", {count} {what}"))
+        .collect()
+}
+
+/// `restore`: the files of the snapshot into `--target` (held to it after with `--verify`), then
+/// its databases; without a target, its databases only.
+pub async fn restore_snapshot(
+    cli: &Cli,
+    args: &RestoreArgs,
+    record: &RunRecord,
+) -> Result<Outcome> {
+    let Some(target) = &args.target else {
+        return databases::restore(cli, args, record).await;
+    };
+    if args.verify_only {
+        let settings = restore_verify::settings(&restore_options(args, target)?);
+        return restore_verify::verify_only(cli, args, record, target, settings).await;
+    }
+    let database_restores = databases::DatabaseRestores::enter(args, &record.databases)?;
+    let repo = open_indexed(cli, record).await?;
+    let (snapshot_id, snapshot) = select::for_restore(&repo, &args.selection()).await?;
+    let options = restore_options(args, target)?;
+    // Said before anything is written: `latest` is whichever snapshot the repository shows.
+    tracing::info!(
+        "restoring snapshot {} of {} taken at {}",
+        snapshot_id.short(),
+        snapshot.hostname,
+        snapshot.time
+    );
+    let display = ProgressDisplay::start(options.progress.clone(), cli.quiet, true);
+    let started = std::time::Instant::now();
+    let report = restore::restore(&repo, snapshot.tree, &options).await;
+    let restore_secs = started.elapsed().as_secs_f64();
+    display.finish();
+    let taken = Outcome {
+        snapshot_id: Some(snapshot_id.to_hex()),
+        snapshot_time: Some(snapshot.time.clone()),
+        ..Outcome::default()
+    };
+    let report = match report {
+        Err(error @ neverwiped::error::Error::RestoreIncomplete { .. }) => {
+            let message = error.to_string();
+            return Err(FailedAfter {
+                message,
+                outcome: taken,
+                status: None,
+            }
+            .into());
+        }
+        report => report?,
+    };
+    for warning in &report.warnings {
+        tracing::warn!("{}", neverwiped::text::escaped(warning));
+    }
+    let summary = Summary {
+        snapshot_id: snapshot_id.to_hex(),
+        snapshot_time: &snapshot.time,
+        target,
+        report: &report,
+    };
+    let mut restored = Outcome {
+        files: report.files,
+        bytes_read: report.bytes_written,
+        bytes_added: 0,
+        bytes_transferred: report.bytes_fetched,
+        incomplete: report.warnings.clone(),
+        ..taken
+    };
+    if args.verify {
+        let held = restore_verify::Verification {
+            repo: &repo,
+            tree: snapshot.tree,
+            target,
+            settings: restore_verify::settings(&options),
+            restore_secs: Some(restore_secs),
+        };
+        // The restore's own summary goes first, with the verification's in its JSON.
+        restored = held
+            .run(cli, restored, |verification| {
+                summary.print(cli, Some(verification).filter(|v| !v.is_null()))
+            })
+            .await?;
+    } else {
+        summary.print(cli, None);
+    }
+    if args.databases.is_empty() {
+        return Ok(restored);
+    }
+    // The databases of the same snapshot, once its files are back.
+    let dumps = database_restores
+        .run(cli, args, &repo, snapshot_id, &snapshot)
+        .await?;
+    restored.files += dumps.files;
+    restored.bytes_read += dumps.bytes_read;
+    Ok(restored)
+}
+
+/// The restore options `restore`'s arguments set for the files restored into `target`.
+pub fn restore_options(args: &RestoreArgs, target: &std::path::Path) -> Result<RestoreOptions> {
+    let mut options = RestoreOptions::new(target);
+    options.filter = args.patterns.filter()?;
+    options.existing = restore::ExistingPolicy {
+        overwrite: args.overwrite,
+        delete: args.delete,
+    };
+    if let Some(bytes) = args.fetch_memory {
+        options.memory_budget_bytes = bytes;
+    }
+    Ok(options)
+}
+
+/// What a restore of files did, for its summary line or JSON.
+struct Summary<'a> {
+    snapshot_id: String,
+    snapshot_time: &'a str,
+    target: &'a std::path::Path,
+    report: &'a restore::RestoreReport,
+}
+
+impl Summary<'_> {
+    /// Prints the summary; `verification`, when verified, goes into its JSON.
+    fn print(&self, cli: &Cli, verification: Option<serde_json::Value>) {
+        let report = self.report;
+        if cli.json {
+            let mut printed = serde_json::json!({
+                "snapshotId": self.snapshot_id,
+                "snapshotTime": self.snapshot_time,
+                "target": self.target.to_string_lossy(),
+                "files": report.files,
+                "bytesWritten": report.bytes_written,
+                "bytesFetched": report.bytes_fetched,
+                "filesKept": report.files_kept,
+                "entriesLeft": report.entries_left,
+                "entriesDeleted": report.entries_deleted,
+                "warnings": report.warnings,
+            });
+            if let Some(raw) = neverwiped::views::raw(self.target.as_os_str().as_bytes()) {
+                printed["targetRaw"] = raw.into();
+            }
+            if let Some(verification) = verification {
+                printed["verification"] = verification;
+            }
+            println!("{printed}");
+        } else if !cli.quiet {
+            println!(
+                "restored snapshot {} (taken at {}) to {}: {} files, {}{}",
+                &self.snapshot_id[..8],
+                self.snapshot_time,
+                self.target.display(),
+                report.files,
+                bytes(report.bytes_written),
+                existing_entries(report)
+            );
+        }
+    }
+}
