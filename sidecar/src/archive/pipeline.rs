@@ -26,6 +26,18 @@ pub struct BlobJob {
     pub payload: Payload,
 }
 
+impl BlobJob {
+    /// A job of `buffer`: [`JOB_FRONT_BYTES`] of room, then the plaintext.
+    pub fn plaintext(kind: BlobKind, id: BlobId, buffer: Vec<u8>) -> BlobJob {
+        BlobJob {
+            kind,
+            id,
+            buffer,
+            payload: Payload::Plaintext,
+        }
+    }
+}
+
 /// What a job's buffer holds after its room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payload {

@@ -286,18 +286,13 @@ impl Sending {
         plaintext: Vec<u8>,
     ) -> Result<BlobId> {
         let id = destination.keys().blob_id(kind, &plaintext);
-        if self.queued.contains(&id) || destination.index().contains(&id) {
+        if self.has(destination, &id) {
             return Ok(id);
         }
         let mut buffer = self.buffers.take();
         buffer.resize(JOB_FRONT_BYTES, 0);
         buffer.extend_from_slice(&plaintext);
-        self.queue(BlobJob {
-            kind,
-            id,
-            buffer,
-            payload: Payload::Plaintext,
-        })?;
+        self.queue(BlobJob::plaintext(kind, id, buffer))?;
         Ok(id)
     }
 
@@ -305,7 +300,8 @@ impl Sending {
     /// on as it is.
     fn pass(&mut self, destination: &IndexedRepository, blob: PassedBlob) -> Result<BlobId> {
         let id = blob.id;
-        if self.queued.contains(&id) || destination.index().contains(&id) {
+        if self.has(destination, &id) {
+            self.buffers.give(blob.buffer);
             return Ok(id);
         }
         self.queue(BlobJob {
@@ -317,6 +313,11 @@ impl Sending {
             },
         })?;
         Ok(id)
+    }
+
+    /// Whether `destination` stores blob `id`, or this copy has queued it: then it is not sent.
+    fn has(&self, destination: &IndexedRepository, id: &BlobId) -> bool {
+        self.queued.contains(id) || destination.index().contains(id)
     }
 
     fn queue(&mut self, job: BlobJob) -> Result<()> {

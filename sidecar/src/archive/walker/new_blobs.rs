@@ -3,7 +3,7 @@
 //! each of them gathers its new blobs in an [`Outbox`] of its own, sent as a batch.
 
 use super::super::pipeline::{
-    BlobJob, JobBatch, Payload, Recycler, BATCH_BLOBS, BATCH_BYTES, JOB_FRONT_BYTES,
+    BlobJob, JobBatch, Recycler, BATCH_BLOBS, BATCH_BYTES, JOB_FRONT_BYTES,
 };
 use crate::crypto::{RepositoryKeys, TAG_BYTES};
 use crate::error::{Error, Result};
@@ -73,15 +73,7 @@ impl NewBlobs {
         if self.claim(&id) {
             let mut buffer = self.buffer(plaintext.len());
             buffer.extend_from_slice(plaintext);
-            self.post(
-                BlobJob {
-                    kind,
-                    id,
-                    buffer,
-                    payload: Payload::Plaintext,
-                },
-                outbox,
-            )?;
+            self.post(BlobJob::plaintext(kind, id, buffer), outbox)?;
         }
         Ok(id)
     }
@@ -96,15 +88,7 @@ impl NewBlobs {
     ) -> Result<BlobId> {
         let id = self.keys.blob_id(kind, &buffer[JOB_FRONT_BYTES..]);
         match self.claim(&id) {
-            true => self.post(
-                BlobJob {
-                    kind,
-                    id,
-                    buffer,
-                    payload: Payload::Plaintext,
-                },
-                outbox,
-            )?,
+            true => self.post(BlobJob::plaintext(kind, id, buffer), outbox)?,
             false => self.buffers.give(buffer),
         }
         Ok(id)
