@@ -111,7 +111,7 @@ impl RowCounter {
 
     fn feed(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
-            let line_end = memchr(b'\n', data);
+            let line_end = memchr::memchr(b'\n', data);
             let (part, rest) = match line_end {
                 Some(at) => (&data[..at], &data[at + 1..]),
                 None => (data, &data[data.len()..]),
@@ -147,7 +147,7 @@ impl RowCounter {
         let Some(after) = self.head.strip_prefix(b"INSERT INTO ") else {
             return false;
         };
-        let Some(values) = find(after, b" VALUES") else {
+        let Some(values) = memchr::memmem::find(after, b" VALUES") else {
             return false;
         };
         let rest = &after[values + b" VALUES".len()..];
@@ -380,14 +380,6 @@ fn quoted_name_end(text: &[u8], quote: u8, stops: &[u8]) -> Option<usize> {
 fn unquote(quoted: &str, quote: char) -> Option<String> {
     let inner = quoted.strip_prefix(quote)?.strip_suffix(quote)?;
     Some(inner.replace(&format!("{quote}{quote}"), &quote.to_string()))
-}
-
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
