@@ -175,11 +175,7 @@ pub fn start_due(
         };
         let demand = Demand {
             key,
-            footprint: Footprint {
-                class: RunClass::Maintenance,
-                node: None,
-                host: destination.repository.location().ok().map(|l| l.host()),
-            },
+            footprint: destination_footprint(destination),
             // The longest behind goes first.
             since: lag.behind_since.unwrap_or(now),
         };
@@ -258,4 +254,14 @@ fn copy_schedule(
         destination.name
     );
     Schedule::parse_hashed(expression, &plan.spec.time_zone, &seed)
+}
+
+/// What a run against `destination` (its copy, its prune) takes from the limits: maintenance, on
+/// no node, against the destination's host.
+pub fn destination_footprint(destination: &CopyDestination) -> Footprint {
+    Footprint {
+        class: RunClass::Maintenance,
+        node: None,
+        host: destination.repository.location().ok().map(|l| l.host()),
+    }
 }

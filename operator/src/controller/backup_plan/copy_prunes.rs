@@ -15,7 +15,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use super::copies::entry;
+use super::copies::{destination_footprint, entry};
 use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
 use super::maintenance::delete_finished;
@@ -23,7 +23,7 @@ use crate::api::{BackupPlan, BackupPlanStatus, CopyDestination, MaintenanceRecor
 use crate::conditions::Reason;
 use crate::controller::effects::PlannedEvent;
 use crate::controller::pod_of;
-use crate::controller::queue::{Admission, Demand, Footprint, Gate, Owner, RunClass, RunKey};
+use crate::controller::queue::{Admission, Demand, Gate, Owner, RunKey};
 use crate::job::{
     copy_prune_destination_of, copy_prune_job, CopyPruneJob, CopyPruneRun, JobSettings,
 };
@@ -179,11 +179,7 @@ pub fn start_due(
         }
         let demand = Demand {
             key,
-            footprint: Footprint {
-                class: RunClass::Maintenance,
-                node: None,
-                host: destination.repository.location().ok().map(|l| l.host()),
-            },
+            footprint: destination_footprint(destination),
             since: due.scheduled_time,
         };
         if let Admission::Queued { .. } = gate.admit(&demand, now) {
