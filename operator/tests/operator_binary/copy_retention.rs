@@ -15,9 +15,10 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
-use neverwiped_contract::{ChangeStats, ExitStatus, Operation, PruneStats, RunResult};
+use neverwiped_contract::{ExitStatus, Operation, PruneStats, RunResult};
 use serde_json::json;
 
+use super::suspicious_change::night_result;
 use super::*;
 use crate::support::identity::operator_kubeconfig;
 use crate::support::tenant::{apply_as, kubectl_as, tenant};
@@ -71,23 +72,6 @@ fn plan(namespace: &str) -> Value {
             },
         },
     })
-}
-
-/// A successful backup of night `night` of a 1000-file tree, `changed` files rewritten with
-/// data that compresses as `compressed` of `new_bytes`; no parent on the first night.
-fn night_result(night: u32, changed: u64, new_bytes: u64, compressed: u64) -> RunResult {
-    let mut result = run_result(Operation::Backup, ExitStatus::Success);
-    result.snapshot_id = Some(format!("{night:08x}{}", "cd".repeat(28)));
-    result.changes = Some(ChangeStats {
-        has_parent: night > 1,
-        files_new: if night > 1 { 0 } else { 1000 },
-        files_changed: changed,
-        files_unmodified: if night > 1 { 1000 - changed } else { 0 },
-        files_removed: 0,
-        new_bytes_raw: new_bytes,
-        new_bytes_compressed: compressed,
-    });
-    result
 }
 
 /// Runs night `night` (the tenant sets the manual trigger after the first) to its result.

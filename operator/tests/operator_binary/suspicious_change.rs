@@ -10,7 +10,7 @@ use super::*;
 
 /// A successful backup's result for night `night` of a 1000-file tree: `changed` files rewritten,
 /// with `new_bytes` of new content compressed to `compressed`; no parent on the first night.
-fn night_result(night: u32, changed: u64, new_bytes: u64, compressed: u64) -> RunResult {
+pub(super) fn night_result(night: u32, changed: u64, new_bytes: u64, compressed: u64) -> RunResult {
     let mut result = run_result(Operation::Backup, ExitStatus::Success);
     result.snapshot_id = Some(format!("{night:08x}{}", "ab".repeat(28)));
     result.changes = Some(ChangeStats {
