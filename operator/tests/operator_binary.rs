@@ -492,16 +492,7 @@ async fn failed_runs_are_reported_with_their_real_reason() {
     );
 
     // 2. Out of memory: no result, the kernel's reason.
-    kubectl(&[
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"manualTrigger":"2"}}"#,
-    ]);
+    trigger_backup(ns, "nightly", "2");
     job_created(&client, ns, "nightly-manual-2").await;
     finish_job(&client, ns, "nightly-manual-2", Ending::OomKilled).await;
     let status = run_recorded(ns, "nightly", "nightly-manual-2").await;
@@ -515,16 +506,7 @@ async fn failed_runs_are_reported_with_their_real_reason() {
     event_seen(ns, "BackupFailed", "OOMKilled").await;
 
     // 3. Still going at its deadline: stopped by the Job controller, pod gone.
-    kubectl(&[
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"manualTrigger":"3"}}"#,
-    ]);
+    trigger_backup(ns, "nightly", "3");
     job_created(&client, ns, "nightly-manual-3").await;
     finish_job(&client, ns, "nightly-manual-3", Ending::DeadlineExceeded).await;
     let status = run_recorded(ns, "nightly", "nightly-manual-3").await;
@@ -897,16 +879,7 @@ async fn two_runs_of_one_plan_never_overlap() {
     let wait = 62 - now.as_second() % 60;
     tokio::time::sleep(Duration::from_secs(wait as u64)).await;
     let minute_passed = jiff::Timestamp::now();
-    kubectl(&[
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"manualTrigger":"b"}}"#,
-    ]);
+    trigger_backup(ns, "nightly", "b");
     eventually(
         "the look at the plan for its new trigger",
         ACT_TIMEOUT,
@@ -997,16 +970,7 @@ async fn deleting_a_plan_first_deletes_the_jobs_the_operator_created() {
     )
     .await;
     run_recorded(ns, "nightly", "nightly-manual-1").await;
-    kubectl(&[
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"manualTrigger":"second"}}"#,
-    ]);
+    trigger_backup(ns, "nightly", "second");
     job_created(&client, ns, "nightly-manual-2").await;
     let plan = kubectl_json(&["get", "backupplan", "nightly", "-n", ns]);
     assert_eq!(
@@ -1055,16 +1019,7 @@ async fn locks_left_by_a_killed_run_do_not_block_the_next_one() {
     let _operator = Operator::start(ns);
     let hostname = lock_hostname(ns, "nightly");
     let trigger = |value: &str| {
-        kubectl(&[
-            "patch",
-            "backupplan",
-            "nightly",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            &json!({"spec": {"manualTrigger": value}}).to_string(),
-        ]);
+        trigger_backup(ns, "nightly", value);
     };
     let hostname_of = |job: &Job| {
         job.spec

@@ -154,16 +154,7 @@ async fn only_the_leader_runs_and_another_replica_takes_over_when_it_dies() {
         },
     )
     .await;
-    kubectl(&[
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"manualTrigger":"2"}}"#,
-    ]);
+    trigger_backup(ns, "nightly", "2");
     job_created(&client, ns, "nightly-manual-2").await;
     let reporter = eventually("the second BackupStarted Event", ACT_TIMEOUT, || async {
         reporter_of_started(ns, "nightly-manual-2")

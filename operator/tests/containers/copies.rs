@@ -111,17 +111,7 @@ fn change(data: &Path, night: u64) {
 /// id once the status records it.
 async fn backup(kubelet: &mut Kubelet, client: &kube::Client, ns: &str, night: u64) -> String {
     if night > 1 {
-        let patch = json!({"spec": {"manualTrigger": night.to_string()}}).to_string();
-        let args = [
-            "patch",
-            "backupplan",
-            "nightly",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-        ];
-        kubectl(&[&args[..], &[patch.as_str()]].concat());
+        trigger_backup(ns, "nightly", &night.to_string());
     }
     let job = format!("nightly-manual-{night}");
     let run = run(kubelet, client, ns, &job).await;

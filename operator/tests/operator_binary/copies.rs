@@ -215,16 +215,7 @@ async fn copies_a_plan_after_each_backup_and_shows_the_lag_until_a_copy_catches_
     assert_eq!(operator.metric(&runs("Failed")), Some(1.0));
 
     // Night two: a new snapshot; its copy catches up both.
-    kubectl(&[
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"manualTrigger":"second"}}"#,
-    ]);
+    trigger_backup(ns, "nightly", "second");
     job_created(&client, ns, "nightly-manual-2").await;
     let night_two = backup_result("bbbbbbbb", &[("bbbbbbbb", 1), ("aaaaaaaa", 2)]);
     finish_with(&client, ns, "nightly-manual-2", 0, night_two).await;

@@ -42,6 +42,23 @@ pub use neverwiped_testkit::{
     wait_for_crds, TestNamespace,
 };
 
+/// Sets plan `plan`'s `spec.manualTrigger` to `value`, as a person would with kubectl: one backup
+/// now.
+pub fn trigger_backup(namespace: &str, plan: &str, value: &str) {
+    let patch = json!({"spec": {"manualTrigger": value}}).to_string();
+    let args = [
+        "patch",
+        "backupplan",
+        plan,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        &patch,
+    ];
+    kubectl(&args);
+}
+
 /// Creates the Secret `name` holding `data` (key, value), through kubectl's standard input: no
 /// value appears on a command line.
 pub fn create_secret(namespace: &str, name: &str, data: &[(&str, &str)]) {
