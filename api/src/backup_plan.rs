@@ -50,6 +50,8 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
     printcolumn = r#"{"name":"Runs At","type":"string","jsonPath":".status.resolvedSchedule"}"#,
     printcolumn = r#"{"name":"Queued","type":"integer","jsonPath":".status.queued.position"}"#,
     printcolumn = r#"{"name":"Suspicious","type":"string","jsonPath":".status.suspiciousChange.reason"}"#,
+    printcolumn = r#"{"name":"Verified","type":"string","jsonPath":".status.verify.lastRun.result"}"#,
+    printcolumn = r#"{"name":"Recovery","type":"number","jsonPath":".status.verify.lastRun.recoverySeconds","priority":1}"#,
     printcolumn = r#"{"name":"Mover","type":"string","jsonPath":".status.mover.mode","priority":1}"#,
     printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend","priority":1}"#,
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.lastRun.snapshotId","priority":1}"#,
@@ -126,6 +128,10 @@ pub struct BackupPlanSpec {
     /// Limits of each run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Restore drills: a snapshot restored into scratch space on a schedule and held to what it
+    /// recorded, with the recovery time measured (`status.verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<super::VerifySpec>,
     /// How long a run may take, e.g. `12h` or `90m`; a run still going then is stopped and
     /// reported as `DeadlineExceeded`.
     #[serde(default = "default_deadline")]
@@ -491,6 +497,9 @@ pub struct BackupPlanStatus {
     /// set, the plan's retention is paused (condition `SuspiciousChange`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspicious_change: Option<super::SuspiciousChange>,
+    /// The restore drills (`spec.verify`): the last, the last that proved the data, the next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<super::VerifyStatus>,
 }
 
 /// A run waiting for a slot.

@@ -172,6 +172,16 @@ reasons! {
     RepositoryDamaged => "RepositoryDamaged",
     /// The sidecar reported a failure of a copy to a destination of `spec.copies`.
     CopyFailed => "CopyFailed",
+    /// A restore drill could not be carried out (the message says why).
+    DrillFailed => "DrillFailed",
+    /// A restore drill read back a file that differs from the snapshot (or could not restore
+    /// it); the message names the files.
+    VerifyFailed => "VerifyFailed",
+    /// A restore drill's database dump did not load into the throwaway server, or its tables'
+    /// rows differ from what the backup recorded; the message gives the server's error.
+    DumpDidNotLoad => "DumpDidNotLoad",
+    /// A restore drill proved the data but took longer than `verify.recoveryTimeObjective`.
+    OverObjective => "OverObjective",
     /// The repository password opens no key of the repository.
     WrongPassword => "WrongPassword",
     /// There is no repository at the URL.

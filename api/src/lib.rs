@@ -17,6 +17,7 @@ mod restore;
 mod snapshots;
 mod suspicion;
 pub mod tenant_policy;
+mod verify;
 
 use kube::CustomResourceExt;
 
@@ -27,6 +28,7 @@ pub use mover::*;
 pub use restore::*;
 pub use snapshots::*;
 pub use suspicion::*;
+pub use verify::*;
 
 /// The API group.
 pub const GROUP: &str = "neverwiped.io";

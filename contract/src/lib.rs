@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod cli;
+pub mod drill;
 pub mod location;
 pub mod pattern;
 pub mod record;
@@ -16,6 +17,9 @@ pub mod text;
 
 /// The most bytes Kubernetes keeps of a container's termination message.
 pub const TERMINATION_MESSAGE_MAX_BYTES: usize = 4096;
+
+/// How long a drill's database error may stay when a termination message has no room for more.
+const DRILL_ERROR_SHORT_BYTES: usize = 240;
 
 /// Version of the [`RunResult`] layout; bumped on any incompatible change.
 pub const RESULT_FORMAT_VERSION: u32 = 1;
@@ -133,6 +137,8 @@ pub enum Operation {
     Copy,
     /// `describe`: which snapshot a selection means, and what it recorded of its sources.
     Describe,
+    /// `drill`: a snapshot restored into scratch space and held to what it recorded.
+    Drill,
 }
 
 /// One database dump that was part of a backup.
@@ -299,6 +305,9 @@ pub struct RunResult {
     /// `restore --verify` and `--verify-only`: what was read back and how long it took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationStats>,
+    /// `drill`: what was restored and checked, and how long each volume and database took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill: Option<drill::DrillStats>,
     /// `describe`: what the snapshot recorded of its claims and databases, made to fit
     /// ([`RunResult::fit_sources`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -348,6 +357,11 @@ impl RunResult {
                     continue;
                 }
             }
+            if let Some(drill) = result.drill.as_mut() {
+                if drill.shorten_errors(DRILL_ERROR_SHORT_BYTES) {
+                    continue;
+                }
+            }
             if let Some(error) = result.error.as_mut() {
                 let excess = json.len() - TERMINATION_MESSAGE_MAX_BYTES;
                 let keep = error.len().saturating_sub(excess + 16);
@@ -358,6 +372,10 @@ impl RunResult {
             // Only the fixed fields remain; they are far below the limit, but never loop forever.
             result.databases.clear();
             result.host_snapshots = None;
+            if let Some(drill) = result.drill.as_mut() {
+                drill.volumes.clear();
+                drill.databases.iter_mut().for_each(|d| d.error = None);
+            }
             return serde_json::to_string(&result).unwrap_or_else(|_| "{}".to_owned());
         }
     }
@@ -443,6 +461,7 @@ pub fn fit_described_sources(sources: &mut record::RecordedSources) -> Result<()
         host_snapshots: None,
         key_id: Some("f".repeat(64)),
         changes: None,
+        drill: None,
         sources: Some(std::mem::take(sources)),
     };
     let fitted = probe.fit_sources();
@@ -460,7 +479,7 @@ pub struct SourcesTooLarge {
     pub databases: usize,
 }
 
-fn truncate_at_char_boundary(text: &mut String, max_len: usize) {
+pub(crate) fn truncate_at_char_boundary(text: &mut String, max_len: usize) {
     if text.len() <= max_len {
         return;
     }
@@ -508,6 +527,7 @@ mod tests {
             }),
             key_id: Some("5f".repeat(32)),
             changes: None,
+            drill: None,
             sources: None,
         }
     }

@@ -34,6 +34,7 @@ pub fn plan_spec() -> BackupPlanSpec {
         copies: Vec::new(),
         maintenance: Default::default(),
         limits: None,
+        verify: None,
         deadline: "12h".into(),
         pod: None,
         mover: None,
@@ -69,6 +70,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         host_snapshots: None,
         key_id: None,
         changes: None,
+        drill: None,
         sources: None,
     }
 }

@@ -138,6 +138,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         host_snapshots: None,
         key_id: None,
         changes: None,
+        drill: None,
         sources: None,
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);

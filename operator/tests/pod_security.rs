@@ -862,6 +862,7 @@ fn plan(volumes: &[&str], databases: bool) -> BackupPlan {
             copies: Vec::new(),
             maintenance: Default::default(),
             limits: None,
+            verify: None,
             deadline: "2h".into(),
             pod: None,
             mover: None,

@@ -333,6 +333,7 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     }
                     Operation::Check => Reason::CheckFailed,
                     Operation::Copy => Reason::CopyFailed,
+                    Operation::Drill => Reason::DrillFailed,
                     Operation::Init
                     | Operation::Backup
                     | Operation::Forget

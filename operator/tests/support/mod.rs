@@ -280,6 +280,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         host_snapshots: None,
         key_id: None,
         changes: None,
+        drill: None,
         sources: None,
     }
 }

@@ -82,6 +82,8 @@ pub struct Outcome {
     pub host_snapshots: Option<HostSnapshots>,
     /// What a backup changed against its parent.
     pub changes: Option<ChangeStats>,
+    /// `drill`: what was restored and checked.
+    pub drill: Option<neverwiped_contract::drill::DrillStats>,
     /// What the snapshot `describe` resolved recorded of its sources.
     pub sources: Option<RecordedSources>,
     /// What `restore --verify` read back.
@@ -120,6 +122,7 @@ pub static NO_OUTCOME: Outcome = Outcome {
     check: None,
     host_snapshots: None,
     changes: None,
+    drill: None,
     sources: None,
     verification: None,
 };

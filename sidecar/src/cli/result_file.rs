@@ -88,6 +88,7 @@ impl ResultFile {
             host_snapshots: outcome.host_snapshots.clone(),
             key_id: record.and_then(|r| r.key_id.get().cloned()),
             changes: outcome.changes,
+            drill: outcome.drill.clone(),
             sources: outcome.sources.clone(),
         }
     }
