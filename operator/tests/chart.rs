@@ -13,6 +13,8 @@ mod support;
 
 #[path = "chart/copy_lag_alert.rs"]
 mod copy_lag_alert;
+#[path = "chart/restore_drill_alerts.rs"]
+mod restore_drill_alerts;
 #[path = "chart/suspicious_change_alert.rs"]
 mod suspicious_change_alert;
 
