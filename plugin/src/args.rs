@@ -80,6 +80,15 @@ pub enum Command {
         #[arg(long)]
         wait: bool,
     },
+    /// Runs a restore drill of the plan now (`spec.verify`'s settings, or their defaults):
+    /// its newest snapshot restored into scratch space, held to the snapshot, its dumps loaded
+    /// into throwaway servers; prints how long each volume and database took to come back.
+    Verify {
+        plan: String,
+        /// Follow the drill to its end; fail when it fails.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Creates a Restore of the plan and follows it to its end.
     Restore(RestoreArgs),
     /// Every plan at a glance: last success, newest snapshot, state, repository size, failures.

@@ -188,6 +188,22 @@ impl Cluster {
             .map_err(|e| plan_target("patch", name, namespace).error(e))
     }
 
+    /// Sets the annotation `key` of the plan to `value` (a request the operator acts on once).
+    pub async fn annotate(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<BackupPlan, ClusterError> {
+        let plans: Api<BackupPlan> = Api::namespaced(self.client.clone(), namespace);
+        let patch = serde_json::json!({ "metadata": { "annotations": { key: value } } });
+        plans
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| plan_target("patch", name, namespace).error(e))
+    }
+
     /// The value of `key` in the Secret `name`; `field` is the plan's field that names it.
     pub async fn secret_value(
         &self,

@@ -15,7 +15,9 @@
 pub mod args;
 pub mod browse;
 pub mod claims;
+
 pub mod cluster;
+pub mod drills;
 pub mod freshness;
 pub mod mount;
 pub mod repository;
@@ -46,6 +48,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Backup { plan, wait } => {
             no_repository_flags(&cli, "backup")?;
             runs::backup(&cluster, &namespace, plan, *wait).await
+        }
+        Command::Verify { plan, wait } => {
+            no_repository_flags(&cli, "verify")?;
+            drills::verify(&cluster, &namespace, plan, *wait).await
         }
         Command::Restore(args) => restore(&cli, &cluster, &namespace, args).await,
         Command::Status { all_namespaces } => {
@@ -147,7 +153,10 @@ async fn read(cli: &Cli, cluster: &Cluster, namespace: &str) -> Result<()> {
             let opened = repository::open(cluster, namespace, &source, timeout).await?;
             mount::serve(opened.indexed().await?, &host, mountpoint).await
         }
-        Command::Backup { .. } | Command::Restore(_) | Command::Status { .. } => {
+        Command::Backup { .. }
+        | Command::Verify { .. }
+        | Command::Restore(_)
+        | Command::Status { .. } => {
             unreachable!("run handles the commands that ask the operator")
         }
     }

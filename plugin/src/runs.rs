@@ -24,7 +24,7 @@ pub fn status_text(text: &str) -> std::borrow::Cow<'_, str> {
 /// [`status_text`]: printed as it is, never escaped a second time.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct RunFailed(String);
+pub struct RunFailed(pub String);
 
 /// The first eight characters of a snapshot id from a status (whatever it holds).
 fn short_id(id: Option<&str>) -> String {
@@ -35,7 +35,7 @@ fn short_id(id: Option<&str>) -> String {
 }
 
 /// How often a followed run's status is read.
-const POLL_INTERVAL: Duration = Duration::from_secs(2);
+pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The `spec.manualTrigger` value of a backup asked for at `now`: unique per second.
 pub fn trigger_value(now: jiff::Timestamp) -> String {

@@ -168,3 +168,93 @@ fn a_failed_backup_and_restore_show_their_status_message_once_escaped_once() {
     );
     shown_once(&ended(restore), "the Restore failed");
 }
+
+/// The value of the plan's `neverwiped.io/verify-now` annotation, once the plugin set it.
+fn verify_request(namespace: &str) -> String {
+    wait_for("the plugin's neverwiped.io/verify-now", || {
+        let value = kubectl(&[
+            "get",
+            "backupplan",
+            "nightly",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.metadata.annotations.neverwiped\\.io/verify-now}",
+        ]);
+        (!value.is_empty()).then_some(value)
+    })
+}
+
+#[test]
+fn verify_follows_the_drill_it_asked_for_and_prints_its_recovery_time_or_failure() {
+    if !super::support::api_server_or_skip() {
+        return;
+    }
+    super::support::apply_crds();
+    let namespace = TestNamespace::create("plugin-verify");
+    let ns = namespace.name.as_str();
+    let Some(operator_of_runs) = Persona::Restore.kubeconfig(&namespace) else {
+        return;
+    };
+    namespace.create_object(&plan_object("nightly", "http://127.0.0.1:9/shop"));
+    let drill = |job: &str, result: &str, reason: &str, message: &str| {
+        json!({
+            "jobName": job, "result": result, "reason": reason, "message": message,
+            "snapshotId": "0123abcd", "recoverySeconds": 42.5, "recoveryTimeObjective": "1m",
+            "volumes": [{"path": "/data/orders", "files": 3, "bytes": 3145728, "seconds": 2.0,
+                         "bytesPerSecond": 1572864, "mismatched": 0}],
+        })
+    };
+
+    // A drill that proves the data: the plugin waits behind a backup, sees its Job, prints it.
+    let verify = start_plugin(&operator_of_runs, ns, &["verify", "nightly", "--wait"]);
+    let request = verify_request(ns);
+    write_status(
+        ns,
+        "backupplan/nightly",
+        json!({"verify": {"waiting": "a backup of the plan is due"}}),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    write_status(
+        ns,
+        "backupplan/nightly",
+        json!({"verify": {"waiting": null, "lastRequest": request, "activeJob": "nightly-verify-1"}}),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let done = drill(
+        "nightly-verify-1",
+        "Succeeded",
+        "Succeeded",
+        "every file matched",
+    );
+    write_status(
+        ns,
+        "backupplan/nightly",
+        json!({"verify": {"activeJob": null, "lastRun": done, "history": [done]}}),
+    );
+    let output = ended(verify);
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{said}");
+    for line in [
+        "waiting: a backup of the plan is due",
+        "running: Job nightly-verify-1",
+        "volume /data/orders: 3 file(s), ",
+        "Succeeded: snapshot 0123abcd, recovered in 42.5 s (objective 1m)",
+    ] {
+        assert!(said.contains(line), "{line:?} not in {said}");
+    }
+
+    // A failed drill: its stored message reaches the terminal once, escaped once.
+    let verify = start_plugin(&operator_of_runs, ns, &["verify", "nightly", "--wait"]);
+    let request = wait_for("a new request", || {
+        let value = verify_request(ns);
+        (value != request).then_some(value)
+    });
+    let failed = drill("nightly-verify-2", "Failed", "VerifyFailed", STORED);
+    write_status(
+        ns,
+        "backupplan/nightly",
+        json!({"verify": {"lastRequest": request, "lastRun": failed, "history": [failed, done]}}),
+    );
+    shown_once(&ended(verify), "the drill failed (VerifyFailed)");
+}
