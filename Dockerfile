@@ -193,3 +193,42 @@ COPY --from=build /out/neverwiped-sidecar /usr/local/bin/neverwiped-sidecar
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/neverwiped-sidecar"]
 CMD ["--help"]
+
+# ---------------------------------------------------------------------------------------------
+# The drill: the sidecar with the servers a restore drill loads each dump into, started as
+# throwaway processes in the drill's scratch space (neverwiped-sidecar drill --databases).
+#   - PostgreSQL: postgresql-$PG_SERVER_MAJOR: 18 from the PostgreSQL project's repository
+#     (PG_APT_SOURCE=pgdg), the server of the client the sidecar dumps with; Debian unstable's 18
+#     needs a newer C library than this base has, so with PG_APT_SOURCE=debian-unstable
+#     scripts/build-images.sh builds it with trixie's 17 (a dump of an 18 server may then not
+#     load: drill such servers with a pgdg image).
+#   - MariaDB and MySQL: Debian's mariadb-server.
+# No cluster is created at install time: a drill makes its own with initdb and
+# mariadb-install-db, under the scratch folder, as the pod's user.
+FROM sidecar AS drill
+ARG VERSION=0.1.0
+ARG PG_SERVER_MAJOR=18
+LABEL org.opencontainers.image.title="neverwiped-drill" \
+      org.opencontainers.image.description="The neverwiped data mover with PostgreSQL and MariaDB servers, for restore drills." \
+      org.opencontainers.image.version="${VERSION}"
+USER root
+RUN set -eux; \
+    mkdir -p /etc/postgresql-common; \
+    echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.conf; \
+    apt-get update; \
+    # postgresql-common of the same source as the client's postgresql-client-common (its
+    # dependency, of the same version).
+    common=postgresql-common; \
+    if grep -qs 'a=unstable' /etc/apt/preferences.d/postgresql.pref; then \
+      common=postgresql-common/unstable; \
+    fi; \
+    apt-get install -y --no-install-recommends "postgresql-${PG_SERVER_MAJOR}" "$common" mariadb-server; \
+    apt-get clean; \
+    rm -rf /var/lib/apt/lists/* /var/lib/mysql/* /var/lib/postgresql/*; \
+    "/usr/lib/postgresql/${PG_SERVER_MAJOR}/bin/initdb" --version; \
+    "/usr/lib/postgresql/${PG_SERVER_MAJOR}/bin/postgres" --version; \
+    mariadbd --version; \
+    command -v mariadb-install-db
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/neverwiped-sidecar"]
+CMD ["--help"]

@@ -93,6 +93,8 @@ EOF
 fi
 
 build_args=(--build-arg "BINARIES=$BINARIES" --build-arg "PG_APT_SOURCE=$PG_APT_SOURCE")
+# The drill's PostgreSQL server: Debian unstable's 18 needs a newer C library than trixie's.
+[ "$PG_APT_SOURCE" = debian-unstable ] && build_args+=(--build-arg "PG_SERVER_MAJOR=17")
 if [ "$BINARIES" = prebuilt ]; then
   arch=$(docker version --format '{{.Server.Arch}}')
   triple=$(rustc -vV | sed -n 's/^host: //p')
@@ -116,7 +118,7 @@ if [ "$BINARIES" = prebuilt ]; then
   done
 fi
 
-for target in operator sidecar; do
+for target in operator sidecar drill; do
   image=neverwiped/$target:$TAG
   step "image $image (target $target, BINARIES=$BINARIES, PG_APT_SOURCE=$PG_APT_SOURCE)"
   docker buildx build --network host --load "${build_args[@]}" --target "$target" -t "$image" "$ROOT"
@@ -126,4 +128,4 @@ for target in operator sidecar; do
     step "pushed $PUSH/$image"
   fi
 done
-step "done: neverwiped/operator:$TAG neverwiped/sidecar:$TAG"
+step "done: neverwiped/operator:$TAG neverwiped/sidecar:$TAG neverwiped/drill:$TAG"
