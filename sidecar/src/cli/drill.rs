@@ -104,27 +104,19 @@ async fn run(cli: &Cli, args: &DrillArgs, repo: &IndexedRepository) -> Result<Ou
         ..DrillStats::default()
     };
     let mut findings = Findings::default();
-    prepare_scratch(&args.scratch)?;
+    let scratch = prepare_scratch(&args.scratch)?;
     drill_volumes(
         cli,
         repo,
         &snapshot,
         sample,
-        &args.scratch,
+        &scratch,
         &mut stats,
         &mut findings,
     )
     .await?;
     if args.databases {
-        drill_databases(
-            cli,
-            repo,
-            &snapshot,
-            &args.scratch,
-            &mut stats,
-            &mut findings,
-        )
-        .await?;
+        drill_databases(cli, repo, &snapshot, &scratch, &mut stats, &mut findings).await?;
     }
     print_summary(cli, &snapshot_id, &snapshot, &stats);
     finish(snapshot_id, &snapshot, stats, findings)
@@ -170,10 +162,12 @@ fn finish(
 }
 
 /// Makes the scratch folder, removes what an earlier drill left in it, and when the servers
-/// run as another user lets that user through it (to its own folders only).
-fn prepare_scratch(scratch: &Path) -> Result<()> {
+/// run as another user lets that user through it (to its own folders only); its absolute path.
+fn prepare_scratch(scratch: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(scratch)
         .with_context(|| format!("cannot create the scratch folder {}", scratch.display()))?;
+    let scratch = &std::fs::canonicalize(scratch)
+        .with_context(|| format!("cannot find the scratch folder {}", scratch.display()))?;
     for leftover in ["files", "databases"] {
         neverwiped::drill::remove_tree(&scratch.join(leftover))?;
     }
@@ -183,7 +177,7 @@ fn prepare_scratch(scratch: &Path) -> Result<()> {
         std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(mode))
             .with_context(|| format!("cannot open {} to the servers' user", scratch.display()))?;
     }
-    Ok(())
+    Ok(scratch.clone())
 }
 
 async fn drill_volumes(

@@ -167,9 +167,12 @@ pub enum PathFilter {
     Chosen(PathChoice),
 }
 
+/// The function of a [`PathChoice`].
+type Decide = dyn Fn(&[u8], bool) -> Decision + Send + Sync;
+
 /// A function that decides on each absolute path of a walk, told whether it is a directory.
 #[derive(Clone)]
-pub struct PathChoice(std::sync::Arc<dyn Fn(&[u8], bool) -> Decision + Send + Sync>);
+pub struct PathChoice(std::sync::Arc<Decide>);
 
 impl PathChoice {
     pub fn new(decide: impl Fn(&[u8], bool) -> Decision + Send + Sync + 'static) -> PathChoice {

@@ -273,7 +273,7 @@ fn drill_samples_of_a_quarter_restore_every_file_once_in_four_rounds() {
     let dir = volume(work.path(), "many", files);
     sidecar.run(&["backup", &dir]).expect_ok();
     let scratch_arg = scratch.to_str().unwrap();
-    let mut buckets = vec![0u64; 4];
+    let mut buckets = [0u64; 4];
     for i in 0..files {
         let path = format!("{dir}/part{}/file{i}.bin", i % 2);
         buckets[(bucket(&path) / 25) as usize] += 1;
