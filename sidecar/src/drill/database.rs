@@ -4,7 +4,7 @@
 
 use super::ThrowawayServer;
 use crate::dump::child::DumpStatus;
-use crate::dump::restore::restore_database;
+use crate::dump::restore::{restore_database, RestoreChoices};
 use crate::dump::row_check::check_rows;
 use crate::ids::BlobId;
 use crate::repository::IndexedRepository;
@@ -82,7 +82,12 @@ async fn load_and_count(
 ) -> Result<(), String> {
     let target = server.target_for(&recorded.name);
     let status = Arc::new(DumpStatus::default());
-    let loaded = restore_database(repo, root, &target, false, status).await;
+    // A dump of one database may give objects to roles that only its own server has.
+    let choices = RestoreChoices {
+        overwrite: false,
+        create_missing_roles: true,
+    };
+    let loaded = restore_database(repo, root, &target, choices, status).await;
     let reports = loaded.map_err(|error| {
         format!(
             "the dump did not load into a {} server: {error}",

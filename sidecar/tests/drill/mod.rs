@@ -57,10 +57,12 @@ fn create_shop(server: &Postgres) {
     server.psql("postgres", "CREATE DATABASE shop");
     server.psql(
         "shop",
-        "CREATE TABLE orders (id int PRIMARY KEY, note text); \
+        // Owned by a role that only a dump of every database creates.
+        "CREATE ROLE app; CREATE TABLE orders (id int PRIMARY KEY, note text); \
          INSERT INTO orders SELECT g, 'order ' || g FROM generate_series(1, 3000) g; \
          CREATE TABLE customers (id int PRIMARY KEY); \
-         INSERT INTO customers SELECT generate_series(1, 40);",
+         INSERT INTO customers SELECT generate_series(1, 40); \
+         ALTER TABLE orders OWNER TO app; GRANT SELECT ON customers TO app;",
     );
 }
 
@@ -92,6 +94,7 @@ fn drill_restores_volumes_and_loads_postgres_and_mariadb_dumps_then_leaves_nothi
     );
     let pg_password = sidecar.password_file("shop", ADMIN_PASSWORD);
     let maria_password = sidecar.password_file("stock", ADMIN_PASSWORD);
+    let one_password = sidecar.password_file("shop-only", ADMIN_PASSWORD);
     let backup = DatabaseRun::backup()
         .arg(&orders)
         .arg(&uploads)
@@ -100,6 +103,10 @@ fn drill_restores_volumes_and_loads_postgres_and_mariadb_dumps_then_leaves_nothi
         .arg("--claim")
         .arg(&claim(&uploads, "uploads"))
         .database(&format!("shop={}", postgres.uri(None)), &pg_password)
+        .database(
+            &format!("shop-only={}", postgres.uri(Some("shop"))),
+            &one_password,
+        )
         .database(
             &format!("stock={}", mariadb.uri(Some("stock"))),
             &maria_password,
@@ -121,14 +128,14 @@ fn drill_restores_volumes_and_loads_postgres_and_mariadb_dumps_then_leaves_nothi
         assert!(volume.bytes > 0 && volume.secs > 0.0, "{volume:?}");
         assert_eq!(volume.mismatched, 0, "{volume:?}");
     }
-    assert_eq!(stats.databases.len(), 2, "{stats:?}");
+    assert_eq!(stats.databases.len(), 3, "{stats:?}");
     for database in &stats.databases {
         assert_eq!(database.error, None, "{database:?}");
         assert!(database.bytes > 0 && database.secs > 0.0, "{database:?}");
         assert!(database.tables_checked > 0, "{database:?}");
     }
-    assert_eq!(stats.databases[0].engine, "postgresql");
-    assert_eq!(stats.databases[1].engine, "mariadb");
+    let engines: Vec<&str> = stats.databases.iter().map(|d| d.engine.as_str()).collect();
+    assert_eq!(engines, ["postgresql", "postgresql", "mariadb"]);
     assert!(run.stdout.contains("recovery time"), "{}", run.stdout);
     assert_empty(&scratch);
 }
