@@ -14,6 +14,7 @@ pub mod chunker;
 pub mod compress;
 pub mod copy;
 pub mod crypto;
+pub mod drill;
 pub mod dump;
 pub mod error;
 pub mod filter;

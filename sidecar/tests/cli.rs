@@ -2155,6 +2155,7 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
         BackupArgs, CheckArgs, DatabaseArg, DescribeArgs, KeepRules, PruneArgs, RestoreArgs,
         ScopedSelection,
     };
+    use neverwiped_contract::drill::{DrillArgs, DrillSample};
     use neverwiped_contract::location::RepositoryLocation;
     let work = tempfile::tempdir().unwrap();
     let missing = work.path().join("no-repository");
@@ -2256,6 +2257,19 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
             read_data_percent: Some(5),
             remove_locks_of_host: Some("nightly-0123".into()),
             retry_lock: Some("60s".into()),
+        }
+        .to_args(),
+        DrillArgs {
+            snapshot: "latest".into(),
+            repository: repository.clone(),
+            result_file: result.clone(),
+            scratch: text(&work.path().join("scratch")).into(),
+            host: Some("shop/nightly".into()),
+            sample: DrillSample::Percent {
+                percent: 10,
+                round: 3,
+            },
+            databases: true,
         }
         .to_args(),
     ];

@@ -7,6 +7,7 @@
 
 #[path = "support/databases.rs"]
 mod databases_support;
+mod drill;
 mod support;
 
 use databases_support::{write_script, MariaDb, Postgres, ADMIN, ADMIN_PASSWORD};

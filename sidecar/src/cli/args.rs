@@ -41,6 +41,8 @@ Exit codes:
   11  the repository is locked by another process
   12  wrong password
   13  `latest --host HOST` found no snapshot of HOST (the error lists the hosts the repository holds)
+  14  verification failed: restore --verify or a drill found files (or a drill, database rows)
+      that differ from the snapshot, or a dump that does not load
   129, 130, 143  stopped by SIGHUP, SIGINT (Ctrl-C) or SIGTERM: no snapshot after the signal,
                  the run's lock removed";
 
@@ -168,6 +170,9 @@ pub enum Command {
     Copy(Box<super::copy::CopyArgs>),
     /// Serve the snapshots as a read-only file system (FUSE) until interrupted or unmounted.
     Mount(super::mount::MountArgs),
+    /// Restore a snapshot (or a sample of its files) into scratch space, hold it to the
+    /// snapshot, load its database dumps into throwaway servers, and measure the recovery time.
+    Drill(super::drill::DrillArgs),
 }
 
 #[derive(Debug, Args)]
@@ -462,7 +467,7 @@ pub fn one_line(text: &str) -> String {
 }
 
 /// Each command's name and the operation its result reports: the one table of both.
-const OPERATIONS: [(&str, Operation); 20] = [
+const OPERATIONS: [(&str, Operation); 21] = [
     ("init", Operation::Init),
     ("backup", Operation::Backup),
     ("snapshots", Operation::Snapshots),
@@ -483,6 +488,7 @@ const OPERATIONS: [(&str, Operation); 20] = [
     ("mount", Operation::Mount),
     ("copy", Operation::Copy),
     ("describe", Operation::Describe),
+    ("drill", Operation::Drill),
 ];
 
 /// The operation of the subcommand called `name` on the command line.
@@ -597,7 +603,11 @@ mod tests {
     #[test]
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
-        let examples: [(&[&str], Operation); 18] = [
+        let examples: [(&[&str], Operation); 19] = [
+            (
+                &["drill", "latest", "--scratch", "/scratch", "--databases"],
+                Operation::Drill,
+            ),
             (
                 &["describe", "latest", "--host", "shop/nightly"],
                 Operation::Describe,

@@ -240,9 +240,12 @@ async fn restore_one(
     status: &Arc<DumpStatus>,
     outcome: &mut Outcome,
 ) -> Result<()> {
-    let overwrite = args.overwrite_databases || args.overwrite_database.contains(&target.name);
+    let choices = dump::restore::RestoreChoices {
+        overwrite: args.overwrite_databases || args.overwrite_database.contains(&target.name),
+        ..Default::default()
+    };
     let reports =
-        dump::restore::restore_database(repo, snapshot.tree, target, overwrite, status.clone())
+        dump::restore::restore_database(repo, snapshot.tree, target, choices, status.clone())
             .await
             .with_context(|| format!("database {}", target.label()))?;
     for report in reports {

@@ -6,6 +6,7 @@ mod copy;
 mod databases;
 mod describe;
 mod diff;
+mod drill;
 mod dry_run;
 mod dump;
 mod durations;
@@ -265,6 +266,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
             locks::read_locked(&repo, "find", find::find(&repo, args, cli.json)).await
         }
         Command::Restore(args) => restore::restore_snapshot(cli, args, record).await,
+        Command::Drill(args) => drill::drill(cli, args, record).await,
         Command::Describe(args) => {
             let repo = open_repository(cli, record).await?;
             locks::read_locked(&repo, "describe", describe::describe(&repo, args, cli.json)).await

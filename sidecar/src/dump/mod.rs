@@ -15,6 +15,7 @@
 
 pub mod child;
 pub mod mariadb;
+pub mod missing_roles;
 pub mod older_server;
 pub mod postgres;
 pub mod record;

@@ -3,7 +3,8 @@
 //! whole in memory nor written to disk.
 
 use super::child::{failure_message, spawn_error, DumpState, DumpStatus, StderrTail};
-use super::script::PreparedRestore;
+use super::missing_roles::MissingRoles;
+use super::script::{PassThrough, PreparedRestore};
 use super::uri::Engine;
 use super::{mariadb, postgres, DatabaseTarget, SNAPSHOT_DIR};
 use crate::error::{Error, Result};
@@ -161,14 +162,24 @@ pub struct DatabaseRestoreReport {
     pub dropped: Vec<String>,
 }
 
+/// How a restore treats its target server.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RestoreChoices {
+    /// Drop the databases the server holds first, rather than refuse it.
+    pub overwrite: bool,
+    /// Create each role a dump of one PostgreSQL database gives objects or privileges to when
+    /// the server lacks it (a drill's fresh server; see [`super::missing_roles`]).
+    pub create_missing_roles: bool,
+}
+
 /// Restores the dump of `target.name` from the snapshot tree `root` into `target`'s server.
-/// A server that holds databases is refused unless `overwrite`, which drops them first.
+/// A server that holds databases is refused unless `choices.overwrite`, which drops them first.
 /// `status` counts the bytes fed to the client and records the outcome.
 pub async fn restore_database(
     repo: &IndexedRepository,
     root: BlobId,
     target: &DatabaseTarget,
-    overwrite: bool,
+    choices: RestoreChoices,
     status: Arc<DumpStatus>,
 ) -> Result<Vec<DatabaseRestoreReport>> {
     status.set_state(DumpState::Running);
@@ -176,7 +187,7 @@ pub async fn restore_database(
         let dumps = dumps_for(target, find_dumps(repo, root, &target.name).await?)?;
         let mut reports = Vec::new();
         for entry in dumps {
-            reports.push(run_restore(repo, entry, target, overwrite, &status).await?);
+            reports.push(run_restore(repo, entry, target, choices, &status).await?);
         }
         Ok(reports)
     }
@@ -192,9 +203,10 @@ async fn run_restore(
     repo: &IndexedRepository,
     entry: DumpEntry,
     target: &DatabaseTarget,
-    overwrite: bool,
+    choices: RestoreChoices,
     status: &Arc<DumpStatus>,
 ) -> Result<DatabaseRestoreReport> {
+    let overwrite = choices.overwrite;
     let Some(first_id) = entry.content.first() else {
         return Err(Error::DumpNotRestorable {
             entry: entry.path,
@@ -248,6 +260,11 @@ async fn run_restore(
         .await
         .map_err(|e| Error::Interrupted(e.to_string()))??
     };
+    let mut prepared = prepared;
+    if choices.create_missing_roles && kind == DumpKind::PostgresDatabase {
+        let inner = std::mem::replace(&mut prepared.filter, Box::new(PassThrough));
+        prepared.filter = Box::new(MissingRoles::new(&target.uri.user, inner));
+    }
     for dropped in &prepared.dropped {
         tracing::warn!(database = %dropped, "dropped on the target before the restore (--overwrite-databases)");
     }

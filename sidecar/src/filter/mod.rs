@@ -163,6 +163,27 @@ pub enum PathFilter {
     Include(Vec<PatternList>),
     /// Paths that no list matches (`--exclude`).
     Exclude(Vec<PatternList>),
+    /// Paths a function decides on, one at a time (a drill's sample of a volume).
+    Chosen(PathChoice),
+}
+
+/// The function of a [`PathChoice`].
+type Decide = dyn Fn(&[u8], bool) -> Decision + Send + Sync;
+
+/// A function that decides on each absolute path of a walk, told whether it is a directory.
+#[derive(Clone)]
+pub struct PathChoice(std::sync::Arc<Decide>);
+
+impl PathChoice {
+    pub fn new(decide: impl Fn(&[u8], bool) -> Decision + Send + Sync + 'static) -> PathChoice {
+        PathChoice(std::sync::Arc::new(decide))
+    }
+}
+
+impl std::fmt::Debug for PathChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PathChoice")
+    }
 }
 
 impl PathFilter {
@@ -220,6 +241,7 @@ impl PathFilter {
                     descend: below && is_dir,
                 }
             }
+            PathFilter::Chosen(choice) => (choice.0)(path, is_dir),
         }
     }
 
