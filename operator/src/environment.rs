@@ -7,6 +7,8 @@
 //! Environment:
 //! - `NEVERWIPED_SIDECAR_IMAGE`: the image of the Jobs' sidecar (required).
 //! - `NEVERWIPED_SIDECAR_IMAGE_PULL_POLICY`: `Always`, `IfNotPresent` or `Never`.
+//! - `NEVERWIPED_DRILL_IMAGE`: the image of the restore drills' Jobs (the sidecar with the
+//!   database servers a drill loads dumps into); the sidecar image when unset.
 //! - `NEVERWIPED_HTTP_ADDR`: where `/healthz`, `/readyz` and `/metrics` listen (`0.0.0.0:8080`).
 //! - `NEVERWIPED_CATCH_UP_WINDOW`: how late a missed run may still start (`24h`).
 //! - `NEVERWIPED_WATCH_NAMESPACE`: reconcile only this namespace's resources (default: all).
@@ -223,6 +225,7 @@ fn settings(vars: &Variables, identity: String) -> Result<Settings, EnvironmentE
             &["Always", "IfNotPresent", "Never"],
         )?
         .map(String::from);
+    settings.job.drill_image = vars.get("NEVERWIPED_DRILL_IMAGE");
     if let Some(window) = vars.duration("NEVERWIPED_CATCH_UP_WINDOW")? {
         settings.catch_up_window = window;
     }

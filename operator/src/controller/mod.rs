@@ -77,6 +77,7 @@ impl Settings {
         Settings {
             job: JobSettings {
                 image: image.into(),
+                drill_image: None,
                 image_pull_policy: None,
                 default_resources: None,
                 protection: Default::default(),
