@@ -54,6 +54,15 @@ fn the_drill_image_is_optional_and_the_sidecars_runs_drills_without_it() {
     );
     let environment = read(&[IMAGE, ("NEVERWIPED_DRILL_IMAGE", "")]).unwrap();
     assert_eq!(environment.settings.job.drill_image, None, "empty is unset");
+    let policy = ("NEVERWIPED_DRILL_IMAGE_PULL_POLICY", "Always");
+    let environment = read(&[IMAGE, drill, policy]).unwrap();
+    assert_eq!(
+        environment.settings.job.drill_image_pull_policy.as_deref(),
+        Some("Always")
+    );
+    let wrong = ("NEVERWIPED_DRILL_IMAGE_PULL_POLICY", "Sometimes");
+    let error = read(&[IMAGE, drill, wrong]).unwrap_err();
+    assert_eq!(error.variable, "NEVERWIPED_DRILL_IMAGE_PULL_POLICY");
 }
 
 #[test]

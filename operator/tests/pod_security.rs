@@ -821,6 +821,7 @@ fn settings() -> JobSettings {
     JobSettings {
         image: "neverwiped/sidecar:dev".into(),
         drill_image: None,
+        drill_image_pull_policy: None,
         image_pull_policy: None,
         default_resources: None,
         protection: Default::default(),

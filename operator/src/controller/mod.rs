@@ -78,6 +78,7 @@ impl Settings {
             job: JobSettings {
                 image: image.into(),
                 drill_image: None,
+                drill_image_pull_policy: None,
                 image_pull_policy: None,
                 default_resources: None,
                 protection: Default::default(),

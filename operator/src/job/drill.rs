@@ -120,10 +120,10 @@ pub fn drill_job(
         pod_settings: spec.pod.as_ref(),
         settings,
     });
-    with_image(
-        job,
-        settings.drill_image.as_deref().unwrap_or(&settings.image),
-    )
+    match &settings.drill_image {
+        Some(image) => with_image(job, image, settings.drill_image_pull_policy.as_deref()),
+        None => job,
+    }
 }
 
 fn annotations(plan: &BackupPlan, run: &DrillRun) -> BTreeMap<String, String> {
@@ -187,13 +187,17 @@ fn scratch_volume(verify: &VerifySpec, bytes: u64) -> Volume {
     }
 }
 
-/// The Job with its container's image replaced: the drill image carries the database servers.
-fn with_image(mut job: Job, image: &str) -> Job {
+/// The Job with its container's image (and its pull policy, when one is set) replaced: the drill
+/// image carries the database servers.
+fn with_image(mut job: Job, image: &str, pull_policy: Option<&str>) -> Job {
     let containers = (job.spec.as_mut())
         .and_then(|s| s.template.spec.as_mut())
         .map(|p| p.containers.iter_mut());
     for container in containers.into_iter().flatten() {
         container.image = Some(image.to_owned());
+        if let Some(policy) = pull_policy {
+            container.image_pull_policy = Some(policy.to_owned());
+        }
     }
     job
 }

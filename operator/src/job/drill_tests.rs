@@ -175,6 +175,7 @@ fn an_ephemeral_scratch_volume_asks_for_the_size_in_its_class_and_the_drill_imag
     };
     let settings = JobSettings {
         drill_image: Some("registry.example/drill@sha256:ab".into()),
+        drill_image_pull_policy: Some("Always".into()),
         ..settings()
     };
     let job = drill_job(&drilled_plan(), &verify, &run(), &settings);
@@ -186,10 +187,10 @@ fn an_ephemeral_scratch_volume_asks_for_the_size_in_its_class_and_the_drill_imag
     );
     let requests = claim.resources.as_ref().unwrap().requests.as_ref().unwrap();
     assert_eq!(requests["storage"].0, "3072Mi");
-    assert_eq!(
-        pod(&job).containers[0].image.as_deref(),
-        Some("registry.example/drill@sha256:ab")
-    );
+    let sidecar = &pod(&job).containers[0];
+    let image = sidecar.image.as_deref();
+    assert_eq!(image, Some("registry.example/drill@sha256:ab"));
+    assert_eq!(sidecar.image_pull_policy.as_deref(), Some("Always"));
 }
 
 #[test]

@@ -118,6 +118,8 @@ pub struct JobSettings {
     /// The image of restore drills (the sidecar with the database servers a drill loads dumps
     /// into); the sidecar image when `None`.
     pub drill_image: Option<String>,
+    /// The drill image's pull policy; the sidecar's when `None`.
+    pub drill_image_pull_policy: Option<String>,
     /// `Always`, `IfNotPresent` or `Never`; Kubernetes' default when `None`.
     pub image_pull_policy: Option<String>,
     /// Resources of the sidecar container when the plan sets none.
