@@ -238,6 +238,11 @@ reasons! {
     CopyStarted => "CopyStarted",
     /// A copy Job stored the plan's snapshots in its destination.
     CopySucceeded => "CopySucceeded",
+    /// A restore drill Job of the plan (`spec.verify`, or `neverwiped.io/verify-now`) was
+    /// created.
+    DrillStarted => "DrillStarted",
+    /// A restore drill brought the snapshot back whole, within its recovery time objective.
+    DrillSucceeded => "DrillSucceeded",
 
     // The concurrency limits and hashed schedules.
     /// Running=False: a due run waits for a slot under the operator's concurrency limits.

@@ -19,6 +19,11 @@ pub const DEFAULT_VERIFY_SCHEDULE: &str = "@weekly";
 /// How many finished drills `status.verify.history` keeps.
 pub const VERIFY_HISTORY_LIMIT: usize = 5;
 
+/// Annotation on a BackupPlan: asks for one drill now (`kubectl neverwiped verify` sets it).
+/// Any new value is one request, acted on once (`status.verify.lastRequest` keeps it); a plan
+/// without `spec.verify` is drilled with the defaults.
+pub const ANNOTATION_VERIFY_NOW: &str = "neverwiped.io/verify-now";
+
 /// Restore drills of the plan's snapshots.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -59,6 +64,22 @@ pub struct VerifySpec {
     /// Stops scheduled drills (`kubectl neverwiped verify` still runs one).
     #[serde(default)]
     pub suspend: bool,
+}
+
+impl Default for VerifySpec {
+    /// What `spec.verify: {}` means: weekly drills of the newest snapshot, every file and
+    /// database, no objective, scratch in an emptyDir.
+    fn default() -> VerifySpec {
+        VerifySpec {
+            schedule: default_verify_schedule(),
+            snapshot: default_snapshot(),
+            sample_percent: default_sample_percent(),
+            databases: true,
+            recovery_time_objective: None,
+            scratch: None,
+            suspend: false,
+        }
+    }
 }
 
 /// The scratch space of a drill, as a generic ephemeral volume.

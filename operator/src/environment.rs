@@ -7,6 +7,9 @@
 //! Environment:
 //! - `NEVERWIPED_SIDECAR_IMAGE`: the image of the Jobs' sidecar (required).
 //! - `NEVERWIPED_SIDECAR_IMAGE_PULL_POLICY`: `Always`, `IfNotPresent` or `Never`.
+//! - `NEVERWIPED_DRILL_IMAGE`: the image of the restore drills' Jobs (the sidecar with the
+//!   database servers a drill loads dumps into); the sidecar image when unset.
+//! - `NEVERWIPED_DRILL_IMAGE_PULL_POLICY`: the drill image's; the sidecar's when unset.
 //! - `NEVERWIPED_HTTP_ADDR`: where `/healthz`, `/readyz` and `/metrics` listen (`0.0.0.0:8080`).
 //! - `NEVERWIPED_CATCH_UP_WINDOW`: how late a missed run may still start (`24h`).
 //! - `NEVERWIPED_WATCH_NAMESPACE`: reconcile only this namespace's resources (default: all).
@@ -220,6 +223,13 @@ fn settings(vars: &Variables, identity: String) -> Result<Settings, EnvironmentE
     settings.job.image_pull_policy = vars
         .choice(
             "NEVERWIPED_SIDECAR_IMAGE_PULL_POLICY",
+            &["Always", "IfNotPresent", "Never"],
+        )?
+        .map(String::from);
+    settings.job.drill_image = vars.get("NEVERWIPED_DRILL_IMAGE");
+    settings.job.drill_image_pull_policy = vars
+        .choice(
+            "NEVERWIPED_DRILL_IMAGE_PULL_POLICY",
             &["Always", "IfNotPresent", "Never"],
         )?
         .map(String::from);

@@ -43,6 +43,29 @@ fn the_pod_name_is_the_identity_of_the_lease_and_of_the_events() {
 }
 
 #[test]
+fn the_drill_image_is_optional_and_the_sidecars_runs_drills_without_it() {
+    let environment = read(&[IMAGE]).unwrap();
+    assert_eq!(environment.settings.job.drill_image, None);
+    let drill = ("NEVERWIPED_DRILL_IMAGE", "registry.example/drill:1");
+    let environment = read(&[IMAGE, drill]).unwrap();
+    assert_eq!(
+        environment.settings.job.drill_image.as_deref(),
+        Some("registry.example/drill:1")
+    );
+    let environment = read(&[IMAGE, ("NEVERWIPED_DRILL_IMAGE", "")]).unwrap();
+    assert_eq!(environment.settings.job.drill_image, None, "empty is unset");
+    let policy = ("NEVERWIPED_DRILL_IMAGE_PULL_POLICY", "Always");
+    let environment = read(&[IMAGE, drill, policy]).unwrap();
+    assert_eq!(
+        environment.settings.job.drill_image_pull_policy.as_deref(),
+        Some("Always")
+    );
+    let wrong = ("NEVERWIPED_DRILL_IMAGE_PULL_POLICY", "Sometimes");
+    let error = read(&[IMAGE, drill, wrong]).unwrap_err();
+    assert_eq!(error.variable, "NEVERWIPED_DRILL_IMAGE_PULL_POLICY");
+}
+
+#[test]
 fn every_variable_is_read_into_its_setting() {
     let environment = read(&[
         IMAGE,

@@ -4,7 +4,9 @@
 //! plan's status on every reconcile, so it survives operator restarts, e.g.
 //! `time() - neverwiped_backup_last_success_timestamp_seconds >
 //! neverwiped_backup_schedule_interval_seconds + 2 * 3600`. The repository gauges (size,
-//! snapshots, last check) are set from the status the same way.
+//! snapshots, last check) are set from the status the same way, and so are the restore drills'
+//! (`neverwiped_restore_drill_*`: the last drill's recovery seconds and result, its last success,
+//! the plan's objective).
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -12,8 +14,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
-use crate::api::RunOutcome;
+use crate::api::{DrillOutcome, RunOutcome};
 use crate::conditions::Reason;
 use crate::job::MaintenanceKind;
 
@@ -63,6 +66,24 @@ pub struct CopyRunLabels {
     pub copy: String,
     /// `Succeeded` or `Failed` ([`outcome_label`]).
     pub outcome: &'static str,
+}
+
+/// Labels of a finished restore drill.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DrillRunLabels {
+    pub namespace: String,
+    pub plan: String,
+    /// `Succeeded`, `SucceededOverObjective` or `Failed` ([`drill_outcome_label`]).
+    pub result: &'static str,
+}
+
+/// A drill's outcome as a label value.
+pub fn drill_outcome_label(outcome: DrillOutcome) -> &'static str {
+    match outcome {
+        DrillOutcome::Succeeded => "Succeeded",
+        DrillOutcome::SucceededOverObjective => "SucceededOverObjective",
+        DrillOutcome::Failed => "Failed",
+    }
 }
 
 /// Labels of a finished prune of a copy destination, as [`MaintenanceLabels`] of a plan's.
@@ -159,6 +180,8 @@ pub struct Metrics {
     pub queue: QueueMetrics,
     /// The plans' copies to other repositories.
     pub copies: CopyMetrics,
+    /// The plans' restore drills.
+    pub drills: DrillMetrics,
     /// Requests the operator sent to the API server, by verb.
     pub api_requests: Family<ApiRequestLabels, Counter>,
 }
@@ -191,6 +214,7 @@ impl Default for Metrics {
             leader: Gauge::default(),
             queue: QueueMetrics::default(),
             copies: CopyMetrics::default(),
+            drills: DrillMetrics::default(),
             api_requests: Family::default(),
             registry: Registry::default(),
         };
@@ -292,6 +316,50 @@ pub struct CopyMetrics {
     pub prune_freed_bytes: Family<CopyLabels, Counter>,
 }
 
+/// The plans' restore drills, set from each plan's `status.verify` at every reconcile (so they
+/// survive operator restarts), the run counter when a drill finishes.
+#[derive(Default)]
+pub struct DrillMetrics {
+    /// The last finished drill's recovery time: every volume and database, one after the other.
+    pub duration_seconds: Family<PlanLabels, Gauge<f64, AtomicU64>>,
+    /// When the last drill that proved the data (within its objective or not) ended.
+    pub last_success_timestamp_seconds: Family<PlanLabels, Gauge>,
+    /// 1 when the last finished drill proved the data, 0 when it failed.
+    pub last_result: Family<PlanLabels, Gauge>,
+    /// `spec.verify.recoveryTimeObjective` in seconds, while one is set.
+    pub objective_seconds: Family<PlanLabels, Gauge>,
+    /// Finished drills by result.
+    pub runs: Family<DrillRunLabels, Counter>,
+}
+
+fn register_drill_metrics(registry: &mut Registry, drills: &DrillMetrics) {
+    registry.register(
+        "restore_drill_duration_seconds",
+        "Recovery seconds of the plan's last finished restore drill (every volume and database)",
+        drills.duration_seconds.clone(),
+    );
+    registry.register(
+        "restore_drill_last_success_timestamp_seconds",
+        "Unix time when the plan's last restore drill that proved the data ended",
+        drills.last_success_timestamp_seconds.clone(),
+    );
+    registry.register(
+        "restore_drill_last_result",
+        "1 when the plan's last restore drill proved the data (within its objective or not), 0 when it failed",
+        drills.last_result.clone(),
+    );
+    registry.register(
+        "restore_drill_objective_seconds",
+        "The plan's recovery time objective (spec.verify.recoveryTimeObjective) in seconds",
+        drills.objective_seconds.clone(),
+    );
+    registry.register(
+        "restore_drill_runs",
+        "Finished restore drills by plan and result",
+        drills.runs.clone(),
+    );
+}
+
 fn register_copy_metrics(registry: &mut Registry, copies: &CopyMetrics) {
     registry.register(
         "copy_lag_seconds",
@@ -316,7 +384,7 @@ fn register_copy_metrics(registry: &mut Registry, copies: &CopyMetrics) {
 }
 
 /// The concurrency queue's metrics, the operator's API requests, the leader and suspicious-change
-/// gauges, and the copies'.
+/// gauges, the copies' and the drills'.
 fn register_queue_metrics(registry: &mut Registry, metrics: &Metrics) {
     registry.register(
         "leader",
@@ -324,6 +392,7 @@ fn register_queue_metrics(registry: &mut Registry, metrics: &Metrics) {
         metrics.leader.clone(),
     );
     register_copy_metrics(registry, &metrics.copies);
+    register_drill_metrics(registry, &metrics.drills);
     registry.register(
         "suspicious_change",
         "1 while a backup far outside the plan's usual changes waits for an admin's acknowledgement (retention paused), 0 otherwise",
@@ -374,6 +443,7 @@ impl Metrics {
             counter.remove(plan);
         }
         self.backup_duration_seconds.remove(plan);
+        self.remove_drills(plan);
         for result in ALL_OUTCOMES.map(outcome_label) {
             for &reason in Reason::ALL {
                 self.backup_runs.remove(&RunLabels {
@@ -391,6 +461,30 @@ impl Metrics {
                     result,
                 });
             }
+        }
+    }
+
+    /// Forgets the drill series of a plan (deleted, or its drills' status gone).
+    pub fn remove_drills(&self, plan: &PlanLabels) {
+        let drills = &self.drills;
+        drills.duration_seconds.remove(plan);
+        for gauge in [
+            &drills.last_success_timestamp_seconds,
+            &drills.last_result,
+            &drills.objective_seconds,
+        ] {
+            gauge.remove(plan);
+        }
+        for outcome in [
+            DrillOutcome::Succeeded,
+            DrillOutcome::SucceededOverObjective,
+            DrillOutcome::Failed,
+        ] {
+            drills.runs.remove(&DrillRunLabels {
+                namespace: plan.namespace.clone(),
+                plan: plan.plan.clone(),
+                result: drill_outcome_label(outcome),
+            });
         }
     }
 
@@ -429,106 +523,5 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn removing_a_plan_removes_its_counters_and_histogram_too() {
-        let metrics = Metrics::default();
-        let labels = |plan: &str| PlanLabels {
-            namespace: "shop".into(),
-            plan: plan.into(),
-        };
-        for plan in ["nightly", "hourly"] {
-            let plan = labels(plan);
-            metrics
-                .backup_runs
-                .get_or_create(&RunLabels {
-                    namespace: plan.namespace.clone(),
-                    plan: plan.plan.clone(),
-                    result: outcome_label(RunOutcome::Failed),
-                    reason: ReasonLabel(Reason::ALL[Reason::ALL.len() - 1]),
-                })
-                .inc();
-            metrics
-                .backup_duration_seconds
-                .get_or_create(&plan)
-                .observe(61.0);
-            metrics.backup_bytes_sent.get_or_create(&plan).inc_by(10);
-            metrics.backup_missed_runs.get_or_create(&plan).inc();
-            metrics.prune_freed_bytes.get_or_create(&plan).inc();
-            metrics
-                .maintenance_runs
-                .get_or_create(&MaintenanceLabels {
-                    namespace: plan.namespace.clone(),
-                    plan: plan.plan.clone(),
-                    kind: MaintenanceKind::Check.label(),
-                    result: outcome_label(RunOutcome::SucceededWithWarnings),
-                })
-                .inc();
-            metrics.repository_check_ok.get_or_create(&plan).set(1);
-        }
-        metrics.remove_plan(&labels("nightly"));
-        let text = metrics.encode();
-        assert!(!text.contains("plan=\"nightly\""), "{text}");
-        for family in [
-            "backup_runs_total",
-            "backup_duration_seconds_count",
-            "maintenance_runs_total",
-        ] {
-            let kept = format!("neverwiped_{family}{{");
-            assert!(
-                text.lines()
-                    .any(|l| l.starts_with(&kept) && l.contains("plan=\"hourly\"")),
-                "{family} of the other plan stays: {text}"
-            );
-        }
-    }
-
-    #[test]
-    fn metrics_are_exported_with_their_labels() {
-        let metrics = Metrics::default();
-        let plan = PlanLabels {
-            namespace: "shop".into(),
-            plan: "nightly".into(),
-        };
-        metrics
-            .backup_last_success_timestamp_seconds
-            .get_or_create(&plan)
-            .set(1_764_466_200);
-        metrics
-            .backup_duration_seconds
-            .get_or_create(&plan)
-            .observe(42.0);
-        metrics
-            .backup_runs
-            .get_or_create(&RunLabels {
-                namespace: "shop".into(),
-                plan: "nightly".into(),
-                result: outcome_label(RunOutcome::Succeeded),
-                reason: ReasonLabel(Reason::Succeeded),
-            })
-            .inc();
-        let text = metrics.encode();
-        assert!(
-            text.contains(r#"neverwiped_backup_last_success_timestamp_seconds{namespace="shop",plan="nightly"} 1764466200"#),
-            "{text}"
-        );
-        assert!(text.contains(r#"neverwiped_backup_runs_total{namespace="shop",plan="nightly",result="Succeeded",reason="Succeeded"} 1"#));
-        metrics
-            .backup_runs
-            .get_or_create(&RunLabels {
-                namespace: "shop".into(),
-                plan: "nightly".into(),
-                result: outcome_label(RunOutcome::Failed),
-                reason: ReasonLabel(Reason::OomKilled),
-            })
-            .inc();
-        let text = metrics.encode();
-        assert!(
-            text.contains(r#"neverwiped_backup_runs_total{namespace="shop",plan="nightly",result="Failed",reason="OOMKilled"} 1"#),
-            "the label is the API's string, not the variant's name: {text}"
-        );
-        assert!(text.contains("neverwiped_backup_duration_seconds_count"));
-    }
-}
+#[path = "metrics_tests.rs"]
+mod tests;

@@ -327,6 +327,7 @@ fn crds_have_the_names_users_type() {
             "Runs At",
             "Queued",
             "Suspicious",
+            "Verified",
             "Age"
         ]
     );

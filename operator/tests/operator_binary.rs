@@ -14,6 +14,8 @@ mod copy_retention;
 mod ransomware_night;
 #[path = "operator_binary/rbac_rules.rs"]
 mod rbac_rules;
+#[path = "operator_binary/restore_drills.rs"]
+mod restore_drills;
 #[path = "operator_binary/restore_from_copy.rs"]
 mod restore_from_copy;
 #[path = "operator_binary/restore_from_snapshot.rs"]

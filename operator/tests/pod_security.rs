@@ -820,6 +820,8 @@ fn control_running_as_non_root_user() {
 fn settings() -> JobSettings {
     JobSettings {
         image: "neverwiped/sidecar:dev".into(),
+        drill_image: None,
+        drill_image_pull_policy: None,
         image_pull_policy: None,
         default_resources: None,
         protection: Default::default(),

@@ -599,6 +599,8 @@ def the_operator_environment_follows_the_values() -> None:
     expect(env == {
         "NEVERWIPED_SIDECAR_IMAGE": env["NEVERWIPED_SIDECAR_IMAGE"],
         "NEVERWIPED_SIDECAR_IMAGE_PULL_POLICY": "IfNotPresent",
+        "NEVERWIPED_DRILL_IMAGE": env["NEVERWIPED_DRILL_IMAGE"],
+        "NEVERWIPED_DRILL_IMAGE_PULL_POLICY": "IfNotPresent",
         "NEVERWIPED_HTTP_ADDR": "0.0.0.0:8080",
         "NEVERWIPED_CATCH_UP_WINDOW": "24h",
         "NEVERWIPED_MAX_RUNNING_BACKUPS": "25",
@@ -637,6 +639,12 @@ def the_operator_environment_follows_the_values() -> None:
     env = Rendered({"concurrency": {"backups": 0, "perNode": 1}}).operator_env()
     expect(env["NEVERWIPED_MAX_RUNNING_BACKUPS"] == "0"
            and env["NEVERWIPED_MAX_RUNNING_PER_NODE"] == "1", "concurrency values")
+
+    expect(env["NEVERWIPED_DRILL_IMAGE"].startswith("ghcr.io/neverwiped/drill:"),
+           f"drill image {env['NEVERWIPED_DRILL_IMAGE']}")
+    env = Rendered({"drill": {"image": {"repository": ""}}}).operator_env()
+    expect("NEVERWIPED_DRILL_IMAGE" not in env and "NEVERWIPED_DRILL_IMAGE_PULL_POLICY" not in env,
+           "an empty drill repository leaves drills to the sidecar image")
 
     env = Rendered({"leaderElection": {"enabled": False}}).operator_env()
     expect(env["NEVERWIPED_LEADER_ELECTION"] == "false"

@@ -77,6 +77,8 @@ impl Settings {
         Settings {
             job: JobSettings {
                 image: image.into(),
+                drill_image: None,
+                drill_image_pull_policy: None,
                 image_pull_policy: None,
                 default_resources: None,
                 protection: Default::default(),
@@ -254,7 +256,8 @@ fn plan_waits_for_claims(plan: &BackupPlan, namespace: Option<&str>) -> bool {
 }
 
 /// What of a plan, when it changes, calls for a reconcile: its spec (the generation), its
-/// deletion, an admin's acknowledgement of a suspicious change (an annotation), and its run (`status.activeRun`: a run's next step, its VolumeSnapshots taken and
+/// deletion, an admin's acknowledgement of a suspicious change and a request for a restore drill
+/// (annotations), and its run (`status.activeRun`: a run's next step, its VolumeSnapshots taken and
 /// then its Job, follows from the status the last reconcile wrote). The rest of the status is
 /// the operator's own account, which it has just written: reconciling after each such write
 /// would fetch everything the plan names once more for nothing, and while runs wait for a slot
@@ -266,9 +269,12 @@ fn plan_changes_that_matter(plan: &BackupPlan) -> Option<u64> {
     plan.metadata.generation.hash(&mut hasher);
     plan.metadata.deletion_timestamp.is_some().hash(&mut hasher);
     let annotations = plan.metadata.annotations.as_ref();
-    annotations
-        .and_then(|a| a.get(crate::api::ANNOTATION_ACKNOWLEDGE_SUSPICIOUS_CHANGE))
-        .hash(&mut hasher);
+    for key in [
+        crate::api::ANNOTATION_ACKNOWLEDGE_SUSPICIOUS_CHANGE,
+        crate::api::ANNOTATION_VERIFY_NOW,
+    ] {
+        annotations.and_then(|a| a.get(key)).hash(&mut hasher);
+    }
     let run = plan.status.as_ref().and_then(|s| s.active_run.as_ref());
     serde_json::to_string(&run)
         .unwrap_or_default()
@@ -337,11 +343,12 @@ where
         )
         .owns(
             scoped_api::<Job>(&client, namespace),
-            // A plan's backups, prunes, checks and copies.
+            // A plan's backups, prunes, checks, copies and drills.
             watcher::Config::default().labels(&format!(
-                "{} in (backup,prune,check,{})",
+                "{} in (backup,prune,check,{},{})",
                 crate::job::LABEL_OPERATION,
-                crate::job::COPY_OPERATION
+                crate::job::COPY_OPERATION,
+                crate::job::DRILL_OPERATION
             )),
         );
     let plans = match ctx.settings.job.protection.jobs_namespace() {

@@ -5,13 +5,14 @@
 //! as few privileges as reading (or writing back) other users' files allows.
 //!
 //! One module per Job: [`backup`], [`copy`], [`copy_prune`] (a destination's retention),
-//! [`maintenance`] (prune, check), [`restore`]; [`pod`] builds the
+//! [`drill`] (a restore drill), [`maintenance`] (prune, check), [`restore`]; [`pod`] builds the
 //! pod they share. This module holds the names, labels and annotations they are known by.
 
 mod backup;
 mod copy;
 mod copy_prune;
 mod describe;
+mod drill;
 mod maintenance;
 mod pod;
 mod restore;
@@ -22,6 +23,8 @@ mod annotation_tests;
 mod copy_prune_tests;
 #[cfg(test)]
 mod copy_tests;
+#[cfg(test)]
+mod drill_tests;
 #[cfg(test)]
 mod golden_tests;
 #[cfg(test)]
@@ -47,6 +50,10 @@ pub use copy_prune::{
     copy_prune_destination_of, copy_prune_job, copy_prune_job_name, CopyPruneJob, CopyPruneRun,
 };
 pub use describe::{describe_job, describe_job_name};
+pub use drill::{
+    drill_job, drill_job_name, drill_run_of, is_drill_job, DrillRun, ANNOTATION_DRILL_ROUND,
+    ANNOTATION_VERIFY_REQUEST, DRILL_OPERATION, SCRATCH_ROOT,
+};
 pub use maintenance::{
     maintenance_job, maintenance_job_name, password_copy, password_copy_name, remote_job_of,
     MaintenanceKind, MaintenanceRun, PasswordCopy, COPY_CA_KEY, COPY_PASSWORD_KEY,
@@ -108,6 +115,11 @@ const MAX_HOSTNAME_LEN: usize = 63;
 pub struct JobSettings {
     /// The sidecar image.
     pub image: String,
+    /// The image of restore drills (the sidecar with the database servers a drill loads dumps
+    /// into); the sidecar image when `None`.
+    pub drill_image: Option<String>,
+    /// The drill image's pull policy; the sidecar's when `None`.
+    pub drill_image_pull_policy: Option<String>,
     /// `Always`, `IfNotPresent` or `Never`; Kubernetes' default when `None`.
     pub image_pull_policy: Option<String>,
     /// Resources of the sidecar container when the plan sets none.

@@ -250,6 +250,16 @@ impl PodBuilder {
         });
     }
 
+    /// A volume of the pod's own (a drill's scratch space), mounted read-write at `path`.
+    pub(super) fn mount_volume(&mut self, volume: Volume, path: &str) {
+        self.mounts.push(VolumeMount {
+            name: volume.name.clone(),
+            mount_path: path.into(),
+            ..VolumeMount::default()
+        });
+        self.volumes.push(volume);
+    }
+
     pub(super) fn mount_claim(&mut self, volume: &str, claim: &str, path: &str, read_only: bool) {
         self.mounts_claims = true;
         self.volumes.push(Volume {

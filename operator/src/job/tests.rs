@@ -15,6 +15,8 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
 pub(super) fn settings() -> JobSettings {
     JobSettings {
         image: "ghcr.io/neverwiped/sidecar:0.1.0".into(),
+        drill_image: None,
+        drill_image_pull_policy: None,
         image_pull_policy: Some("IfNotPresent".into()),
         default_resources: None,
         protection: Default::default(),

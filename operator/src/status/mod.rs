@@ -5,6 +5,7 @@ mod copies;
 pub mod outcome;
 mod restore;
 mod snapshots_listed;
+mod verify;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
@@ -24,6 +25,7 @@ pub use copies::{copy_lag, record_copy_run, set_copy_lag, CopyLag};
 pub use outcome::{job_end, job_finished, job_state, pod_blocked, JobEnd, JobState};
 pub use restore::{finish_restore, set_restore_conditions, Readiness, RestoreConditions};
 pub use snapshots_listed::withheld_message;
+pub use verify::{drill_record, record_drill};
 
 /// How many finished runs `status.history` keeps.
 pub const HISTORY_LIMIT: usize = 10;

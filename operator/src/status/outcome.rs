@@ -318,6 +318,10 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                 result.error.clone(),
             )
         }
+        status if result.operation == Operation::Drill => {
+            let (reason, message) = drill_failure(result, status);
+            (RunOutcome::Failed, reason, Some(message))
+        }
         status => {
             let reason = match status {
                 ExitStatus::WrongPassword => Reason::WrongPassword,
@@ -333,8 +337,8 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     }
                     Operation::Check => Reason::CheckFailed,
                     Operation::Copy => Reason::CopyFailed,
-                    Operation::Drill => Reason::DrillFailed,
-                    Operation::Init
+                    Operation::Drill
+                    | Operation::Init
                     | Operation::Backup
                     | Operation::Forget
                     | Operation::Snapshots
@@ -358,6 +362,39 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
             (RunOutcome::Failed, reason, message)
         }
     }
+}
+
+/// Why a drill failed: files that differ from the snapshot (exit 14), a database whose dump
+/// did not load or whose rows differ (its entry's error), or what fails any run (a wrong
+/// password, no snapshot of the plan…).
+fn drill_failure(result: &RunResult, status: ExitStatus) -> (Reason, String) {
+    let stats = result.drill.as_ref();
+    let failed_database = stats.and_then(|d| d.databases.iter().find(|db| db.error.is_some()));
+    let reason = match status {
+        ExitStatus::VerifyFailed => Reason::VerifyFailed,
+        ExitStatus::WrongPassword => Reason::WrongPassword,
+        ExitStatus::NoRepository => Reason::RepositoryNotFound,
+        ExitStatus::LockFailed => Reason::RepositoryLocked,
+        ExitStatus::NoSnapshotOfHost => Reason::SnapshotNotFound,
+        _ if failed_database.is_some() => Reason::DumpDidNotLoad,
+        _ => Reason::DrillFailed,
+    };
+    let fallback = || match (reason, failed_database) {
+        (Reason::VerifyFailed, _) => {
+            let differing: Vec<String> = (stats.iter().flat_map(|d| &d.volumes))
+                .filter(|v| v.mismatched > 0)
+                .map(|v| format!("{} in {}", v.mismatched, v.path))
+                .collect();
+            format!("files differ from the snapshot: {}", differing.join(", "))
+        }
+        (Reason::DumpDidNotLoad, Some(database)) => format!(
+            "database {}: {}",
+            database.name,
+            database.error.as_deref().unwrap_or_default()
+        ),
+        _ => format!("the sidecar reported {status:?}"),
+    };
+    (reason, result.error.clone().unwrap_or_else(fallback))
 }
 
 fn sidecar_status(pod: &Pod) -> Option<&ContainerStatus> {

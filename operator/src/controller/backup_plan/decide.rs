@@ -11,7 +11,9 @@ use super::decision::PlanDecision;
 use super::fetch::ObservedPlan;
 use super::occupant::Occupant;
 use super::resolve::{resolve, ReadyPlan};
-use super::{copies, copy_prunes, listing, maintenance, runs, snapshots, suspect, triggers};
+use super::{
+    copies, copy_prunes, drills, listing, maintenance, runs, snapshots, suspect, triggers,
+};
 use crate::api::{BackupPlan, BackupPlanStatus, PlanSnapshots};
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
 use crate::controller::effects::PlannedEvent;
@@ -65,8 +67,7 @@ pub fn decide_with(
         now,
     );
     let maintenance = maintenance::observe(&jobs.maintenance, &observed.pods, &mut decision, now);
-    copies::observe(plan, &jobs.copies, observed, &mut decision, now, settings);
-    copy_prunes::observe(&jobs.copy_prunes, observed, &mut decision, now);
+    observe_beside(plan, &jobs, observed, &mut decision, now, settings);
     let mut occupant = match (backup, preparing, maintenance) {
         (Some(run), _, _) => Occupant::Backup(run),
         (None, Some(preparing), _) => Occupant::PreparingSnapshots(preparing),
@@ -80,6 +81,7 @@ pub fn decide_with(
         Err(_) => {
             // A run that waited keeps its place in the status for when the plan is ready again.
             gate.withdraw(&admit::run_key(plan));
+            gate.withdraw(&drills::drill_key(plan));
             decision.status.next_schedule_time = None;
             String::new()
         }
@@ -141,6 +143,27 @@ pub fn decide_with(
     decision
 }
 
+/// Records the runs beside the plan's backups, prunes and checks: its copies, its destinations'
+/// prunes, its drills.
+fn observe_beside(
+    plan: &BackupPlan,
+    jobs: &runs::PlanJobs,
+    observed: &ObservedPlan,
+    decision: &mut PlanDecision,
+    now: Timestamp,
+    settings: &Settings,
+) {
+    copies::observe(plan, &jobs.copies, observed, decision, now, settings);
+    copy_prunes::observe(&jobs.copy_prunes, observed, decision, now);
+    drills::observe(plan, &jobs.drills, observed, decision, now, settings);
+}
+
+/// Whether a drill of the plan runs: it holds the plan as a prune does, and a backup, prune or
+/// check due meanwhile catches up after it.
+fn drilling(decision: &PlanDecision) -> bool {
+    (decision.status.verify.as_ref()).is_some_and(|v| v.active_job.is_some())
+}
+
 /// How far the snapshots of the run that prepares them are, for its condition.
 fn preparing_snapshots<'a>(occupant: &'a Occupant<'_>) -> Option<PreparingSnapshots<'a>> {
     match occupant {
@@ -189,6 +212,8 @@ fn start_runs<'a>(
     };
     let plan = flagged.as_ref().unwrap_or(plan);
     copy_prunes::start_due(plan, &context, now, gate, decision);
+    // Last: a drill starts only when nothing else of the plan runs or is due.
+    drills::start_due(plan, ready, &occupant, now, settings, gate, decision);
     occupant
 }
 
@@ -212,7 +237,8 @@ fn start_or_advance<'a>(
         &plan.metadata.name.clone().unwrap_or_default(),
         &observed.pods,
     );
-    let request = triggers::due(plan, ready, occupant.is_idle(), now, settings, decision);
+    let idle = occupant.is_idle() && !drilling(decision);
+    let request = triggers::due(plan, ready, idle, now, settings, decision);
     let occupant = match (occupant, request) {
         (Occupant::Idle, Some(request)) => {
             let footprint = admit::footprint(plan, ready, RunClass::Backup);
@@ -256,7 +282,7 @@ fn start_or_advance<'a>(
         .copies
         .iter()
         .any(|c| c.active_job.is_some());
-    if !occupant.is_idle() || copying {
+    if !occupant.is_idle() || !idle || copying {
         maintenance::show_next(plan, &ready.plan, &mut decision.status, now);
         return occupant;
     }
@@ -348,6 +374,7 @@ fn requeue_after(
     own_requeue(occupant, ready, &decision.status, now, settings)
         .min(copies_requeue(decision))
         .min(copy_prunes::next_wake(&decision.status, now))
+        .min(drills::next_wake(decision, now))
 }
 
 fn own_requeue(

@@ -6,7 +6,9 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use crate::api::{BackupPlanStatus, MaintenanceRecord, RunOutcome, RunRecord, RunTrigger};
+use crate::api::{
+    BackupPlanStatus, DrillRecord, MaintenanceRecord, RunOutcome, RunRecord, RunTrigger,
+};
 use crate::conditions::Reason;
 use crate::controller::effects::{Create, Delete, Effects, PlannedEvent};
 use crate::csi::VolumeSnapshot;
@@ -23,6 +25,8 @@ pub struct PlanDecision {
     pub create: Option<Job>,
     /// Copy Jobs to create, one per destination at most.
     pub create_copies: Vec<Job>,
+    /// The restore drill Job to create.
+    pub create_drill: Option<Job>,
     /// Prune Jobs of copy destinations to create (with their password copies when they run in
     /// the operator's namespace), one per destination at most.
     pub create_copy_prunes: Vec<CopyPruneJob>,
@@ -54,6 +58,10 @@ pub struct PlanDecision {
     pub finished_copy_prunes: Vec<(String, MaintenanceRecord)>,
     /// Prunes and checks that finished in this reconcile (for metrics).
     pub finished_maintenance: Vec<(MaintenanceKind, MaintenanceRecord)>,
+    /// Drills that finished in this reconcile (for metrics).
+    pub finished_drills: Vec<DrillRecord>,
+    /// A due drill waits (for a slot, or for its minute's name): look again this soon.
+    pub drill_recheck: Option<Duration>,
     /// Scheduled runs newly counted as missed (for metrics).
     pub newly_missed: u32,
     /// The nominal time between two scheduled backups (for metrics and alerts); `None` while
@@ -69,6 +77,7 @@ impl PlanDecision {
             status,
             create: None,
             create_copies: Vec::new(),
+            create_drill: None,
             create_copy_prunes: Vec::new(),
             password_copy: None,
             create_snapshots: Vec::new(),
@@ -83,6 +92,8 @@ impl PlanDecision {
             finished_copy_prunes: Vec::new(),
             copies_queued: false,
             finished_maintenance: Vec::new(),
+            finished_drills: Vec::new(),
+            drill_recheck: None,
             newly_missed: 0,
             schedule_interval: None,
             requeue_after: Duration::ZERO,
@@ -149,6 +160,12 @@ impl PlanDecision {
             )
             .chain(
                 self.create_copies
+                    .iter()
+                    .cloned()
+                    .map(|job| Create::Job(Box::new(job))),
+            )
+            .chain(
+                self.create_drill
                     .iter()
                     .cloned()
                     .map(|job| Create::Job(Box::new(job))),

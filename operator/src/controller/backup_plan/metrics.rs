@@ -6,8 +6,8 @@ use kube::ResourceExt;
 use super::decision::PlanDecision;
 use crate::api::BackupPlan;
 use crate::metrics::{
-    outcome_label, CopyLabels, CopyPruneLabels, CopyRunLabels, MaintenanceLabels, Metrics,
-    PlanLabels, ReasonLabel, RunLabels,
+    drill_outcome_label, outcome_label, CopyLabels, CopyPruneLabels, CopyRunLabels, DrillRunLabels,
+    MaintenanceLabels, Metrics, PlanLabels, ReasonLabel, RunLabels,
 };
 
 /// Counts what finished in this reconcile and sets the plan's gauges.
@@ -66,6 +66,63 @@ pub fn record(metrics: &Metrics, plan: &BackupPlan, decision: &PlanDecision) {
     }
     set_gauges(metrics, &labels, decision);
     record_copies(metrics, plan, &labels, decision);
+    record_drills(metrics, plan, &labels, decision);
+}
+
+/// Counts the drills that finished, and sets the drill gauges from `status.verify` (the last
+/// drill's recovery time and result, the last success) and `spec.verify` (the objective).
+fn record_drills(
+    metrics: &Metrics,
+    plan: &BackupPlan,
+    labels: &PlanLabels,
+    decision: &PlanDecision,
+) {
+    let drills = &metrics.drills;
+    for record in &decision.finished_drills {
+        let run = DrillRunLabels {
+            namespace: labels.namespace.clone(),
+            plan: labels.plan.clone(),
+            result: drill_outcome_label(record.result),
+        };
+        drills.runs.get_or_create(&run).inc();
+    }
+    let Some(status) = decision.status.verify.as_ref() else {
+        return;
+    };
+    if let Some(last) = &status.last_run {
+        drills
+            .last_result
+            .get_or_create(labels)
+            .set(i64::from(last.result.is_success()));
+        match last.recovery_seconds {
+            Some(seconds) => {
+                drills.duration_seconds.get_or_create(labels).set(seconds);
+            }
+            None => {
+                drills.duration_seconds.remove(labels);
+            }
+        }
+    }
+    if let Some(time) = &status.last_success_time {
+        drills
+            .last_success_timestamp_seconds
+            .get_or_create(labels)
+            .set(time.0.as_second());
+    }
+    let objective = (plan.spec.verify.as_ref())
+        .and_then(|v| v.recovery_time_objective.as_deref())
+        .and_then(|o| crate::schedule::parse_duration(o).ok());
+    match objective {
+        Some(objective) => {
+            drills
+                .objective_seconds
+                .get_or_create(labels)
+                .set(objective.as_secs());
+        }
+        None => {
+            drills.objective_seconds.remove(labels);
+        }
+    }
 }
 
 /// Counts the copies and destination prunes that finished, sets each destination's lag, and

@@ -6,13 +6,16 @@
 //! occupies it ([`Occupant`]); resolves the spec ([`resolve`]); then, if the plan is free, asks
 //! [`triggers`] whether a backup is due, or [`maintenance`] whether a prune or check is. Beside
 //! those, [`copies`] copies to the destinations of `spec.copies` and [`copy_prunes`] applies their
-//! retention.
+//! retention; last, [`drills`] starts a restore drill when one is due ([`drill_due`]) and nothing
+//! else of the plan runs or is due.
 
 mod admit;
 mod copies;
 mod copy_prunes;
 mod decide;
 mod decision;
+mod drill_due;
+mod drills;
 mod fetch;
 mod listing;
 pub mod maintenance;
@@ -168,6 +171,7 @@ pub async fn cleanup(plan: Arc<BackupPlan>, ctx: Arc<Context>) -> Result<Action,
         delete_remote_jobs(client, plan, own_namespace).await?;
     }
     ctx.queue.forget(&admit::run_key(plan), Timestamp::now());
+    ctx.queue.forget(&drills::drill_key(plan), Timestamp::now());
     let labels = PlanLabels {
         namespace,
         plan: name,

@@ -34,6 +34,8 @@ pub struct PlanJobs<'a> {
     pub copies: Vec<&'a Job>,
     /// Prunes of the destinations of `spec.copies` (their retention).
     pub copy_prunes: Vec<&'a Job>,
+    /// Restore drills.
+    pub drills: Vec<&'a Job>,
 }
 
 /// The Jobs of `observed` that `plan` owns.
@@ -43,6 +45,9 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
         .iter()
         .filter(|job| owned_by(*job, plan) || crate::job::remote_job_of(job, plan))
         .partition(|job| crate::job::copy_prune_destination_of(job).is_some());
+    let (drills, own): (Vec<&Job>, Vec<&Job>) = own
+        .into_iter()
+        .partition(|job| crate::job::is_drill_job(job));
     let (maintenance, others): (Vec<&Job>, Vec<&Job>) = own
         .into_iter()
         .partition(|job| super::maintenance::maintenance_kind(job).is_some());
@@ -56,6 +61,7 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
         maintenance,
         copies,
         copy_prunes,
+        drills,
     }
 }
 

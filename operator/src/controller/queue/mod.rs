@@ -5,7 +5,8 @@
 //! [`Ledger`] is the pure part: what runs (from the operator's Jobs), what was admitted and has no
 //! Job yet, and who waits, in order: oldest first, one run of each namespace in turn. The
 //! reconciler asks it through the [`Gate`] trait; [`watch`] keeps it up to date from a watch of
-//! the operator's Jobs and wakes the waiting plans that fit when a slot frees. Restores are never
+//! the operator's Jobs and wakes the waiting plans that fit when a slot frees. Restore drills wait
+//! behind every backup and maintenance run. Restores are never
 //! queued (someone waits for their data), but their Jobs count against the node and host limits,
 //! so they go before every queued backup.
 
@@ -31,7 +32,7 @@ pub use watch::Queue;
 pub struct Limits {
     /// Backup Jobs running in the cluster.
     pub backups: Option<NonZeroUsize>,
-    /// Prune and check Jobs running in the cluster.
+    /// Prune, check, copy and drill Jobs running in the cluster.
     pub maintenance: Option<NonZeroUsize>,
     /// Jobs pinned to one node (volumes read directly there), of every kind.
     pub per_node: Option<NonZeroUsize>,
@@ -67,6 +68,9 @@ pub enum RunClass {
     Backup,
     /// A prune, a check or a copy: repository work nobody waits for.
     Maintenance,
+    /// A restore drill: counted with maintenance against its limit, and queued behind every
+    /// backup and maintenance run (a drill proves old data; they keep the data coming).
+    Drill,
     /// Never queued; counted against the node and host limits.
     Restore,
 }
@@ -94,6 +98,16 @@ pub enum Owner {
         plan: String,
         copy: String,
     },
+    /// A plan's restore drill: it runs while the plan is otherwise idle, and waits behind every
+    /// other run, so it has a place of its own.
+    Drill(String),
+}
+
+impl Owner {
+    /// Whether runs of this owner wait behind every other (drills).
+    pub fn is_low_priority(&self) -> bool {
+        matches!(self, Owner::Drill(_))
+    }
 }
 
 impl RunKey {
@@ -166,7 +180,7 @@ impl fmt::Display for Blocker {
             Blocker::Maintenance(limit) => {
                 write!(
                     f,
-                    "{limit} prunes, checks and copies run in the cluster (the limit)"
+                    "{limit} prunes, checks, copies and drills run in the cluster (the limit)"
                 )
             }
             Blocker::Node { node, limit } => {

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 
 use super::{Blocker, Footprint, Limits, RunClass, RunKey};
 
-/// Orders waiting runs: one run of each namespace in turn, counting the runs a namespace already
+/// Orders waiting runs: drills behind every other run; then one run of each namespace in turn, counting the runs a namespace already
 /// has going, so that a namespace with a hundred plans due at midnight does not hold back
 /// another's one plan. Among runs of the same turn, the namespace `served` longest ago (or never)
 /// goes first, then the oldest run; within a namespace, the oldest run first. Returns indices into
@@ -32,8 +32,10 @@ pub fn queue_order(
     }
     // A stable sort: within a turn and a namespace's last service, the oldest first.
     by_age.sort_by_key(|&index| {
-        let namespace = waiters[index].0.namespace.as_str();
-        (turn[index], served.get(namespace).copied())
+        let key = waiters[index].0;
+        let namespace = key.namespace.as_str();
+        let low = key.owner.is_low_priority();
+        (low, turn[index], served.get(namespace).copied())
     });
     by_age
 }
@@ -43,6 +45,7 @@ pub fn queue_order(
 pub struct Usage<'a> {
     backups: usize,
     maintenance: usize,
+    drills: usize,
     nodes: HashMap<&'a str, usize>,
     hosts: HashMap<&'a str, usize>,
 }
@@ -52,6 +55,7 @@ impl<'a> Usage<'a> {
         match footprint.class {
             RunClass::Backup => self.backups += 1,
             RunClass::Maintenance => self.maintenance += 1,
+            RunClass::Drill => self.drills += 1,
             RunClass::Restore => {}
         }
         if let Some(node) = &footprint.node {
@@ -69,8 +73,9 @@ impl<'a> Usage<'a> {
         };
         let class = match footprint.class {
             RunClass::Backup => full(self.backups, limits.backups).map(Blocker::Backups),
-            RunClass::Maintenance => {
-                full(self.maintenance, limits.maintenance).map(Blocker::Maintenance)
+            // Drills share the maintenance limit.
+            RunClass::Maintenance | RunClass::Drill => {
+                full(self.maintenance + self.drills, limits.maintenance).map(Blocker::Maintenance)
             }
             RunClass::Restore => None,
         };
@@ -96,6 +101,7 @@ impl<'a> Usage<'a> {
         match class {
             RunClass::Backup => self.backups,
             RunClass::Maintenance => self.maintenance,
+            RunClass::Drill => self.drills,
             RunClass::Restore => 0,
         }
     }

@@ -473,3 +473,62 @@ fn the_gate_opens_in_time_without_a_plan_that_never_asks() {
     assert_eq!(ledger.expire(later), vec![asks.key.clone()]);
     assert_eq!(ledger.admit(&asks, later), Admission::Admitted);
 }
+
+fn drill(namespace: &str, plan: &str, since: i64) -> Demand {
+    Demand {
+        key: RunKey {
+            namespace: namespace.into(),
+            owner: Owner::Drill(plan.into()),
+        },
+        footprint: Footprint {
+            class: RunClass::Drill,
+            node: None,
+            host: Some("gate:8000".into()),
+        },
+        since: at(since),
+    }
+}
+
+fn prune(namespace: &str, plan: &str, since: i64) -> Demand {
+    Demand {
+        footprint: Footprint {
+            class: RunClass::Maintenance,
+            ..backup(namespace, plan, since).footprint
+        },
+        ..backup(namespace, plan, since)
+    }
+}
+
+#[test]
+fn drills_share_the_maintenance_limit_and_wait_behind_every_other_run() {
+    let mut ledger = Ledger::synced(limits(5));
+    // A drill runs: the one maintenance slot is taken, by it.
+    let first = drill("a", "orders", 0);
+    assert_eq!(ledger.admit(&first, at(0)), Admission::Admitted);
+    job_seen(&mut ledger, &first, at(0));
+    let older_drill = drill("b", "shop", 1);
+    let newer_prune = prune("c", "blog", 5);
+    for demand in [&older_drill, &newer_prune] {
+        let Admission::Queued { blocked_by, .. } = ledger.admit(demand, at(5)) else {
+            panic!("{demand:?} waits for the maintenance slot");
+        };
+        assert_eq!(blocked_by, Blocker::Maintenance(1));
+    }
+    // The prune asked later, but a drill waits behind it.
+    assert_eq!(position(&ledger.admit(&newer_prune, at(6))), Some(1));
+    assert_eq!(position(&ledger.admit(&older_drill, at(6))), Some(2));
+    assert_eq!(ledger.running(RunClass::Drill), 1);
+    assert_eq!(ledger.running(RunClass::Maintenance), 0);
+    assert_eq!(ledger.waiting(RunClass::Drill), 1);
+    let woken = job_finished(&mut ledger, &first, at(7));
+    assert_eq!(
+        woken,
+        std::slice::from_ref(&newer_prune.key),
+        "the prune goes first"
+    );
+    // Backups are not held back by drills.
+    assert_eq!(
+        ledger.admit(&backup("b", "shop", 8), at(8)),
+        Admission::Admitted
+    );
+}

@@ -105,7 +105,8 @@ impl Queue {
             // A copy waits in its plan's reconcile.
             if let Owner::Plan(name)
             | Owner::Copy { plan: name, .. }
-            | Owner::CopyPrune { plan: name, .. } = key.owner
+            | Owner::CopyPrune { plan: name, .. }
+            | Owner::Drill(name) = key.owner
             {
                 let _ = self.wake.send(ObjectRef::new(&name).within(&key.namespace));
             }
@@ -114,7 +115,7 @@ impl Queue {
 
     fn update_metrics(&self, metrics: &Metrics) {
         let ledger = self.ledger();
-        for class in [RunClass::Backup, RunClass::Maintenance] {
+        for class in [RunClass::Backup, RunClass::Maintenance, RunClass::Drill] {
             let labels = QueueLabels {
                 class: class_label(class).into(),
             };
@@ -138,6 +139,7 @@ fn class_label(class: RunClass) -> &'static str {
     match class {
         RunClass::Backup => "backup",
         RunClass::Maintenance => "maintenance",
+        RunClass::Drill => "drill",
         RunClass::Restore => "restore",
     }
 }
@@ -186,6 +188,10 @@ pub fn job_footprint(job: &Job) -> Option<(JobId, RunKey, Footprint)> {
                 plan: labels.get(LABEL_PLAN)?.clone(),
                 copy: labels.get(crate::job::LABEL_COPY)?.clone(),
             },
+        ),
+        crate::job::DRILL_OPERATION => (
+            RunClass::Drill,
+            Owner::Drill(labels.get(LABEL_PLAN)?.clone()),
         ),
         "restore" => (
             RunClass::Restore,

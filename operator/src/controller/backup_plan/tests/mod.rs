@@ -2,6 +2,7 @@
 
 mod copies;
 mod copy_prunes;
+mod drills;
 mod listed_snapshots;
 mod maintenance;
 mod queue;
