@@ -364,19 +364,23 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
     }
 }
 
-/// Why a drill failed: files that differ from the snapshot (exit 14), a database whose dump
-/// did not load or whose rows differ (its entry's error), or what fails any run (a wrong
-/// password, no snapshot of the plan…).
+/// Why a drill failed: the data differs (exit 14) in files (`VerifyFailed`, before all) or in a
+/// database whose dump did not load or whose rows differ (`DumpDidNotLoad`, its entry's error);
+/// a drill that could not run (no server could start: exit 1) or what fails any run (a wrong
+/// password, no snapshot of the plan…) keeps the usual reasons.
 fn drill_failure(result: &RunResult, status: ExitStatus) -> (Reason, String) {
     let stats = result.drill.as_ref();
     let failed_database = stats.and_then(|d| d.databases.iter().find(|db| db.error.is_some()));
+    let files_differ = stats.is_some_and(|d| d.volumes.iter().any(|v| v.mismatched > 0));
     let reason = match status {
+        ExitStatus::VerifyFailed if !files_differ && failed_database.is_some() => {
+            Reason::DumpDidNotLoad
+        }
         ExitStatus::VerifyFailed => Reason::VerifyFailed,
         ExitStatus::WrongPassword => Reason::WrongPassword,
         ExitStatus::NoRepository => Reason::RepositoryNotFound,
         ExitStatus::LockFailed => Reason::RepositoryLocked,
         ExitStatus::NoSnapshotOfHost => Reason::SnapshotNotFound,
-        _ if failed_database.is_some() => Reason::DumpDidNotLoad,
         _ => Reason::DrillFailed,
     };
     let fallback = || match (reason, failed_database) {

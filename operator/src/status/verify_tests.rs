@@ -166,11 +166,12 @@ fn files_that_differ_fail_the_drill_with_verify_failed_naming_them() {
 
 #[test]
 fn a_dump_that_does_not_load_fails_the_drill_with_dump_did_not_load() {
-    let mut result = drill_result(ExitStatus::Failed);
+    // The sidecar exits 14: the data differs, in a database.
+    let mut result = drill_result(ExitStatus::VerifyFailed);
     result.error = None;
     let database = &mut result.drill.as_mut().unwrap().databases[0];
     database.error = Some("ERROR: relation \"orders\" does not exist".into());
-    let record = record(&result, 1, None);
+    let record = record(&result, 14, None);
     assert_eq!(record.result, DrillOutcome::Failed);
     assert_eq!(record.reason, "DumpDidNotLoad");
     assert_eq!(
@@ -178,6 +179,16 @@ fn a_dump_that_does_not_load_fails_the_drill_with_dump_did_not_load() {
         Some("database orders: ERROR: relation \"orders\" does not exist")
     );
     assert!(record.databases[0].error.is_some());
+    // Files that differ as well: they come first.
+    result.drill.as_mut().unwrap().volumes[0].mismatched = 1;
+    let record = super::tests::record(&result, 14, None);
+    assert_eq!(record.reason, "VerifyFailed");
+    // A server that could not start (exit 1): the drill could not run, the data is not blamed.
+    let mut result = drill_result(ExitStatus::Failed);
+    result.error = Some("database orders: no PostgreSQL server: install postgresql".into());
+    result.drill.as_mut().unwrap().databases[0].error = Some("no PostgreSQL server".into());
+    let record = super::tests::record(&result, 1, None);
+    assert_eq!(record.reason, "DrillFailed");
 }
 
 #[test]

@@ -36,12 +36,13 @@ fn the_failed_drill_alert_fires_while_the_last_drill_failed_and_resolves_with_a_
     };
     let rule = alert_rule(&groups, "NeverwipedRestoreDrillFailed");
     // Failed at minute 2, a good drill at minute 5; another plan's drills always pass.
-    let gauge = "neverwiped_restore_drill_failed";
+    // (The gauge is 1 for a drill that proved the data, 0 for one that failed.)
+    let gauge = "neverwiped_restore_drill_last_result";
     let tests = json!([{
         "interval": "1m",
         "input_series": [
-            {"series": format!("{gauge}{{namespace=\"shop\",plan=\"nightly\"}}"), "values": "0 0 1 1 1 0 0"},
-            {"series": format!("{gauge}{{namespace=\"shop\",plan=\"steady\"}}"), "values": "0x6"},
+            {"series": format!("{gauge}{{namespace=\"shop\",plan=\"nightly\"}}"), "values": "1 1 0 0 0 1 1"},
+            {"series": format!("{gauge}{{namespace=\"shop\",plan=\"steady\"}}"), "values": "1x6"},
         ],
         "alert_rule_test": [
             {"eval_time": "1m", "alertname": "NeverwipedRestoreDrillFailed", "exp_alerts": []},
