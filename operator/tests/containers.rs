@@ -3,14 +3,16 @@
 //! a container of the sidecar image under the pod's own security context (`support::kubelet`),
 //! against rest-server and real PostgreSQL servers on loopback.
 //!
-//! Needs a container engine with `neverwiped/operator:dev` and `neverwiped/sidecar:dev`
-//! (`scripts/build-images.sh`), an API server (`KUBECONFIG`), rest-server and PostgreSQL. Without
+//! Needs a container engine with `neverwiped/operator:dev`, `neverwiped/sidecar:dev` and
+//! `neverwiped/drill:dev` (`scripts/build-images.sh`), an API server (`KUBECONFIG`), rest-server and PostgreSQL. Without
 //! them the tests skip loudly; under CI they fail (`neverwiped_testkit::require_that`).
 
 mod support;
 
 #[path = "containers/copies.rs"]
 mod copies;
+#[path = "containers/drills.rs"]
+mod drills;
 #[path = "containers/never_wiped.rs"]
 mod never_wiped;
 
