@@ -136,10 +136,11 @@ registry() {
 }
 
 images() {
-  step "images: neverwiped/operator:dev and neverwiped/sidecar:dev (scripts/build-images.sh; bases, binaries and layers cached)"
+  step "images: neverwiped/operator:dev, neverwiped/sidecar:dev and neverwiped/drill:dev (scripts/build-images.sh; bases, binaries and layers cached)"
   nice scripts/build-images.sh --push 127.0.0.1:5000
   docker run --rm --read-only --cap-drop=ALL --entrypoint pg_dump neverwiped/sidecar:dev --version
   docker run --rm --read-only --cap-drop=ALL --entrypoint mariadb-dump neverwiped/sidecar:dev --version
+  docker run --rm --read-only --cap-drop=ALL --entrypoint mariadbd neverwiped/drill:dev --version
   # The images' own binaries, for sidecar/tests/images.rs: checked, not built a second time.
   NEVERWIPED_STATIC_BINARIES=$ROOT/.image-binaries/$(docker version --format '{{.Server.Arch}}')
   export NEVERWIPED_STATIC_BINARIES
