@@ -380,12 +380,13 @@ async fn operator_started_from_the_rendered_deployment_reconciles_the_example_pl
             families.iter().any(|registered| registered == family),
             "the chart's alerts read {name}, which operator/src/metrics.rs does not register: {families:?}"
         );
-        // A check's gauge needs a check; a copy's lag, a plan with copies.
-        if ![
-            "neverwiped_repository_check_ok",
-            "neverwiped_copy_lag_seconds",
-        ]
-        .contains(&name.as_str())
+        // A check's gauge needs a check; a copy's lag, a plan with copies; a drill's, a drill.
+        if !(name.starts_with("neverwiped_restore_drill_")
+            || [
+                "neverwiped_repository_check_ok",
+                "neverwiped_copy_lag_seconds",
+            ]
+            .contains(&name.as_str()))
         {
             assert!(
                 metrics.contains(&format!("\n{name}{plan_labels}")),

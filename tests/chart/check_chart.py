@@ -106,6 +106,7 @@ EVERYTHING_ON: dict[str, Any] = {
             "backupFailed": {"window": "2h", "for": "1m", "severity": "ticket"},
             "repositoryCheckFailed": {"for": "10m", "severity": "page"},
             "suspiciousChange": {"for": "1m", "severity": "page"},
+            "restoreDrillStale": {"thresholdSeconds": 1209600, "for": "1h", "severity": "ticket"},
         },
     },
     "restServer": {"enabled": True, "appendOnly": True, "htpasswdSecretName": "rest-server-users",
@@ -130,6 +131,10 @@ ALERT_METRICS = {
     "NeverwipedRepositoryCheckFailed": {"neverwiped_repository_check_ok"},
     "NeverwipedSuspiciousChange": {"neverwiped_suspicious_change"},
     "NeverwipedCopyLagging": {"neverwiped_copy_lag_seconds"},
+    "NeverwipedRestoreDrillFailed": {"neverwiped_restore_drill_last_result"},
+    "NeverwipedRestoreDrillStale": {"neverwiped_restore_drill_last_success_timestamp_seconds"},
+    "NeverwipedRestoreDrillOverObjective": {"neverwiped_restore_drill_duration_seconds",
+                                            "neverwiped_restore_drill_objective_seconds"},
 }
 
 
@@ -355,6 +360,8 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
      "/metrics/prometheusRule/backupOverdue/marginSeconds"),
     ({"metrics": {"prometheusRule": {"backupFailed": {"window": "one hour"}}}},
      "/metrics/prometheusRule/backupFailed/window"),
+    ({"metrics": {"prometheusRule": {"restoreDrillStale": {"thresholdSeconds": 0}}}},
+     "/metrics/prometheusRule/restoreDrillStale/thresholdSeconds"),
     ({"nodeSelector": {"disktype": 1}}, "/nodeSelector/disktype"),
     ({"restServer": {"enabled": "yes"}}, "/restServer/enabled"),
     ({"policy": {"allowedTolerations": [{"key": "x", "operator": "Maybe"}]}},
@@ -752,14 +759,16 @@ def the_alerts_parse_and_read_the_operators_metrics() -> None:
     expect(rules["NeverwipedSuspiciousChange"]["for"] == "1m"
            and rules["NeverwipedSuspiciousChange"]["labels"]["severity"] == "page",
            "the suspicious-change alert's for and severity")
+    stale = rules["NeverwipedRestoreDrillStale"]
+    expect(stale["expr"].rstrip().endswith("> 1209600") and stale["for"] == "1h"
+           and stale["labels"]["severity"] == "ticket", "the stale-drill alert's thresholds")
 
     # Each alert can be switched off.
     values = copy.deepcopy(EVERYTHING_ON)
     values["metrics"]["prometheusRule"]["backupFailed"]["enabled"] = False
     rule = Rendered(values).one("PrometheusRule")
     expect({r["alert"] for r in rule["spec"]["groups"][0]["rules"]} ==
-           {"NeverwipedBackupOverdue", "NeverwipedRepositoryCheckFailed",
-            "NeverwipedSuspiciousChange", "NeverwipedCopyLagging"}, "backupFailed off")
+           set(ALERT_METRICS) - {"NeverwipedBackupFailed"}, "backupFailed off")
 
 
 @check

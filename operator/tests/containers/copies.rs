@@ -91,12 +91,12 @@ fn lag_seconds(operator: &OperatorContainer, ns: &str) -> f64 {
 }
 
 /// The night's change of the application's files: one file rewritten, one added (night one
-/// writes 48 MiB that does not compress, for a copy long enough to be killed half-way).
+/// writes 96 MiB that does not compress, for a copy long enough to be killed half-way).
 fn change(data: &Path, night: u64) {
     if night == 1 {
         folder(data, "", APP, 0o750);
         folder(data, "media", APP, 0o750);
-        for part in 0..3 {
+        for part in 0..6 {
             let path = format!("media/part-{part}.bin");
             put(data, &path, &noise(16 << 20, 10 + part), APP, 0o640);
         }
@@ -137,20 +137,33 @@ async fn copy_recorded(ns: &str, snapshot: &str) -> Value {
 async fn kill_once_packs_land(ns: &str, job: &str, packs: &Path) {
     let prefix = format!("nw-{ns}-{job}");
     let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+    // The container is found first, so that the kill follows the first pack at once: the copy
+    // may take well under a second.
+    let container = loop {
+        let listed = docker(&["ps", "--quiet", "--filter", &format!("name={prefix}")]);
+        let container = String::from_utf8_lossy(&listed.stdout).trim().to_owned();
+        if !container.is_empty() {
+            break container;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no container of {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     while files_below(packs) == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "no pack of {job} landed"
         );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let listed = docker(&["ps", "--quiet", "--filter", &format!("name={prefix}")]);
-    let container = String::from_utf8_lossy(&listed.stdout).trim().to_owned();
+    let killed = docker(&["kill", "--signal", "KILL", &container]);
     assert!(
-        !container.is_empty(),
-        "the container of {job} ended before a kill"
+        killed.status.success(),
+        "the container of {job} ended before a kill: {}",
+        String::from_utf8_lossy(&killed.stderr)
     );
-    docker_ok(&["kill", "--signal", "KILL", &container]);
 }
 
 /// The copies' ids at the destination, by the id of their original in the plan's repository.
