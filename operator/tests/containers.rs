@@ -28,30 +28,37 @@ use support::postgres::*;
 use support::volumes::*;
 use support::*;
 
+/// Runs the workspace's sidecar (`cargo build` it first) with `password` as the repository's:
+/// what an admin runs by hand beside the cluster. Panics with its error when it fails.
+fn workspace_sidecar(command: &mut Command, password: &Path) -> Vec<u8> {
+    let output = command
+        .env("NEVERWIPED_PASSWORD_FILE", password)
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?} does not run ({e}): cargo build first"));
+    assert!(
+        output.status.success(),
+        "{command:?}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// The workspace's sidecar binary.
+fn workspace_sidecar_binary() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/neverwiped-sidecar")
+}
+
 /// The `sources` that snapshot `id` of the repository at `url` records, as the workspace's
-/// sidecar (`cargo build` it first) lists them.
+/// sidecar lists them.
 fn recorded_sources(url: &str, id: &str) -> Value {
     let scratch = Scratch::new("sources");
     let password = scratch.0.join("password");
     std::fs::write(&password, REPOSITORY_PASSWORD).unwrap();
-    let sidecar = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/neverwiped-sidecar");
     let repository = format!("rest:{url}");
-    let output = Command::new(&sidecar)
-        .args(["--repo", &repository, "snapshots", "--json"])
-        .env("NEVERWIPED_PASSWORD_FILE", &password)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "{} does not run ({e}): cargo build first",
-                sidecar.display()
-            )
-        });
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let snapshots: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let mut command = Command::new(workspace_sidecar_binary());
+    command.args(["--repo", &repository, "snapshots", "--json"]);
+    let listed = workspace_sidecar(&mut command, &password);
+    let snapshots: Vec<Value> = serde_json::from_slice(&listed).unwrap();
     let snapshot = snapshots.into_iter().find(|s| s["id"] == id);
     snapshot.expect("the snapshot is listed")["sources"].clone()
 }

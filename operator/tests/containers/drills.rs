@@ -109,9 +109,9 @@ fn back_up_a_dump_that_does_not_load(url: &str, host: &str, volume: &Path, port:
         psql.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let sidecar = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/neverwiped-sidecar");
     let claim = json!({"path": volume.to_str().unwrap(), "name": "uploads"}).to_string();
-    let output = Command::new(&sidecar)
+    let mut command = Command::new(workspace_sidecar_binary());
+    command
         .args(["--repo", &format!("rest:{url}"), "backup"])
         .arg(volume)
         .args(["--host", host, "--claim", &claim])
@@ -123,20 +123,8 @@ fn back_up_a_dump_that_does_not_load(url: &str, host: &str, volume: &Path, port:
             "--database-password-file",
             &format!("orders={}", db_password.display()),
         ])
-        .env("NEVERWIPED_PASSWORD_FILE", &password)
-        .env("PATH", path)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "{} does not run ({e}): cargo build first",
-                sidecar.display()
-            )
-        });
-    assert!(
-        output.status.success(),
-        "the backup with the stand-in pg_dump:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .env("PATH", path);
+    workspace_sidecar(&mut command, &password);
 }
 
 /// The test's parts: the namespace, rest-server, the source database, the volume's folder.
