@@ -131,7 +131,7 @@ impl DrillStats {
         let mut shortened = false;
         for error in self.databases.iter_mut().filter_map(|d| d.error.as_mut()) {
             if error.len() > limit {
-                crate::truncate_at_char_boundary(error, limit);
+                crate::text::truncate_at_char_boundary(error, limit);
                 error.push_str(" …");
                 shortened = true;
             }

@@ -365,7 +365,7 @@ impl RunResult {
             if let Some(error) = result.error.as_mut() {
                 let excess = json.len() - TERMINATION_MESSAGE_MAX_BYTES;
                 let keep = error.len().saturating_sub(excess + 16);
-                truncate_at_char_boundary(error, keep);
+                text::truncate_at_char_boundary(error, keep);
                 error.push_str(" …");
                 continue;
             }
@@ -477,17 +477,6 @@ pub struct SourcesTooLarge {
     pub bytes: usize,
     pub claims: usize,
     pub databases: usize,
-}
-
-pub(crate) fn truncate_at_char_boundary(text: &mut String, max_len: usize) {
-    if text.len() <= max_len {
-        return;
-    }
-    let mut cut = max_len;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text.truncate(cut);
 }
 
 #[cfg(test)]

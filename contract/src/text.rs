@@ -56,6 +56,18 @@ fn push_all(out: &mut String, bytes: &[u8], in_quotes: bool) {
     }
 }
 
+/// Cuts `text` to at most `max_len` bytes, at a character's boundary.
+pub fn truncate_at_char_boundary(text: &mut String, max_len: usize) {
+    if text.len() <= max_len {
+        return;
+    }
+    let mut cut = max_len;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+}
+
 /// A name (a path, a link target, any bytes a workload chose) for a terminal: unchanged when it
 /// is valid UTF-8 without control characters and does not start with `$'`; otherwise quoted as
 /// bash's `$'…'`, in which `\n`, `\t`, `\r`, `\xHH`, `\\` and `\'` stand for the bytes of the

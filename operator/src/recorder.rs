@@ -163,13 +163,7 @@ fn last_seen(event: &Event) -> Option<Timestamp> {
 
 fn shorten(note: &str) -> String {
     let mut note = note.to_owned();
-    if note.len() > MAX_NOTE_BYTES {
-        let mut cut = MAX_NOTE_BYTES;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
-    }
+    neverwiped_contract::text::truncate_at_char_boundary(&mut note, MAX_NOTE_BYTES);
     note
 }
 

@@ -143,11 +143,7 @@ fn finish(
     }
     let mut message = format!("drill failed: {}", findings.problems.join("; "));
     if message.len() > MESSAGE_AT_MOST {
-        let mut end = MESSAGE_AT_MOST;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+        neverwiped_contract::text::truncate_at_char_boundary(&mut message, MESSAGE_AT_MOST);
         message.push_str(" …");
     }
     Err(FailedAfter {

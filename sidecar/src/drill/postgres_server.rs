@@ -5,6 +5,7 @@
 
 use super::server::{self, ServerDir, ServerProcess};
 use super::ThrowawayServer;
+use crate::dump::child::is_executable;
 use crate::dump::{postgres, DatabaseTarget, DatabaseUri, Engine};
 use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::Signal;
@@ -22,9 +23,8 @@ const VERSIONS_DIR: &str = "/usr/lib/postgresql";
 /// The folder holding `initdb` and `postgres`: the newest version's under [`VERSIONS_DIR`], else
 /// the one on PATH.
 fn bin_dir() -> Option<PathBuf> {
-    let has_server = |bin: &Path| {
-        server::is_executable(&bin.join("initdb")) && server::is_executable(&bin.join("postgres"))
-    };
+    let has_server =
+        |bin: &Path| is_executable(&bin.join("initdb")) && is_executable(&bin.join("postgres"));
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(VERSIONS_DIR)
         .into_iter()
         .flatten()

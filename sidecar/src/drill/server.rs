@@ -128,12 +128,8 @@ pub fn find_program(name: &str, fallbacks: &[&str]) -> Option<PathBuf> {
         fallbacks
             .iter()
             .map(PathBuf::from)
-            .find(|path| is_executable(path))
+            .find(|path| crate::dump::child::is_executable(path))
     })
-}
-
-pub fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// A running server, stopped when dropped (its `signal`, then SIGKILL after a grace): when the

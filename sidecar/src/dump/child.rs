@@ -504,7 +504,8 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|path| is_executable(path))
 }
 
-fn is_executable(path: &Path) -> bool {
+/// Whether `path` is a file with an execute bit.
+pub fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(path)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
