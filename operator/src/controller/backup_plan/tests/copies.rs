@@ -60,7 +60,6 @@ pub(super) fn copy_job_of(name: &str, created: &str) -> Job {
 
 /// The pod of a copy Job that ended with `status`, reporting `copied` as its newest snapshot.
 fn copy_pod(job: &str, status: ExitStatus, copied: Option<(&str, &str)>) -> Pod {
-    let mut pod = pod_for(job);
     let result = RunResult {
         snapshot_id: copied.map(|(id, _)| format!("{id}{}", "0".repeat(56))),
         snapshot_time: copied.map(|(_, time)| time.to_owned()),
@@ -69,12 +68,7 @@ fn copy_pod(job: &str, status: ExitStatus, copied: Option<(&str, &str)>) -> Pod 
         error: (status != ExitStatus::Success).then(|| "cannot reach the gate".to_owned()),
         ..run_result(Operation::Copy, status)
     };
-    let statuses = pod.status.as_mut().unwrap().container_statuses.as_mut();
-    let state = statuses.unwrap()[0].state.as_mut().unwrap();
-    let terminated = state.terminated.as_mut().unwrap();
-    terminated.message = Some(result.to_termination_message());
-    terminated.exit_code = status.code();
-    pod
+    pod_with_result(job, &result, status.code())
 }
 
 #[test]

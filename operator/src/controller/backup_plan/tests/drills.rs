@@ -55,7 +55,6 @@ fn drill_job_of(name: &str, created: &str, finished: bool) -> Job {
 
 /// The pod of a drill Job that ended with `status` after `secs` seconds of restoring.
 fn drill_pod(job: &str, status: ExitStatus, secs: f64, error: Option<&str>) -> Pod {
-    let mut pod = pod_for(job);
     let mut result = run_result(Operation::Drill, status);
     result.snapshot_id = Some(format!("cccccccc{}", "0".repeat(56)));
     result.error = error.map(str::to_owned);
@@ -71,12 +70,7 @@ fn drill_pod(job: &str, status: ExitStatus, secs: f64, error: Option<&str>) -> P
         }],
         databases: Vec::new(),
     });
-    let statuses = pod.status.as_mut().unwrap().container_statuses.as_mut();
-    let state = statuses.unwrap()[0].state.as_mut().unwrap();
-    let terminated = state.terminated.as_mut().unwrap();
-    terminated.message = Some(result.to_termination_message());
-    terminated.exit_code = status.code();
-    pod
+    pod_with_result(job, &result, status.code())
 }
 
 #[test]

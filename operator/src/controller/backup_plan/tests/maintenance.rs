@@ -19,22 +19,7 @@ fn finish(observed: &mut ObservedPlan, job: &Job, result: RunResult) {
     finished.status = finished_job(&name, "2026-11-30T00:10:00Z").status;
     observed.jobs.retain(|j| j.name_any() != name);
     observed.jobs.push(finished);
-    let mut pod = pod_for(&name);
-    let terminated = pod
-        .status
-        .as_mut()
-        .unwrap()
-        .container_statuses
-        .as_mut()
-        .unwrap()[0]
-        .state
-        .as_mut()
-        .unwrap()
-        .terminated
-        .as_mut()
-        .unwrap();
-    terminated.message = Some(result.to_termination_message());
-    observed.pods.push(pod);
+    observed.pods.push(pod_with_result(&name, &result, 0));
 }
 
 fn result(operation: Operation, status: ExitStatus) -> RunResult {

@@ -215,6 +215,12 @@ pub(super) fn pod_for(job: &str) -> Pod {
         bytes_transferred: 40,
         ..run_result(Operation::Backup, ExitStatus::Success)
     };
+    pod_with_result(job, &result, 0)
+}
+
+/// The pod of `job` whose sidecar ended with `exit_code` and `result` as its termination
+/// message.
+pub(super) fn pod_with_result(job: &str, result: &RunResult, exit_code: i32) -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some(format!("{job}-x")),
@@ -231,7 +237,7 @@ pub(super) fn pod_for(job: &str) -> Pod {
                 name: SIDECAR_CONTAINER.into(),
                 state: Some(ContainerState {
                     terminated: Some(ContainerStateTerminated {
-                        exit_code: 0,
+                        exit_code,
                         message: Some(result.to_termination_message()),
                         ..ContainerStateTerminated::default()
                     }),
