@@ -104,6 +104,56 @@ fn example_plan(namespace: &str) -> Value {
     plan
 }
 
+/// The plan `nightly` a tenant applies in `namespace`: a night at 03:00 and one run now, the
+/// gate's login (Secret `gate-login`), the database entry `orders` (`pg-backup`), and `extra`'s
+/// fields in its spec.
+fn tenant_plan(namespace: &str, extra: Value) -> Value {
+    let mut plan = json!({
+        "apiVersion": "neverwiped.io/v1alpha1",
+        "kind": "BackupPlan",
+        "metadata": {"name": "nightly", "namespace": namespace},
+        "spec": {
+            "schedule": "0 3 * * *",
+            "manualTrigger": "1",
+            "repository": {
+                "url": "http://gate.example.test:8000/shop",
+                "passwordSecretRef": {"name": "shop-repository", "key": "password"},
+                "credentialsSecretRef": {"name": "gate-login"},
+            },
+            "databases": [{
+                "name": "orders",
+                "type": "postgresql",
+                "host": "postgres.shop.svc",
+                "credentialsSecretRef": {"name": "pg-backup"},
+            }],
+        },
+    });
+    for (key, value) in extra.as_object().expect("the spec's fields") {
+        plan["spec"][key] = value.clone();
+    }
+    plan
+}
+
+/// The Secrets [`tenant_plan`] names: its repository's password, the gate's and the database's
+/// logins.
+fn create_tenant_plan_secrets(namespace: &str) {
+    create_secret(
+        namespace,
+        "shop-repository",
+        &[("password", REPOSITORY_PASSWORD)],
+    );
+    create_basic_auth_secret(namespace, "gate-login", GATE_USERNAME, GATE_PASSWORD);
+    create_basic_auth_secret(namespace, "pg-backup", PG_USERNAME, PG_PASSWORD);
+}
+
+/// The Jobs of `jobs` whose labels match `selector`, by name.
+async fn labelled_jobs(jobs: &Api<Job>, selector: &str) -> Vec<Job> {
+    let params = kube::api::ListParams::default().labels(selector);
+    let mut found = (jobs.list(&params).await).map_or_else(|_| Vec::new(), |list| list.items);
+    found.sort_by_key(kube::ResourceExt::name_any);
+    found
+}
+
 /// How many times the operator has begun to reconcile a BackupPlan.
 fn reconciles(operator: &Operator) -> f64 {
     operator

@@ -12,7 +12,6 @@ use neverwiped_contract::{ExitStatus, Operation, PruneStats};
 use serde_json::{json, Value};
 
 use super::PRUNE_WAIT;
-use crate::support::identity::operator_kubeconfig;
 use crate::support::tenant::{apply_as, kubectl_as, refused, tenant};
 use crate::support::*;
 
@@ -87,17 +86,9 @@ async fn a_protected_plans_prune_runs_in_the_operators_namespace_out_of_the_tena
         "credentials": [{"urlPrefix": PREFIX, "secretName": "gate-maintenance"}],
         "protectionWindow": {"default": "7d", "namespaces": {ns: "14d"}},
     });
-    let kubeconfig = operator_kubeconfig(own_ns);
-    let _operator = Operator::start_as(
-        &kubeconfig,
-        ns,
-        "operator",
-        &[
-            ("POD_NAMESPACE", own_ns),
-            ("NEVERWIPED_LEASE_NAMESPACE", own_ns),
-            ("NEVERWIPED_MAINTENANCE", &values.to_string()),
-        ],
-    );
+    let maintenance = values.to_string();
+    let _operator =
+        Operator::start_as_chart(ns, own_ns, &[("NEVERWIPED_MAINTENANCE", &maintenance)]);
     let tenant = tenant(ns);
     // The tenant shortens its retention before the first prune; another plan points outside the
     // prefix (a look-alike path segment).

@@ -13,15 +13,14 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::ResourceExt;
 use neverwiped_contract::{ExitStatus, Operation, PruneStats, RunResult};
 use serde_json::json;
 
 use super::suspicious_change::night_result;
 use super::*;
-use crate::support::identity::operator_kubeconfig;
-use crate::support::tenant::{apply_as, kubectl_as, tenant};
+use crate::support::tenant::{apply_as, kubectl_as, patch_plan_as, tenant};
 
 const OFFSITE_PASSWORD: &str = "offsite password 6b1e";
 const ADMIN_LOGIN: (&str, &str) = ("offsite-admin", "offsite-admin-password-93c4");
@@ -30,24 +29,9 @@ const PREFIX: &str = "http://offsite.example.test:8000/protected/";
 const PRUNE_WAIT: Duration = Duration::from_secs(90);
 
 fn plan(namespace: &str) -> Value {
-    json!({
-        "apiVersion": "neverwiped.io/v1alpha1",
-        "kind": "BackupPlan",
-        "metadata": {"name": "nightly", "namespace": namespace},
-        "spec": {
-            "schedule": "0 3 * * *",
-            "manualTrigger": "1",
-            "repository": {
-                "url": "http://gate.example.test:8000/shop",
-                "passwordSecretRef": {"name": "shop-repository", "key": "password"},
-                "credentialsSecretRef": {"name": "gate-login"},
-            },
-            "databases": [{
-                "name": "orders",
-                "type": "postgresql",
-                "host": "postgres.shop.svc",
-                "credentialsSecretRef": {"name": "pg-backup"},
-            }],
+    tenant_plan(
+        namespace,
+        json!({
             "copies": [
                 {
                     "name": "offsite",
@@ -70,25 +54,15 @@ fn plan(namespace: &str) -> Value {
                 "prune": {"schedule": "* * * * *", "suspend": true},
                 "check": {"suspend": true},
             },
-        },
-    })
+        }),
+    )
 }
 
 /// Runs night `night` (the tenant sets the manual trigger after the first) to its result.
 async fn night(client: &Client, tenant: &std::path::Path, ns: &str, night: u32, result: RunResult) {
     if night > 1 {
-        let patch = format!(r#"{{"spec":{{"manualTrigger":"{night}"}}}}"#);
-        let args = [
-            "patch",
-            "backupplan",
-            "nightly",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            &patch,
-        ];
-        assert!(kubectl_as(tenant, &args).status.success());
+        let patch = json!({"spec": {"manualTrigger": night.to_string()}});
+        patch_plan_as(tenant, ns, "nightly", &patch);
     }
     let job = format!("nightly-manual-{night}");
     job_created(client, ns, &job).await;
@@ -116,13 +90,7 @@ async fn offsite_prunes(jobs: &Api<Job>, ns: &str) -> Vec<Job> {
     let labels = format!(
         "neverwiped.io/plan=nightly,neverwiped.io/plan-namespace={ns},neverwiped.io/copy=offsite"
     );
-    let mut found = jobs
-        .list(&ListParams::default().labels(&labels))
-        .await
-        .map(|list| list.items)
-        .unwrap_or_default();
-    found.sort_by_key(|job| job.name_any());
-    found
+    labelled_jobs(jobs, &labels).await
 }
 
 #[tokio::test]
@@ -133,9 +101,7 @@ async fn a_destination_with_retention_is_pruned_under_the_never_wiped_rules() {
     let ns = namespace.name.as_str();
     let own = TestNamespace::create("copyprune-op");
     let own_ns = own.name.as_str();
-    create_secret(ns, "shop-repository", &[("password", REPOSITORY_PASSWORD)]);
-    create_basic_auth_secret(ns, "gate-login", GATE_USERNAME, GATE_PASSWORD);
-    create_basic_auth_secret(ns, "pg-backup", PG_USERNAME, PG_PASSWORD);
+    create_tenant_plan_secrets(ns);
     create_secret(ns, "offsite-repository", &[("password", OFFSITE_PASSWORD)]);
     create_basic_auth_secret(
         ns,
@@ -148,17 +114,9 @@ async fn a_destination_with_retention_is_pruned_under_the_never_wiped_rules() {
         "credentials": [{"urlPrefix": PREFIX, "secretName": "offsite-maintenance"}],
         "protectionWindow": {"default": "14d"},
     });
-    let kubeconfig = operator_kubeconfig(own_ns);
-    let operator = Operator::start_as(
-        &kubeconfig,
-        ns,
-        "operator",
-        &[
-            ("POD_NAMESPACE", own_ns),
-            ("NEVERWIPED_LEASE_NAMESPACE", own_ns),
-            ("NEVERWIPED_MAINTENANCE", &values.to_string()),
-        ],
-    );
+    let maintenance = values.to_string();
+    let operator =
+        Operator::start_as_chart(ns, own_ns, &[("NEVERWIPED_MAINTENANCE", &maintenance)]);
     let tenant = tenant(ns);
     apply_as(&tenant, &plan(ns));
 
@@ -195,18 +153,8 @@ async fn a_destination_with_retention_is_pruned_under_the_never_wiped_rules() {
 
     // The tenant turns prunes on: the offsite prune runs in the operator's namespace, with the
     // admin's login and a copy of the offsite password, and forgets nothing while the night waits.
-    let patch = r#"{"spec":{"maintenance":{"prune":{"suspend":false}}}}"#;
-    let args = [
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        patch,
-    ];
-    assert!(kubectl_as(&tenant, &args).status.success());
+    let patch = json!({"spec": {"maintenance": {"prune": {"suspend": false}}}});
+    patch_plan_as(&tenant, ns, "nightly", &patch);
     let own_jobs: Api<Job> = Api::namespaced(client.clone(), own_ns);
     let paused = eventually("the offsite prune Job", PRUNE_WAIT, || async {
         offsite_prunes(&own_jobs, ns).await.into_iter().next()

@@ -102,17 +102,7 @@ fn run_sidecar(job: &Job, tree: &Path, scratch: &Path) -> RunResult {
 /// Starts night `night` (a manual run), runs its Job with the real sidecar and records it.
 async fn night(client: &Client, ns: &str, night: u32, tree: &Path, scratch: &Path) -> Value {
     if night > 1 {
-        let patch = format!(r#"{{"spec":{{"manualTrigger":"{night}"}}}}"#);
-        kubectl(&[
-            "patch",
-            "backupplan",
-            "app",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            &patch,
-        ]);
+        trigger_backup(ns, "app", &night.to_string());
     }
     let name = format!("app-manual-{night}");
     let job = job_created(client, ns, &name).await;

@@ -19,40 +19,24 @@ use neverwiped_contract::{ExitStatus, HostSnapshots, Operation, RunResult, Snaps
 use serde_json::json;
 
 use super::*;
-use crate::support::identity::operator_kubeconfig;
-use crate::support::tenant::{apply_as, kubectl_as, tenant};
+use crate::support::tenant::{apply_as, kubectl_as, patch_plan_as, tenant};
 
 const SNAPSHOT: &str = "5f0c3e9a1b2d4c6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f506";
 /// A drill's Job name is its minute: a second drill may wait for the next one.
 const NEXT_DRILL: Duration = Duration::from_secs(150);
 
 fn plan(namespace: &str) -> Value {
-    json!({
-        "apiVersion": "neverwiped.io/v1alpha1",
-        "kind": "BackupPlan",
-        "metadata": {"name": "nightly", "namespace": namespace},
-        "spec": {
-            "schedule": "0 3 * * *",
-            "manualTrigger": "1",
-            "repository": {
-                "url": "http://gate.example.test:8000/shop",
-                "passwordSecretRef": {"name": "shop-repository", "key": "password"},
-                "credentialsSecretRef": {"name": "gate-login"},
-            },
-            "databases": [{
-                "name": "orders",
-                "type": "postgresql",
-                "host": "postgres.shop.svc",
-                "credentialsSecretRef": {"name": "pg-backup"},
-            }],
+    tenant_plan(
+        namespace,
+        json!({
             "verify": {
                 "schedule": "* * * * *",
                 "recoveryTimeObjective": "10m",
                 "suspend": true,
             },
             "maintenance": {"prune": {"suspend": true}, "check": {"suspend": true}},
-        },
-    })
+        }),
+    )
 }
 
 /// The first backup's result: one snapshot of 2 GiB in 1000 files, listed for the plan's host.
@@ -100,15 +84,11 @@ fn drill_result(status: ExitStatus, volume_secs: f64, mismatched: u64) -> RunRes
 
 /// The plan's drill Jobs, by name.
 async fn drill_jobs(jobs: &Api<Job>) -> Vec<Job> {
-    let selector = "neverwiped.io/plan=nightly,neverwiped.io/operation=drill";
-    let params = kube::api::ListParams::default().labels(selector);
-    let mut found = jobs
-        .list(&params)
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    found.sort_by_key(|job| job.name_any());
-    found
+    labelled_jobs(
+        jobs,
+        "neverwiped.io/plan=nightly,neverwiped.io/operation=drill",
+    )
+    .await
 }
 
 /// Waits for a drill Job not among `seen`.
@@ -165,20 +145,9 @@ async fn drills_prove_the_plans_snapshot_after_its_backup_and_record_the_recover
     let ns = namespace.name.as_str();
     let own = TestNamespace::create("verify-op");
     let own_ns = own.name.as_str();
-    create_secret(ns, "shop-repository", &[("password", REPOSITORY_PASSWORD)]);
-    create_basic_auth_secret(ns, "gate-login", GATE_USERNAME, GATE_PASSWORD);
-    create_basic_auth_secret(ns, "pg-backup", PG_USERNAME, PG_PASSWORD);
-    let kubeconfig = operator_kubeconfig(own_ns);
-    let operator = Operator::start_as(
-        &kubeconfig,
-        ns,
-        "operator",
-        &[
-            ("POD_NAMESPACE", own_ns),
-            ("NEVERWIPED_LEASE_NAMESPACE", own_ns),
-            ("NEVERWIPED_DRILL_IMAGE", "ghcr.io/neverwiped/drill:test"),
-        ],
-    );
+    create_tenant_plan_secrets(ns);
+    let drill_image = ("NEVERWIPED_DRILL_IMAGE", "ghcr.io/neverwiped/drill:test");
+    let operator = Operator::start_as_chart(ns, own_ns, &[drill_image]);
     let tenant = tenant(ns);
     apply_as(&tenant, &plan(ns));
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
@@ -297,18 +266,8 @@ async fn drills_prove_the_plans_snapshot_after_its_backup_and_record_the_recover
     .await;
 
     // The tenant lets the schedule run: the next minute's drill takes longer than 10 minutes.
-    let patch = r#"{"spec":{"verify":{"suspend":false}}}"#;
-    let args = [
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        patch,
-    ];
-    assert!(kubectl_as(&tenant, &args).status.success());
+    let patch = json!({"spec": {"verify": {"suspend": false}}});
+    patch_plan_as(&tenant, ns, "nightly", &patch);
     let third = new_drill(&jobs, &[first_name, second_name], NEXT_DRILL).await;
     let third_name = third.name_any();
     let trigger = &third.annotations()["neverwiped.io/trigger"];

@@ -27,17 +27,7 @@ pub(super) fn night_result(night: u32, changed: u64, new_bytes: u64, compressed:
 
 /// Sets `spec.manualTrigger` to `night`, waits for its Job and returns it.
 async fn trigger(client: &Client, namespace: &str, night: u32) -> Job {
-    let patch = format!(r#"{{"spec":{{"manualTrigger":"{night}"}}}}"#);
-    kubectl(&[
-        "patch",
-        "backupplan",
-        "nightly",
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
+    trigger_backup(namespace, "nightly", &night.to_string());
     job_created(client, namespace, &format!("nightly-manual-{night}")).await
 }
 

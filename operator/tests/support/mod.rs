@@ -46,7 +46,12 @@ pub use neverwiped_testkit::{
 /// now.
 pub fn trigger_backup(namespace: &str, plan: &str, value: &str) {
     let patch = json!({"spec": {"manualTrigger": value}}).to_string();
-    let args = [
+    kubectl(&plan_patch_args(namespace, plan, &patch));
+}
+
+/// kubectl's arguments that merge `patch` (JSON) into plan `plan`.
+pub fn plan_patch_args<'a>(namespace: &'a str, plan: &'a str, patch: &'a str) -> [&'a str; 8] {
+    [
         "patch",
         "backupplan",
         plan,
@@ -54,9 +59,8 @@ pub fn trigger_backup(namespace: &str, plan: &str, value: &str) {
         namespace,
         "--type=merge",
         "-p",
-        &patch,
-    ];
-    kubectl(&args);
+        patch,
+    ]
 }
 
 /// Creates the Secret `name` holding `data` (key, value), through kubectl's standard input: no
@@ -115,6 +119,18 @@ impl Operator {
 
     /// Starts the operator as the user of `kubeconfig`, limited to `namespace`, with its Lease in
     /// `namespace`, the identity `identity` and extra environment.
+    /// The operator watching `namespace` as the chart's ServiceAccount of `own_namespace`, its
+    /// lease there too, with `env` besides.
+    pub fn start_as_chart(namespace: &str, own_namespace: &str, env: &[(&str, &str)]) -> Operator {
+        let kubeconfig = identity::operator_kubeconfig(own_namespace);
+        let own = [
+            ("POD_NAMESPACE", own_namespace),
+            ("NEVERWIPED_LEASE_NAMESPACE", own_namespace),
+        ];
+        let env: Vec<(&str, &str)> = own.into_iter().chain(env.iter().copied()).collect();
+        Operator::start_as(&kubeconfig, namespace, "operator", &env)
+    }
+
     pub fn start_as(
         kubeconfig: &std::path::Path,
         namespace: &str,

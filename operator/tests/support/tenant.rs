@@ -45,6 +45,13 @@ pub fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> Output {
         .expect("kubectl runs")
 }
 
+/// Merges `patch` (JSON) into plan `plan` as the user of `kubeconfig`, which must be allowed to.
+pub fn patch_plan_as(kubeconfig: &Path, namespace: &str, plan: &str, patch: &Value) {
+    let patch = patch.to_string();
+    let patched = kubectl_as(kubeconfig, &super::plan_patch_args(namespace, plan, &patch));
+    assert!(patched.status.success(), "{patched:?}");
+}
+
 /// Applies `object` as the user of `kubeconfig`.
 pub fn apply_as(kubeconfig: &Path, object: &Value) {
     let mut child = Command::new(kubectl_path())
