@@ -123,9 +123,7 @@ impl DrillStats {
         let databases: f64 = self.databases.iter().map(|d| d.secs).sum();
         volumes + databases
     }
-}
 
-impl DrillStats {
     /// Shortens every database error longer than `limit` bytes; false when none was.
     pub fn shorten_errors(&mut self, limit: usize) -> bool {
         let mut shortened = false;

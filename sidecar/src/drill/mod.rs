@@ -16,9 +16,9 @@ pub mod sample;
 pub mod server;
 pub mod volume;
 
-use crate::dump::{DatabaseTarget, Engine};
+use crate::dump::DatabaseTarget;
 use anyhow::{Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A server started for one database of a drill. Dropped, it stops the server, then removes its
 /// folder (the fields are dropped in this order).
@@ -53,13 +53,21 @@ impl ThrowawayServer {
         self.process.label
     }
 
-    pub fn engine(&self) -> Engine {
-        self.target.uri.engine
-    }
-
     /// The end of the server's log, for an error.
     pub fn log_tail(&self) -> String {
         self.process.log_tail()
+    }
+}
+
+/// A folder of the scratch space, removed with all it holds when dropped (however the drill of
+/// what it holds ends).
+pub struct RemovedOnDrop(pub PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        if let Err(error) = remove_tree(&self.0) {
+            tracing::warn!("{}", crate::text::escaped(&format!("{error:#}")));
+        }
     }
 }
 

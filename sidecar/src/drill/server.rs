@@ -49,7 +49,7 @@ pub fn give_to(path: &Path, owner: Option<(u32, u32)>) -> Result<()> {
 }
 
 /// A server's folder in the scratch space, removed with all it holds when dropped.
-pub struct ServerDir(PathBuf);
+pub struct ServerDir(super::RemovedOnDrop);
 
 impl ServerDir {
     /// Creates the folder `dir` (removing what an earlier drill left there), private to
@@ -59,7 +59,7 @@ impl ServerDir {
             super::remove_tree(dir)?;
         }
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let created = ServerDir(dir.to_owned());
+        let created = ServerDir(super::RemovedOnDrop(dir.to_owned()));
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("cannot make {} private", dir.display()))?;
         give_to(dir, owner)?;
@@ -67,15 +67,7 @@ impl ServerDir {
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for ServerDir {
-    fn drop(&mut self) {
-        if let Err(error) = super::remove_tree(&self.0) {
-            tracing::warn!("{}", crate::text::escaped(&format!("{error:#}")));
-        }
+        &self.0 .0
     }
 }
 

@@ -55,7 +55,7 @@ pub async fn drill_volume(
 ) -> VolumeDrill {
     let started = Instant::now();
     // Removes the restored files should the drill be dropped part way (a stop signal).
-    let _removed = RemovedWhenDropped(target);
+    let _removed = super::RemovedOnDrop(target.to_owned());
     let mut drill = VolumeDrill {
         stats: DrillVolume {
             path: path.to_owned(),
@@ -74,15 +74,6 @@ pub async fn drill_volume(
     drill.stats.secs = started.elapsed().as_secs_f64();
     drill.stats.mismatched = drill.problems.len() as u64;
     drill
-}
-
-/// A folder removed when this is dropped.
-struct RemovedWhenDropped<'a>(&'a Path);
-
-impl Drop for RemovedWhenDropped<'_> {
-    fn drop(&mut self) {
-        let _ = super::remove_tree(self.0);
-    }
 }
 
 async fn restore_and_verify(
