@@ -275,6 +275,10 @@ pub struct BackupArgs {
     pub protect_within: Option<String>,
     /// `--claim JSON`: what each volume's claim was, recorded in the snapshot.
     pub claims: Vec<crate::record::RecordedClaim>,
+    /// `--stream NAME=SLOT`: the output of a stream container, stored as `/streams/NAME`.
+    pub streams: Vec<crate::streams::StreamArg>,
+    /// `--hook PHASE:NAME=SLOT`: hooks run before the data is read and after (always).
+    pub hooks: Vec<crate::streams::HookArg>,
 }
 
 impl BackupArgs {
@@ -318,6 +322,12 @@ impl BackupArgs {
         for claim in &self.claims {
             args.push("--claim".into());
             args.push(claim.to_arg());
+        }
+        for stream in &self.streams {
+            stream.push_args(&mut args);
+        }
+        for hook in &self.hooks {
+            hook.push_args(&mut args);
         }
         args
     }
@@ -500,6 +510,8 @@ pub struct RestoreArgs {
     /// `--verify`: read every restored file back and hold it to the snapshot (restic's flag); a
     /// difference exits [`crate::ExitStatus::VerifyFailed`].
     pub verify: bool,
+    /// `--stream NAME=SLOT`: the snapshot's `/streams/NAME` into a restore container's input.
+    pub streams: Vec<crate::streams::StreamArg>,
 }
 
 /// `neverwiped-sidecar describe SNAPSHOT --repo URL --result-file PATH [--host H] [--before T]`:
@@ -624,6 +636,9 @@ impl RestoreArgs {
                 args.push("--verify".into());
             }
         }
+        for stream in &self.streams {
+            stream.push_args(&mut args);
+        }
         args
     }
 }
@@ -687,6 +702,8 @@ mod tests {
     #[test]
     fn backup_args_follow_the_documented_order() {
         let args = BackupArgs {
+            hooks: Vec::new(),
+            streams: Vec::new(),
             paths: vec!["/data/app".into(), "/data/db".into()],
             repository: location("rest:https://gate.example/shop"),
             result_file: "/dev/termination-log".into(),
@@ -834,6 +851,7 @@ mod tests {
     #[test]
     fn restore_args_name_the_snapshot_first() {
         let args = RestoreArgs {
+            streams: Vec::new(),
             snapshot: "latest".into(),
             repository: location("rest:http://127.0.0.1:8000/r"),
             result_file: "/dev/termination-log".into(),

@@ -13,6 +13,7 @@ pub mod drill;
 pub mod location;
 pub mod pattern;
 pub mod record;
+pub mod streams;
 pub mod text;
 
 /// The most bytes Kubernetes keeps of a container's termination message.
@@ -139,6 +140,8 @@ pub enum Operation {
     Describe,
     /// `drill`: a snapshot restored into scratch space and held to what it recorded.
     Drill,
+    /// `hooks`: one phase of a plan's hooks alone, around its CSI snapshots' creation.
+    Hooks,
 }
 
 /// One database dump that was part of a backup.
@@ -312,6 +315,16 @@ pub struct RunResult {
     /// ([`RunResult::fit_sources`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sources: Option<record::RecordedSources>,
+    /// Backup and restore: each stream's bytes and how its command ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<streams::StreamResult>,
+    /// Backup and `hooks`: each hook that was due, in the order it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<streams::HookResult>,
+    /// Backup with hooks: seconds from the first pre hook's start to the last post hook's end,
+    /// how long the application was paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_secs: Option<f64>,
 }
 
 /// A restore read back and held to its snapshot (`restore --verify`, `--verify-only`): the
@@ -437,6 +450,9 @@ impl RunResult {
 pub fn fit_described_sources(sources: &mut record::RecordedSources) -> Result<(), SourcesTooLarge> {
     let long_time = "2026-11-30T01:00:00.123456789+00:00".to_owned();
     let mut probe = RunResult {
+        hooks: Vec::new(),
+        paused_secs: None,
+        streams: Vec::new(),
         verification: None,
         version: RESULT_FORMAT_VERSION,
         operation: Operation::Describe,
@@ -485,6 +501,9 @@ mod tests {
 
     fn sample() -> RunResult {
         RunResult {
+            hooks: Vec::new(),
+            paused_secs: None,
+            streams: Vec::new(),
             verification: None,
             version: RESULT_FORMAT_VERSION,
             operation: Operation::Backup,

@@ -45,6 +45,9 @@ pub fn plan_spec() -> BackupPlanSpec {
 /// exactly when `status` says one was written.
 pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
     RunResult {
+        hooks: Vec::new(),
+        paused_secs: None,
+        streams: Vec::new(),
         verification: None,
         version: RESULT_FORMAT_VERSION,
         operation,

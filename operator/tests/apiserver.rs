@@ -114,6 +114,9 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
 
     // Play the kubelet and the Job controller.
     let result = RunResult {
+        hooks: Vec::new(),
+        paused_secs: None,
+        streams: Vec::new(),
         verification: None,
         version: RESULT_FORMAT_VERSION,
         operation: Operation::Backup,

@@ -2179,6 +2179,8 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
     ];
     let commands = [
         BackupArgs {
+            hooks: Vec::new(),
+            streams: Vec::new(),
             paths: vec![text(work.path()).into()],
             repository: repository.clone(),
             result_file: result.clone(),
@@ -2211,6 +2213,7 @@ fn the_arguments_the_operator_builds_are_the_ones_the_sidecar_takes() {
         }
         .to_args(),
         RestoreArgs {
+            streams: Vec::new(),
             snapshot: "latest".into(),
             repository: repository.clone(),
             result_file: result.clone(),

@@ -118,6 +118,8 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     let hostname = lock_hostname(&namespace, &plan_name);
     let (keep, protect_within) = retention(plan, settings);
     let mut args = BackupArgs {
+        hooks: Vec::new(),
+        streams: Vec::new(),
         paths: volumes.paths,
         repository: super::repository_arg(&literal(&spec.repository.url)),
         result_file: RESULT_FILE.into(),

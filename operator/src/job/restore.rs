@@ -88,6 +88,7 @@ pub fn restore_job(
     let (databases, databases_to_overwrite) = database_args(&mut pod, &spec.databases, run);
 
     let mut args = RestoreArgs {
+        streams: Vec::new(),
         snapshot: spec.snapshot.clone(),
         repository: super::repository_arg(&literal(&repository.url)),
         result_file: RESULT_FILE.into(),

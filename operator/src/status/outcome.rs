@@ -338,6 +338,7 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     Operation::Check => Reason::CheckFailed,
                     Operation::Copy => Reason::CopyFailed,
                     Operation::Drill
+                    | Operation::Hooks
                     | Operation::Init
                     | Operation::Backup
                     | Operation::Forget

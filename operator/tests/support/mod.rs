@@ -271,6 +271,9 @@ pub async fn job_names(client: &Client, namespace: &str, label: &str) -> Vec<Str
 pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
     let now = jiff::Timestamp::now();
     RunResult {
+        hooks: Vec::new(),
+        paused_secs: None,
+        streams: Vec::new(),
         verification: None,
         version: RESULT_FORMAT_VERSION,
         operation,

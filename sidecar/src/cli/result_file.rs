@@ -56,6 +56,9 @@ impl ResultFile {
             .map(|r| r.databases.results(end.error.is_some()))
             .unwrap_or_default();
         RunResult {
+            hooks: Vec::new(),
+            paused_secs: None,
+            streams: Vec::new(),
             verification: outcome.verification.clone(),
             version: RESULT_FORMAT_VERSION,
             operation: self.operation,
