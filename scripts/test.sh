@@ -141,6 +141,8 @@ images() {
   docker run --rm --read-only --cap-drop=ALL --entrypoint pg_dump neverwiped/sidecar:dev --version
   docker run --rm --read-only --cap-drop=ALL --entrypoint mariadb-dump neverwiped/sidecar:dev --version
   docker run --rm --read-only --cap-drop=ALL --entrypoint mariadbd neverwiped/drill:dev --version
+  step "images: the data stores of the stream tests (tests/images/stores/build.sh)"
+  nice tests/images/stores/build.sh
   # The images' own binaries, for sidecar/tests/images.rs: checked, not built a second time.
   NEVERWIPED_STATIC_BINARIES=$ROOT/.image-binaries/$(docker version --format '{{.Server.Arch}}')
   export NEVERWIPED_STATIC_BINARIES

@@ -15,6 +15,8 @@ mod copies;
 mod drills;
 #[path = "containers/never_wiped.rs"]
 mod never_wiped;
+#[path = "containers/streams.rs"]
+mod streams;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -22,10 +22,15 @@
 //! - `terminationMessagePath` (a host file of mode 0666, as the kubelet makes it; messages cut at
 //!   4096 bytes) and `terminationMessagePolicy: FallbackToLogsOnError`;
 //! - `resources.limits.memory` (`--memory`, without swap): an OOM kill is reported `OOMKilled`;
-//! - the Job's `activeDeadlineSeconds` from the Job's start: the container is stopped (SIGTERM,
-//!   then SIGKILL after `terminationGracePeriodSeconds`), the pod deleted, the Job `Failed` with
-//!   reason `DeadlineExceeded`; `backoffLimit: 0` (one pod; a failed pod fails the Job with
-//!   `BackoffLimitExceeded`).
+//! - the Job's `activeDeadlineSeconds` from the Job's start: the containers are stopped (SIGTERM,
+//!   then SIGKILL after `terminationGracePeriodSeconds`, all at once), the pod deleted, the Job
+//!   `Failed` with reason `DeadlineExceeded`; `backoffLimit: 0` (one pod; a failed pod fails the
+//!   Job with `BackoffLimitExceeded`);
+//! - init containers, one after the other, each to its end (a failed one fails the pod, and no
+//!   container starts); then every container, started in order, sharing the pod's `emptyDir`s
+//!   (one host folder each, so FIFOs and `flock`s work across them, as on a node); the pod
+//!   ends when all have ended, `Failed` when any exited non-zero. Each container has its own
+//!   environment and termination message.
 //!
 //! What it does not emulate: scheduling (node selectors, affinity, tolerations, priority),
 //! `imagePullPolicy`, pod networking (containers share the host's loopback network, so Service
@@ -33,8 +38,8 @@
 //! network, so the container sees the machine's), CPU requests and limits, ephemeral storage,
 //! `emptyDir.medium`/`sizeLimit`, the atomic `..data` layout and tmpfs of Secret volumes, the
 //! ownership change `fsGroup` makes on writable volumes, ConfigMaps, projected and downward-API
-//! volumes (refused), init containers and more than one container (refused), restarts, probes,
-//! SELinux, AppArmor and user namespaces.
+//! volumes (refused), sidecar containers (`restartPolicy: Always` init containers), restarts,
+//! probes, SELinux, AppArmor and user namespaces.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -53,6 +58,8 @@ use serde_json::{json, Value};
 
 /// The kubelet truncates termination messages to this many bytes.
 const TERMINATION_MESSAGE_LIMIT: usize = 4096;
+/// The container whose end is the pod's, when the pod has several.
+const SIDECAR: &str = "sidecar";
 /// How often the container's state is read.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -113,13 +120,38 @@ pub enum Ending {
     DeadlineExceeded { exit_code: i32 },
 }
 
-/// One pod run: how it ended, and the container's logs.
+/// One container's run: how it ended, its logs, and the `docker run` options its spec became.
+#[derive(Debug, Clone)]
+pub struct ContainerRun {
+    pub name: String,
+    pub ending: Ending,
+    pub logs: String,
+    /// The `docker run` options the container's spec became (no values of the environment).
+    pub run_options: Vec<String>,
+}
+
+/// One pod run: how its main container (`sidecar`, or the only one) ended, and its logs.
 #[derive(Debug, Clone)]
 pub struct PodRun {
     pub ending: Ending,
     pub logs: String,
     /// The `docker run` options the pod spec became (no values of the environment).
     pub run_options: Vec<String>,
+    /// Every container that ran, init containers first, the main one included.
+    pub containers: Vec<ContainerRun>,
+}
+
+impl PodRun {
+    /// The run of the container `name`; panics with the names when the pod had none such.
+    pub fn container(&self, name: &str) -> &ContainerRun {
+        self.containers
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| {
+                let names: Vec<&str> = self.containers.iter().map(|c| c.name.as_str()).collect();
+                panic!("the pod ran no container {name}; it ran {names:?}")
+            })
+    }
 }
 
 /// The kubelet of one namespace.
@@ -129,6 +161,14 @@ pub struct Kubelet {
     claims: BTreeMap<String, PathBuf>,
     work: PathBuf,
     containers: Vec<String>,
+}
+
+/// A pod being run: where its files are, and when it must stop.
+struct RunningPod {
+    name: String,
+    dir: PathBuf,
+    deadline: Option<Instant>,
+    grace: i64,
 }
 
 impl Kubelet {
@@ -153,6 +193,8 @@ impl Kubelet {
     }
 
     /// Runs the Job `job_name`'s pod to its end and writes the statuses; returns how it ended.
+    /// Init containers run one after the other, each to its end; a failed one fails the pod.
+    /// Then every container starts, in order, and the pod ends when all have ended.
     pub async fn run_job(&mut self, job_name: &str) -> PodRun {
         let jobs: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
         let job = jobs.get(job_name).await.expect("the Job exists");
@@ -163,55 +205,100 @@ impl Kubelet {
             "this kubelet runs one pod per Job: backoffLimit must be 0"
         );
         let pod_spec = job_spec.template.spec.clone().expect("a pod template");
-        assert_eq!(pod_spec.containers.len(), 1, "one container per pod");
-        assert!(pod_spec.init_containers.is_none(), "no init containers");
         let started = jiff::Timestamp::now();
-        let pod_name = self.create_pod(&job, &pod_spec, started).await;
+        let name = self.create_pod(&job, &pod_spec, started).await;
         set_job_status(
             &jobs,
             job_name,
             json!({"startTime": started.to_string(), "active": 1}),
         )
         .await;
-
-        let pod_dir = self.work.join(&pod_name);
-        std::fs::create_dir_all(&pod_dir).expect("the pod's folder");
-        let container = &pod_spec.containers[0];
-        let run_options = self.run_options(&pod_spec, container, &pod_dir).await;
-        let container_name = format!("nw-{}-{pod_name}", self.namespace);
-        self.containers.push(container_name.clone());
-        let mut args: Vec<String> = vec!["run".into(), "--detach".into()];
-        args.extend(["--name".into(), container_name.clone()]);
-        args.extend(run_options.iter().cloned());
-        args.extend(self.command_line(container, &pod_dir));
-        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        docker_ok(&arg_refs);
-        self.set_pod_running(&pod_name, container, started).await;
-
-        let deadline = job_spec
-            .active_deadline_seconds
-            .map(|secs| Instant::now() + Duration::from_secs(secs as u64));
-        let grace = pod_spec.termination_grace_period_seconds.unwrap_or(30);
-        let state = wait_for_exit(&container_name, deadline, grace).await;
-        let logs = container_logs(&container_name);
-        let message = termination_message(&pod_dir, container, state.exit_code, &logs);
-        let ending = if state.deadline_exceeded {
-            Ending::DeadlineExceeded {
-                exit_code: state.exit_code,
-            }
-        } else {
-            Ending::Exited {
-                exit_code: state.exit_code,
-                reason: state.reason().into(),
-                message: message.clone(),
-            }
+        let pod = RunningPod {
+            dir: self.work.join(&name),
+            name,
+            deadline: job_spec
+                .active_deadline_seconds
+                .map(|secs| Instant::now() + Duration::from_secs(secs as u64)),
+            grace: pod_spec.termination_grace_period_seconds.unwrap_or(30),
         };
-        self.write_ending(&jobs, job_name, &pod_name, container, &state, &message)
+        std::fs::create_dir_all(&pod.dir).expect("the pod's folder");
+        let mut runs = Vec::new();
+        for init in pod_spec.init_containers.iter().flatten() {
+            let started = self.start_containers(&pod_spec, &pod, [init]).await;
+            let ends = wait_for_exit(&started, pod.deadline, pod.grace).await;
+            runs.extend(ended_runs(&pod, [init], started, &ends));
+            if ends[0].exit_code != 0 || ends[0].deadline_exceeded {
+                return self.end_pod(&jobs, job_name, &pod, &pod_spec, runs).await;
+            }
+        }
+        let started_containers = self
+            .start_containers(&pod_spec, &pod, &pod_spec.containers)
             .await;
+        self.set_pod_running(&pod.name, &pod_spec.containers, started)
+            .await;
+        let ends = wait_for_exit(&started_containers, pod.deadline, pod.grace).await;
+        runs.extend(ended_runs(
+            &pod,
+            &pod_spec.containers,
+            started_containers,
+            &ends,
+        ));
+        self.end_pod(&jobs, job_name, &pod, &pod_spec, runs).await
+    }
+
+    /// Starts `containers` of the pod, detached; their engine names and `docker run` options.
+    async fn start_containers<'a>(
+        &mut self,
+        pod_spec: &PodSpec,
+        pod: &RunningPod,
+        containers: impl IntoIterator<Item = &'a Container>,
+    ) -> Vec<(String, Vec<String>)> {
+        let mut started = Vec::new();
+        for container in containers {
+            let dir = pod.dir.join(&container.name);
+            std::fs::create_dir_all(&dir).expect("the container's folder");
+            let run_options = self.run_options(pod_spec, container, &pod.dir).await;
+            let engine_name = format!("nw-{}-{}-{}", self.namespace, pod.name, container.name);
+            self.containers.push(engine_name.clone());
+            let mut args: Vec<String> = vec!["run".into(), "--detach".into()];
+            args.extend(["--name".into(), engine_name.clone()]);
+            args.extend(run_options.iter().cloned());
+            args.extend(self.command_line(container, &dir));
+            let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            docker_ok(&arg_refs);
+            started.push((engine_name, run_options));
+        }
+        started
+    }
+
+    /// Writes the pod's and the Job's end; returns the run of the main container.
+    async fn end_pod(
+        &self,
+        jobs: &Api<Job>,
+        job_name: &str,
+        pod: &RunningPod,
+        pod_spec: &PodSpec,
+        runs: Vec<(ContainerRun, ContainerEnd)>,
+    ) -> PodRun {
+        self.write_ending(jobs, job_name, pod, pod_spec, &runs)
+            .await;
+        let main = runs
+            .iter()
+            .find(|(run, _)| run.name == SIDECAR)
+            .or_else(|| {
+                let first = pod_spec.containers.first().map(|c| c.name.as_str());
+                runs.iter()
+                    .find(|(run, _)| Some(run.name.as_str()) == first)
+            })
+            // An init container failed: the pod's end is its.
+            .or(runs.last())
+            .map(|(run, _)| run.clone())
+            .expect("a container ran");
         PodRun {
-            ending,
-            logs,
-            run_options,
+            ending: main.ending,
+            logs: main.logs,
+            run_options: main.run_options,
+            containers: runs.into_iter().map(|(run, _)| run).collect(),
         }
     }
 
@@ -252,18 +339,24 @@ impl Kubelet {
     async fn set_pod_running(
         &self,
         pod_name: &str,
-        container: &Container,
+        containers: &[Container],
         started: jiff::Timestamp,
     ) {
+        let statuses: Vec<Value> = containers
+            .iter()
+            .map(|container| {
+                json!({
+                    "name": container.name, "image": container.image, "imageID": "",
+                    "ready": true, "restartCount": 0, "started": true,
+                    "state": {"running": {"startedAt": started.to_string()}},
+                })
+            })
+            .collect();
         let status = json!({"status": {
             "phase": "Running",
             "startTime": started.to_string(),
             "hostIP": "127.0.0.1",
-            "containerStatuses": [{
-                "name": container.name, "image": container.image, "imageID": "",
-                "ready": true, "restartCount": 0, "started": true,
-                "state": {"running": {"startedAt": started.to_string()}},
-            }],
+            "containerStatuses": statuses,
         }});
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         pods.patch_status(pod_name, &PatchParams::default(), &Patch::Merge(&status))
@@ -271,37 +364,63 @@ impl Kubelet {
             .expect("the pod's status is set");
     }
 
-    /// The pod's terminated container, then the Job's end, as the kubelet and Job controller
+    /// The pod's terminated containers, then the Job's end, as the kubelet and Job controller
     /// write them.
     async fn write_ending(
         &self,
         jobs: &Api<Job>,
         job_name: &str,
-        pod_name: &str,
-        container: &Container,
-        state: &ContainerEnd,
-        message: &str,
+        pod: &RunningPod,
+        pod_spec: &PodSpec,
+        runs: &[(ContainerRun, ContainerEnd)],
     ) {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        let failed = state.exit_code != 0 || state.deadline_exceeded;
-        let status = json!({"status": {
-            "phase": if failed { "Failed" } else { "Succeeded" },
-            "containerStatuses": [{
-                "name": container.name, "image": container.image, "imageID": "",
+        let deadline_exceeded = runs.iter().any(|(_, end)| end.deadline_exceeded);
+        let failed = deadline_exceeded || runs.iter().any(|(_, end)| end.exit_code != 0);
+        let is_init = |name: &str| {
+            pod_spec
+                .init_containers
+                .iter()
+                .flatten()
+                .any(|c| c.name == name)
+        };
+        let (init, main): (Vec<_>, Vec<_>) = runs.iter().partition(|(run, _)| is_init(&run.name));
+        let terminated = |(run, end): &&(ContainerRun, ContainerEnd)| {
+            let image = pod_spec
+                .init_containers
+                .iter()
+                .flatten()
+                .chain(&pod_spec.containers)
+                .find(|c| c.name == run.name)
+                .and_then(|c| c.image.clone());
+            let message = match &run.ending {
+                Ending::Exited { message, .. } => message.clone(),
+                Ending::DeadlineExceeded { .. } => String::new(),
+            };
+            json!({
+                "name": run.name, "image": image, "imageID": "",
                 "ready": false, "restartCount": 0, "started": false,
                 "state": {"terminated": {
-                    "exitCode": state.exit_code, "reason": state.reason(), "message": message,
-                    "startedAt": state.started_at, "finishedAt": state.finished_at,
+                    "exitCode": end.exit_code, "reason": end.reason(), "message": message,
+                    "startedAt": end.started_at, "finishedAt": end.finished_at,
                 }},
-            }],
+            })
+        };
+        let mut status = json!({"status": {
+            "phase": if failed { "Failed" } else { "Succeeded" },
+            "containerStatuses": main.iter().map(terminated).collect::<Vec<_>>(),
         }});
-        pods.patch_status(pod_name, &PatchParams::default(), &Patch::Merge(&status))
+        if !init.is_empty() {
+            status["status"]["initContainerStatuses"] =
+                init.iter().map(terminated).collect::<Vec<_>>().into();
+        }
+        pods.patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .expect("the pod's status is set");
         let now = jiff::Timestamp::now().to_string();
-        let job_status = if state.deadline_exceeded {
+        let job_status = if deadline_exceeded {
             // The Job controller deletes the active pod of a Job past its deadline.
-            pods.delete(pod_name, &DeleteParams::default())
+            pods.delete(&pod.name, &DeleteParams::default())
                 .await
                 .expect("the pod is deleted");
             json!({"failed": 1, "active": 0, "conditions": [
@@ -347,7 +466,7 @@ impl Kubelet {
         if let Some(dir) = &container.working_dir {
             options.extend(["--workdir".into(), dir.clone()]);
         }
-        let env_file = pod_dir.join("env");
+        let env_file = pod_dir.join(&container.name).join("env");
         let env = self.environment(container).await;
         let lines: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         std::fs::write(&env_file, lines).expect("the env file");
@@ -359,8 +478,8 @@ impl Kubelet {
     }
 
     /// `--entrypoint`, the image and the arguments, with `$(VAR)` expanded as Kubernetes does.
-    fn command_line(&self, container: &Container, pod_dir: &Path) -> Vec<String> {
-        let env = read_env_file(&pod_dir.join("env"));
+    fn command_line(&self, container: &Container, container_dir: &Path) -> Vec<String> {
+        let env = read_env_file(&container_dir.join("env"));
         let expand = |text: &String| expand_variables(text, &env);
         let mut line = Vec::new();
         let command: Vec<String> = container.command.iter().flatten().map(expand).collect();
@@ -445,7 +564,7 @@ impl Kubelet {
                 bind_mount(&source, &mount.mount_path, read_only),
             ]);
         }
-        let log = pod_dir.join("termination-log");
+        let log = pod_dir.join(&container.name).join("termination-log");
         std::fs::write(&log, b"").expect("the termination log");
         std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666))
             .expect("the termination log's mode");
@@ -682,6 +801,7 @@ fn read_env_file(path: &Path) -> Vec<(String, String)> {
 }
 
 /// What the engine says of an ended container.
+#[derive(Clone)]
 struct ContainerEnd {
     exit_code: i32,
     oom_killed: bool,
@@ -700,33 +820,87 @@ impl ContainerEnd {
     }
 }
 
-/// Waits until the container exits, or stops it at `deadline` (SIGTERM, SIGKILL after `grace`).
-async fn wait_for_exit(container: &str, deadline: Option<Instant>, grace: i64) -> ContainerEnd {
+/// Waits until every container of `started` exits, or stops those left at `deadline` (SIGTERM,
+/// SIGKILL after `grace`, all at once as the kubelet does); their ends in the same order.
+async fn wait_for_exit(
+    started: &[(String, Vec<String>)],
+    deadline: Option<Instant>,
+    grace: i64,
+) -> Vec<ContainerEnd> {
     let mut deadline_exceeded = false;
     loop {
-        let state: Value = serde_json::from_str(&docker_ok(&[
-            "inspect",
-            "--format",
-            "{{json .State}}",
-            container,
-        ]))
-        .expect("the container's state");
-        if state["Status"] == "exited" || state["Status"] == "dead" {
-            return ContainerEnd {
-                exit_code: state["ExitCode"].as_i64().unwrap_or(-1) as i32,
-                oom_killed: state["OOMKilled"] == true,
-                deadline_exceeded,
-                started_at: rfc3339(&state["StartedAt"]),
-                finished_at: rfc3339(&state["FinishedAt"]),
-            };
+        let states: Vec<Value> = started
+            .iter()
+            .map(|(name, _)| {
+                serde_json::from_str(&docker_ok(&[
+                    "inspect",
+                    "--format",
+                    "{{json .State}}",
+                    name,
+                ]))
+                .expect("the container's state")
+            })
+            .collect();
+        let ended = |state: &Value| state["Status"] == "exited" || state["Status"] == "dead";
+        if states.iter().all(ended) {
+            return states
+                .iter()
+                .map(|state| ContainerEnd {
+                    exit_code: state["ExitCode"].as_i64().unwrap_or(-1) as i32,
+                    oom_killed: state["OOMKilled"] == true,
+                    deadline_exceeded,
+                    started_at: rfc3339(&state["StartedAt"]),
+                    finished_at: rfc3339(&state["FinishedAt"]),
+                })
+                .collect();
         }
         if deadline.is_some_and(|d| Instant::now() >= d) && !deadline_exceeded {
             deadline_exceeded = true;
-            docker_ok(&["stop", "--time", &grace.to_string(), container]);
+            let grace = grace.to_string();
+            let mut args = vec!["stop", "--time", grace.as_str()];
+            args.extend(started.iter().map(|(name, _)| name.as_str()));
+            docker_ok(&args);
             continue;
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// The runs of `containers`, started as `started`, that ended as `ends`.
+fn ended_runs<'a>(
+    pod: &RunningPod,
+    containers: impl IntoIterator<Item = &'a Container>,
+    started: Vec<(String, Vec<String>)>,
+    ends: &[ContainerEnd],
+) -> Vec<(ContainerRun, ContainerEnd)> {
+    containers
+        .into_iter()
+        .zip(started)
+        .zip(ends)
+        .map(|((container, (engine_name, run_options)), end)| {
+            let logs = container_logs(&engine_name);
+            let dir = pod.dir.join(&container.name);
+            let message = termination_message(&dir, container, end.exit_code, &logs);
+            let ending = if end.deadline_exceeded {
+                Ending::DeadlineExceeded {
+                    exit_code: end.exit_code,
+                }
+            } else {
+                Ending::Exited {
+                    exit_code: end.exit_code,
+                    reason: end.reason().into(),
+                    message,
+                }
+            };
+            let run = ContainerRun {
+                name: container.name.clone(),
+                ending,
+                logs,
+                run_options,
+            };
+            (run, end.clone())
+        })
+        .collect()
 }
 
 /// The engine's nanosecond timestamps as the seconds Kubernetes stores.
@@ -752,12 +926,12 @@ fn container_logs(container: &str) -> String {
 
 /// The file at `terminationMessagePath`, or the logs' tail under `FallbackToLogsOnError`.
 fn termination_message(
-    pod_dir: &Path,
+    container_dir: &Path,
     container: &Container,
     exit_code: i32,
     logs: &str,
 ) -> String {
-    let mut message = std::fs::read(pod_dir.join("termination-log")).unwrap_or_default();
+    let mut message = std::fs::read(container_dir.join("termination-log")).unwrap_or_default();
     let fallback = container.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
     if message.is_empty() && fallback && exit_code != 0 {
         let lines: Vec<&str> = logs.lines().rev().take(80).collect();

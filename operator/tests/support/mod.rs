@@ -13,6 +13,7 @@ pub mod csi;
 pub mod identity;
 pub mod kubelet;
 pub mod postgres;
+pub mod stores;
 pub mod tenant;
 pub mod volumes;
 
