@@ -13,6 +13,8 @@ mod support;
 mod copies;
 #[path = "containers/drills.rs"]
 mod drills;
+#[path = "containers/hooks.rs"]
+mod hooks;
 #[path = "containers/never_wiped.rs"]
 mod never_wiped;
 #[path = "containers/streams.rs"]
@@ -63,6 +65,14 @@ fn recorded_sources(url: &str, id: &str) -> Value {
     let snapshots: Vec<Value> = serde_json::from_slice(&listed).unwrap();
     let snapshot = snapshots.into_iter().find(|s| s["id"] == id);
     snapshot.expect("the snapshot is listed")["sources"].clone()
+}
+
+/// Every container of a pod's run: its ending and logs.
+fn pod_report(run: &PodRun) -> String {
+    run.containers
+        .iter()
+        .map(|c| format!("== {}: {:?}\n{}\n", c.name, c.ending, c.logs))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -337,11 +337,3 @@ fn patch_plan(namespace: &str, name: &str, patch: &Value) {
         &patch.to_string(),
     ]);
 }
-
-/// Every container's ending and logs.
-fn pod_report(run: &PodRun) -> String {
-    run.containers
-        .iter()
-        .map(|c| format!("== {}: {:?}\n{}\n", c.name, c.ending, c.logs))
-        .collect()
-}
