@@ -60,8 +60,8 @@ pub const DEFAULT_TIME_ZONE: &str = "UTC";
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new(
-    "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0)"
-).message("a BackupPlan needs at least one entry in volumes or databases"))]
+    "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0) || (has(self.streams) && size(self.streams) > 0)"
+).message("a BackupPlan needs at least one entry in volumes, databases or streams"))]
 #[x_kube(validation = Rule::new(
     "!has(self.copies) || self.copies.all(c, c.repository.url != self.repository.url)"
 ).message("a copy's repository.url must differ from spec.repository.url: a copy in the same repository protects nothing"))]
@@ -111,6 +111,17 @@ pub struct BackupPlanSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub databases: Vec<DatabaseSource>,
+    /// Dump containers of any data store, run in the backup Job's pod: each one's standard
+    /// output goes into the same snapshot as `/streams/NAME`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new(super::streams::UNIQUE_NAMES_RULE).message("streams: each name once"))]
+    pub streams: Vec<super::BackupStream>,
+    /// Commands run in the backup Job's pod before the data is read and after (a checkpoint, a
+    /// write lock and its release); `status.lastRun.pausedSeconds` says how long they held the
+    /// application.
+    #[serde(default, skip_serializing_if = "super::Hooks::is_empty")]
+    pub hooks: super::Hooks,
     /// Which snapshots of this plan to keep; applied after each successful backup. Without it,
     /// every snapshot is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -711,6 +722,16 @@ pub struct RunRecord {
     /// Each database dump of the run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub databases: Vec<DatabaseRunRecord>,
+    /// How long the application was paused: from the first pre hook's start to the last post
+    /// hook's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_seconds: Option<f64>,
+    /// Each stream of the run: its bytes, and its error when it failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<super::StreamRecord>,
+    /// Each hook that was due, in the order it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<super::HookRecord>,
 }
 
 impl RunRecord {
@@ -739,6 +760,9 @@ impl RunRecord {
             bytes_sent: None,
             warnings: None,
             databases: Vec::new(),
+            paused_seconds: None,
+            streams: Vec::new(),
+            hooks: Vec::new(),
         }
     }
 }

@@ -121,6 +121,12 @@ reasons! {
     NodeSelectorNotAllowed => "NodeSelectorNotAllowed",
     /// The cluster's policy does not allow the pod's PriorityClass.
     PriorityClassNotAllowed => "PriorityClassNotAllowed",
+    /// The cluster's policy does not allow the image of a stream or hook
+    /// (`policy.allowedImages`); no Job is created.
+    ImageNotAllowed => "ImageNotAllowed",
+    /// A Restore's stream sets no `image`, and no stream of the plan of that name gives one (or
+    /// the Restore names a repository alone).
+    UnknownStream => "UnknownStream",
 
     // Running.
     /// A backup Job is running.
@@ -144,6 +150,12 @@ reasons! {
     SucceededWithWarnings => "SucceededWithWarnings",
     /// The sidecar reported a failure of the backup.
     BackupFailed => "BackupFailed",
+    /// A stream's command failed (exited non-zero, was killed, or wrote nothing without
+    /// `allowEmpty`); the run record's `streams` says which and why.
+    StreamFailed => "StreamFailed",
+    /// A pre hook with `onError: Fail` failed: nothing was read (the post hooks ran); the run
+    /// record's `hooks` says which and why.
+    HookFailed => "HookFailed",
     /// A VolumeSnapshot of the run failed, or was not ready within the run's deadline.
     SnapshotFailed => "SnapshotFailed",
     /// The sidecar reported a failure of the restore.
@@ -265,6 +277,8 @@ reasons! {
     RequesterCannotDecrypt => "RequesterCannotDecrypt",
     /// The Restore's creator may not update a target claim (or create a new one).
     RequesterCannotWriteClaim => "RequesterCannotWriteClaim",
+    /// The Restore's creator may not get a Secret a stream's environment reads.
+    RequesterCannotReadSecret => "RequesterCannotReadSecret",
     /// The cluster's policy does not allow Restores of the namespace to write to a database host
     /// (`policy.allowedRestoreDatabaseHosts`).
     DatabaseHostNotAllowed => "DatabaseHostNotAllowed",

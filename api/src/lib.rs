@@ -15,6 +15,7 @@ pub mod quota;
 pub mod recorded_claims;
 mod restore;
 mod snapshots;
+mod streams;
 mod suspicion;
 pub mod tenant_policy;
 mod verify;
@@ -27,6 +28,7 @@ pub use copies::*;
 pub use mover::*;
 pub use restore::*;
 pub use snapshots::*;
+pub use streams::*;
 pub use suspicion::*;
 pub use verify::*;
 

@@ -20,7 +20,7 @@ pub const SNAPSHOT_PATTERN: &str = r"^(latest|[0-9a-f]{8,64})$";
 pub const ORIGIN_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// CEL, on the spec: something to restore, listed or taken from the snapshot's record.
-pub const AT_LEAST_ONE_ENTRY_RULE: &str = "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0) || (has(self.allVolumes) && self.allVolumes) || has(self.allDatabases)";
+pub const AT_LEAST_ONE_ENTRY_RULE: &str = "(has(self.volumes) && size(self.volumes) > 0) || (has(self.databases) && size(self.databases) > 0) || (has(self.allVolumes) && self.allVolumes) || has(self.allDatabases) || (has(self.streams) && size(self.streams) > 0)";
 
 /// CEL, on the spec: the snapshots come from exactly one place.
 pub const ONE_SOURCE_RULE: &str = "has(self.backupPlanName) != has(self.repository)";
@@ -52,7 +52,7 @@ pub const ONE_SOURCE_RULE: &str = "has(self.backupPlanName) != has(self.reposito
 )]
 #[x_kube(
     validation = Rule::new(AT_LEAST_ONE_ENTRY_RULE)
-        .message("a Restore needs at least one entry in volumes or databases, or allVolumes: true, or allDatabases"),
+        .message("a Restore needs at least one entry in volumes, databases or streams, or allVolumes: true, or allDatabases"),
     validation = Rule::new("!has(self.storageClassMapping) || has(self.createClaims)")
         .message("storageClassMapping maps the classes of the claims created from the snapshot: set createClaims: FromSnapshot"),
     validation = Rule::new("!has(self.minimumClaimSize) || has(self.createClaims)")
@@ -128,6 +128,12 @@ pub struct RestoreSpec {
     /// list the databases of another engine in `databases`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_databases: Option<DatabaseTarget>,
+    /// The snapshot's streams (`/streams/NAME`, what the plan's `spec.streams` stored), each
+    /// written to the standard input of a container of the restore Job's pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new(super::streams::UNIQUE_NAMES_RULE).message("streams: each name once"))]
+    pub streams: Vec<super::RestoreStream>,
     /// Placement and resources of the restore Job's pod; by default the plan's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodSettings>,
@@ -429,6 +435,9 @@ pub struct RestoreStatus {
     pub files_restored: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_restored: Option<i64>,
+    /// Each stream restored: the bytes written to its command, and its error when it failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<super::StreamRecord>,
     /// What happened, for a person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -63,6 +63,11 @@ pub struct TenantPolicy {
     /// whose `spec.origin` is in its own namespace needs no rule). Empty (the default): none.
     #[serde(default)]
     pub allowed_restore_origins: Vec<CloneRule>,
+    /// Images the stream and hook containers of a namespace's plans and Restores may run, by
+    /// namespace (`"*"`: every namespace), as prefixes ([`image_matches`]). A namespace the map
+    /// leaves out may use no image; hooks without an image run the sidecar's, always allowed.
+    #[serde(default)]
+    pub allowed_images: Allowed<BTreeMap<String, Vec<String>>>,
 }
 
 /// One clone the cluster admin allows: Restores in namespace `to` may restore the snapshots that
@@ -187,6 +192,28 @@ impl TenantPolicy {
                 .any(|rule| rule.allows(from, to, location))
     }
 
+    /// Whether a stream or hook container of `namespace` may run `image`.
+    pub fn allows_image(&self, namespace: &str, image: &str) -> bool {
+        match self.allowed_image_prefixes(namespace) {
+            None => true,
+            Some(prefixes) => prefixes.iter().any(|prefix| image_matches(image, prefix)),
+        }
+    }
+
+    /// The image prefixes `namespace` may use (its own and `"*"`'s); `None`: any image.
+    pub fn allowed_image_prefixes(&self, namespace: &str) -> Option<Vec<&str>> {
+        let Allowed::Only(by_namespace) = &self.allowed_images else {
+            return None;
+        };
+        let prefixes = [namespace, "*"]
+            .iter()
+            .filter_map(|key| by_namespace.get(*key))
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        Some(prefixes)
+    }
+
     /// Whether pods of `namespace` may read and write volumes as root.
     pub fn allows_privileged_mover(&self, namespace: &str) -> bool {
         self.privileged_mover_namespaces
@@ -207,6 +234,20 @@ impl TolerationRule {
             && field_matches(&self.operator, Some(operator))
             && field_matches(&self.value, toleration.value.as_deref())
             && field_matches(&self.effect, toleration.effect.as_deref())
+    }
+}
+
+/// Whether `prefix` allows `image`: equal, or a prefix that ends with `/`, or one the image goes
+/// on from with `/`, `:` or `@` — so `registry.example/redis` allows `registry.example/redis:7`
+/// and `registry.example/redis/tools`, never `registry.example/redis-evil`.
+pub fn image_matches(image: &str, prefix: &str) -> bool {
+    if prefix.is_empty() {
+        return false;
+    }
+    match image.strip_prefix(prefix) {
+        None => false,
+        Some("") => true,
+        Some(rest) => prefix.ends_with('/') || rest.starts_with(['/', ':', '@']),
     }
 }
 
@@ -404,6 +445,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("missing field `to`"), "{error}");
+    }
+
+    #[test]
+    fn an_image_prefix_matches_only_up_to_a_separator() {
+        for (image, prefix) in [
+            ("registry.example/redis", "registry.example/redis"),
+            ("registry.example/redis:7.2", "registry.example/redis"),
+            (
+                "registry.example/redis@sha256:ab12",
+                "registry.example/redis",
+            ),
+            ("registry.example/redis/tools:1", "registry.example/redis"),
+            ("registry.example/anything:1", "registry.example/"),
+        ] {
+            assert!(image_matches(image, prefix), "{prefix} allows {image}");
+        }
+        for (image, prefix) in [
+            ("registry.example/redis-evil", "registry.example/redis"),
+            ("registry.example/redis-evil:7", "registry.example/redis"),
+            ("registry.example.evil/redis", "registry.example"),
+            ("registry.example/redi", "registry.example/redis"),
+            ("anything", ""),
+        ] {
+            assert!(!image_matches(image, prefix), "{prefix} refuses {image}");
+        }
+    }
+
+    #[test]
+    fn images_are_limited_per_namespace_and_a_namespace_left_out_may_use_none() {
+        assert!(policy("{}").allows_image("shop", "docker.io/library/redis:7"));
+        assert_eq!(policy("{}").allowed_image_prefixes("shop"), None);
+        let limited = policy(
+            r#"{"allowedImages": {"shop": ["registry.example/redis"], "*": ["registry.example/tools/"]}}"#,
+        );
+        assert!(limited.allows_image("shop", "registry.example/redis:7"));
+        assert!(limited.allows_image("shop", "registry.example/tools/mongo:6"));
+        assert!(limited.allows_image("blog", "registry.example/tools/mongo:6"));
+        assert!(!limited.allows_image("blog", "registry.example/redis:7"));
+        assert!(!limited.allows_image("shop", "registry.example/redis-evil:7"));
+        let only_shop = policy(r#"{"allowedImages": {"shop": ["registry.example/redis"]}}"#);
+        assert!(!only_shop.allows_image("blog", "registry.example/redis"));
+        assert_eq!(only_shop.allowed_image_prefixes("blog"), Some(Vec::new()));
     }
 
     #[test]

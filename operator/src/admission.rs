@@ -127,6 +127,14 @@ pub enum Refusal {
     },
     #[error("{field}: the cluster's policy does not allow PriorityClass {name:?} (policy.allowedPriorityClasses)")]
     PriorityClassNotAllowed { field: String, name: String },
+    #[error("{field}: {name:?} is refused: an environment variable's name is a C identifier (letters, digits and '_', not starting with a digit) that does not start with NEVERWIPED_ (the operator's own variables)")]
+    InvalidEnvName { field: String, name: String },
+    #[error("{field}: set exactly one of value or valueFrom.secretKeyRef")]
+    InvalidEnvValue { field: String },
+    #[error("{field}: {path:?} is refused: a mountPath is absolute, without '..' or control characters, and not /, /tmp or under /neverwiped (the pod's own folders)")]
+    InvalidMountPath { field: String, path: String },
+    #[error("{field}: the name {name:?} is used by another entry of the same list; each needs its own name")]
+    DuplicateEntryName { field: String, name: String },
     #[error("{field}: Privileged runs the pod as root with file capabilities, which the cluster's policy does not allow in namespace {namespace:?}; the cluster admin must add the namespace to the chart's policy.privilegedMoverNamespaces, or set mode Unprivileged")]
     PrivilegedMoverNotAllowed { field: String, namespace: String },
 }
@@ -141,7 +149,11 @@ impl Refusal {
             Refusal::InvalidRepositoryUrl { .. } | Refusal::CopyToOwnRepository { .. } => {
                 Reason::InvalidRepositoryUrl
             }
-            Refusal::DuplicateCopyName { .. } => Reason::InvalidName,
+            Refusal::DuplicateCopyName { .. }
+            | Refusal::DuplicateEntryName { .. }
+            | Refusal::InvalidEnvName { .. }
+            | Refusal::InvalidEnvValue { .. } => Reason::InvalidName,
+            Refusal::InvalidMountPath { .. } => Reason::InvalidPath,
             Refusal::ServiceAccountToken { .. } => Reason::SecretTypeNotAllowed,
             Refusal::RepositoryNotAllowed { .. } => Reason::RepositoryNotAllowed,
             Refusal::TolerationNotAllowed { .. } => Reason::TolerationNotAllowed,
@@ -198,6 +210,8 @@ pub fn check_backup_plan(
         );
     }
     found.copies(spec, policy);
+    found.backup_streams(&spec.streams);
+    found.hooks(&spec.hooks);
     found.pod("spec.pod", spec.pod.as_ref(), policy);
     found.secrets_of_type(secret_types);
     found.refusals
@@ -256,6 +270,7 @@ pub fn check_restore(
             &database.credentials_secret_ref,
         );
     }
+    found.restore_streams(&spec.streams);
     match (&spec.pod, spec.source.plan_name()) {
         (Some(pod), _) => found.pod("spec.pod", Some(pod), policy),
         (None, Some(plan_name)) => {
@@ -551,6 +566,9 @@ impl Findings {
         }
     }
 }
+
+#[path = "admission_streams.rs"]
+mod streams;
 
 #[cfg(test)]
 #[path = "admission_tests.rs"]

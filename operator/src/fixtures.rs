@@ -13,6 +13,8 @@ use crate::api::{
 /// the Secret `repo` and the gate's login in `gate`.
 pub fn plan_spec() -> BackupPlanSpec {
     BackupPlanSpec {
+        streams: Vec::new(),
+        hooks: Default::default(),
         schedule: "30 2 * * *".into(),
         time_zone: "Europe/Berlin".into(),
         suspend: false,

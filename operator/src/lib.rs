@@ -9,7 +9,8 @@
 //! [`admission`] refuses what a tenant may not ask for (names that would become paths, service-account
 //! tokens, what the cluster's [`tenant_policy`] does not allow); [`expansion`] keeps user text in
 //! arguments literal. [`leader`] elects one replica on a Lease (its decisions pure too); [`csi`] declares the CSI
-//! snapshot API the operator uses. [`mover`] chooses who the pods that read or write volumes run as.
+//! snapshot API the operator uses. [`mover`] chooses who the pods that read or write volumes run as; [`images`] which images
+//! streams and hooks run, and whether the policy allows them.
 
 pub mod admission;
 pub mod claim_record;
@@ -20,6 +21,7 @@ pub mod environment;
 pub mod expansion;
 pub mod hashed_schedule;
 pub mod http;
+pub mod images;
 pub mod job;
 pub mod leader;
 pub mod metrics;

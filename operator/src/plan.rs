@@ -90,6 +90,10 @@ pub enum Problem {
     DatabaseHostNotAllowed(#[from] crate::restore_access::HostNotAllowed),
     #[error(transparent)]
     CloneNotAllowed(#[from] crate::restore_source::CloneNotAllowed),
+    #[error(transparent)]
+    ImageNotAllowed(#[from] crate::images::ImageNotAllowed),
+    #[error(transparent)]
+    UnknownStream(#[from] crate::images::UnknownStream),
 }
 
 impl Problem {
@@ -121,6 +125,8 @@ impl Problem {
             Problem::CloneNotAllowed(refusal) => refusal.reason(),
             Problem::RequesterNotAllowed(denied) => denied.access.rule.reason(),
             Problem::DatabaseHostNotAllowed(_) => Reason::DatabaseHostNotAllowed,
+            Problem::ImageNotAllowed(_) => Reason::ImageNotAllowed,
+            Problem::UnknownStream(_) => Reason::UnknownStream,
         }
     }
 }
@@ -175,7 +181,34 @@ pub fn secrets_used(spec: &BackupPlanSpec) -> Vec<SecretUse> {
         let field = format!("spec.copies[{index}].repository");
         uses.extend(repository_secrets_used_at(&copy.repository, &field));
     }
+    for (index, stream) in spec.streams.iter().enumerate() {
+        uses.extend(env_secrets_used(
+            &stream.env,
+            &format!("spec.streams[{index}]"),
+        ));
+    }
+    for (phase, hooks) in [("pre", &spec.hooks.pre), ("post", &spec.hooks.post)] {
+        for (index, hook) in hooks.iter().enumerate() {
+            let field = format!("spec.hooks.{phase}[{index}]");
+            uses.extend(env_secrets_used(&hook.env, &field));
+        }
+    }
     uses
+}
+
+/// The Secret keys the environment of a stream or hook at `field` takes values from.
+pub fn env_secrets_used(env: &[crate::api::StreamEnvVar], field: &str) -> Vec<SecretUse> {
+    env.iter()
+        .enumerate()
+        .filter_map(|(index, variable)| {
+            let source = &variable.value_from.as_ref()?.secret_key_ref;
+            Some(SecretUse {
+                name: source.name.clone(),
+                key: source.key.clone(),
+                field: format!("{field}.env[{index}].valueFrom.secretKeyRef"),
+            })
+        })
+        .collect()
 }
 
 /// The Secret keys a repository needs (fields named as in a BackupPlan).

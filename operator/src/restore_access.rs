@@ -57,6 +57,8 @@ pub enum AccessRule {
     DecryptPlan,
     /// Writing into a claim needs `update` on it (`create` for a new one).
     WriteClaim,
+    /// A stream's command gets a Secret's value: it needs `get` on the Secret.
+    ReadSecret,
 }
 
 impl AccessRule {
@@ -65,6 +67,7 @@ impl AccessRule {
         match self {
             AccessRule::DecryptPlan => Reason::RequesterCannotDecrypt,
             AccessRule::WriteClaim => Reason::RequesterCannotWriteClaim,
+            AccessRule::ReadSecret => Reason::RequesterCannotReadSecret,
         }
     }
 
@@ -75,6 +78,9 @@ impl AccessRule {
             }
             AccessRule::WriteClaim => {
                 "writing into a PersistentVolumeClaim needs update on it (create for a new one)"
+            }
+            AccessRule::ReadSecret => {
+                "a stream's command given a Secret's value needs get on the Secret"
             }
         }
     }
@@ -150,6 +156,39 @@ pub fn access_needed(
             field,
             rule: AccessRule::WriteClaim,
         });
+    }
+    needed.extend(stream_access_needed(spec));
+    needed
+}
+
+/// What a Restore's streams need: `get` on each Secret their environment reads, `update` on each
+/// claim they mount writable (their commands run with the operator's rights, not the creator's).
+fn stream_access_needed(spec: &RestoreSpec) -> Vec<AccessNeeded> {
+    let mut needed = Vec::new();
+    for (index, stream) in spec.streams.iter().enumerate() {
+        let field = format!("spec.streams[{index}]");
+        for (at, variable) in stream.env.iter().enumerate() {
+            let Some(source) = &variable.value_from else {
+                continue;
+            };
+            needed.push(AccessNeeded {
+                verb: "get",
+                resource: "secrets",
+                name: Some(source.secret_key_ref.name.clone()),
+                field: format!("{field}.env[{at}].valueFrom.secretKeyRef"),
+                rule: AccessRule::ReadSecret,
+            });
+        }
+        let writable = stream.volume_mounts.iter().enumerate();
+        for (at, mount) in writable.filter(|(_, m)| !m.read_only) {
+            needed.push(AccessNeeded {
+                verb: "update",
+                resource: "persistentvolumeclaims",
+                name: Some(mount.claim_name.clone()),
+                field: format!("{field}.volumeMounts[{at}].claimName"),
+                rule: AccessRule::WriteClaim,
+            });
+        }
     }
     needed
 }

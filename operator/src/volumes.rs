@@ -511,6 +511,7 @@ mod tests {
         let mut restore = Restore::new(
             "back",
             RestoreSpec {
+                streams: Vec::new(),
                 on_non_empty_target: Default::default(),
                 source: crate::api::RestoreSource::Plan {
                     backup_plan_name: "nightly".into(),

@@ -10,6 +10,8 @@ mod support;
 
 #[path = "admission/restore_requester.rs"]
 mod restore_requester;
+#[path = "admission/streams.rs"]
+mod streams;
 
 use serde_json::{json, Value};
 use support::{api_server_or_skip, kubectl_output, kubectl_stdin, repo_root, TestNamespace};
@@ -471,6 +473,7 @@ fn an_exclude_naming_a_variable_reaches_the_sidecar_literally() {
         Some(neverwiped_operator::api::CredentialsSecretRef::new("gate"));
     plan.spec.repository.url = "https://gate.example.com/$(NEVERWIPED_GATE_USERNAME)".into();
     let run = BackupRun {
+        hooks_in_pod: true,
         trigger: neverwiped_operator::api::RunTrigger::Manual,
         scheduled_time: None,
         manual_trigger: Some("1".into()),

@@ -832,6 +832,8 @@ fn plan(volumes: &[&str], databases: bool) -> BackupPlan {
     let mut plan = BackupPlan::new(
         "nightly",
         BackupPlanSpec {
+            streams: Vec::new(),
+            hooks: Default::default(),
             schedule: "30 2 * * *".into(),
             time_zone: "UTC".into(),
             suspend: false,
@@ -878,6 +880,7 @@ fn plan(volumes: &[&str], databases: bool) -> BackupPlan {
 fn backup(mover: &Mover, mounted: &[(&str, &str)], node: Option<&str>, databases: bool) -> Job {
     let claims: Vec<&str> = mounted.iter().map(|(source, _)| *source).collect();
     let run = BackupRun {
+        hooks_in_pod: true,
         trigger: RunTrigger::Schedule,
         scheduled_time: Some("2026-11-30T02:30:00Z".parse().unwrap()),
         manual_trigger: None,
@@ -903,6 +906,7 @@ fn restore(mover: &Mover) -> Job {
     let mut restore = Restore::new(
         "bring-back",
         RestoreSpec {
+            streams: Vec::new(),
             on_non_empty_target: Default::default(),
             source: neverwiped_operator::api::RestoreSource::Plan {
                 backup_plan_name: "nightly".into(),
@@ -936,6 +940,7 @@ fn restore(mover: &Mover) -> Job {
     restore.metadata.namespace = Some("shop".into());
     restore.metadata.uid = Some("0b6d1c1e-0000-4000-8000-000000000002".into());
     let run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(2),
         database_types: BTreeMap::new(),
         mover: mover.clone(),
@@ -1175,6 +1180,7 @@ fn every_pod_of_the_quickstart_meets_restricted() {
         })
         .collect();
     let run = BackupRun {
+        hooks_in_pod: true,
         trigger: RunTrigger::Schedule,
         scheduled_time: Some("2026-12-01T03:00:00Z".parse().unwrap()),
         manual_trigger: None,
@@ -1187,6 +1193,7 @@ fn every_pod_of_the_quickstart_meets_restricted() {
     let (spec, meta) = template(&backup_job(&plan, &run, &settings()));
     pods.push(("the BackupPlan's backup".into(), spec, meta));
     let run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(2),
         database_types: BTreeMap::new(),
         mover: writer,

@@ -275,6 +275,7 @@ fn new_restore(
             storage_class_mapping: Vec::new(),
             minimum_claim_size: None,
             all_databases: None,
+            streams: Vec::new(),
         },
         status: None,
     }

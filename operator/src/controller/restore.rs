@@ -25,9 +25,12 @@ use crate::api::{
     BackupPlan, DatabaseType, Restore, RestorePhase, RestoreStatus, DEFAULT_DEADLINE,
 };
 use crate::conditions::{condition_state, find_condition, types, ConditionStatus, Reason};
+use crate::images::{images_not_allowed, restore_stream_images};
 use crate::job::{describe_job, describe_job_name, restore_job, restore_job_name, RestoreRun};
 use crate::mover::{restore_mover, MoverChoice};
-use crate::plan::{check_secrets, credentials_used, not_ready, repository_secrets_used, Problem};
+use crate::plan::{
+    check_secrets, credentials_used, env_secrets_used, not_ready, repository_secrets_used, Problem,
+};
 use crate::restore_access::{hosts_not_allowed, AccessReview};
 use crate::restore_record::{check_quotas, claims_to_create, resolve, Described};
 use crate::restore_source::{clone_refusal, copy_not_found, ReadFrom};
@@ -343,6 +346,12 @@ fn check_source(
             }),
         }
     }
+    for (index, stream) in spec.streams.iter().enumerate() {
+        uses.extend(env_secrets_used(
+            &stream.env,
+            &format!("spec.streams[{index}]"),
+        ));
+    }
     problems.extend(check_secrets(&uses, &observed.secrets));
     let deadline = from
         .plan
@@ -363,6 +372,29 @@ fn chosen_mover(
     restore_mover(restore, observed.plan.as_ref(), &settings.tenant_policy)
         .map_err(|refusal| problems.push(Problem::Refused(refusal)))
         .ok()
+}
+
+/// The image of each of the Restore's streams (its own, or its plan's stream's); a stream with
+/// none, or an image the cluster's policy refuses, joins `problems`.
+fn stream_images(
+    restore: &Restore,
+    observed: &ObservedRestore,
+    settings: &Settings,
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<String, String> {
+    let plan = observed.plan.as_ref().map(|plan| &plan.spec);
+    let images = restore_stream_images(&restore.spec, plan).unwrap_or_else(|unknown| {
+        problems.extend(unknown.into_iter().map(Problem::UnknownStream));
+        BTreeMap::new()
+    });
+    let named = (restore.spec.streams.iter().enumerate()).filter_map(|(index, stream)| {
+        let image = images.get(&stream.name)?;
+        Some((format!("spec.streams[{index}].image"), image.as_str()))
+    });
+    let namespace = restore.namespace().unwrap_or_default();
+    let refused = images_not_allowed(named, &namespace, &settings.tenant_policy);
+    problems.extend(refused.into_iter().map(Problem::ImageNotAllowed));
+    images
 }
 
 /// Which Job a Restore that has everything it names starts.
@@ -406,6 +438,7 @@ fn start_or_wait(
     let from = ReadFrom::of(restore, observed.plan.as_ref());
     let clone = from.and_then(|from| clone_refusal(&from, namespace, &settings.tenant_policy));
     problems.extend(clone.map(Problem::CloneNotAllowed));
+    let stream_images = stream_images(restore, observed, settings, &mut problems);
     let mover = chosen_mover(restore, observed, settings, &mut problems);
     match (not_ready(&problems), from, deadline) {
         (None, Some(from), Some(deadline)) => {
@@ -413,6 +446,7 @@ fn start_or_wait(
                 deadline,
                 database_types,
                 mover: mover.as_ref().map(|m| m.mover.clone()).unwrap_or_default(),
+                stream_images,
             };
             match start {
                 Start::Describe => {

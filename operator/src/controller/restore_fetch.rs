@@ -17,7 +17,7 @@ use super::{fetch_secret_keys, Error};
 use crate::admission::{is_dns_subdomain, SecretTypes};
 use crate::api::{BackupPlan, Restore};
 use crate::job::{describe_job_name, restore_job_name, LABEL_RESTORE};
-use crate::plan::{credentials_used, repository_secrets_used, SecretKeys};
+use crate::plan::{credentials_used, env_secrets_used, repository_secrets_used, SecretKeys};
 use crate::restore_access::AccessReview;
 use crate::restore_source::ReadFrom;
 
@@ -86,6 +86,9 @@ pub async fn fetch(
     }
     for database in &checked.spec.databases {
         uses.extend(credentials_used(&database.credentials_secret_ref, ""));
+    }
+    for stream in &checked.spec.streams {
+        uses.extend(env_secrets_used(&stream.env, ""));
     }
     let claims_api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace);
     let claims = fetch_target_claims(&claims_api, &checked).await?;

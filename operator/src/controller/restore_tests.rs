@@ -30,6 +30,7 @@ pub(crate) fn restore(create: bool) -> Restore {
     let mut restore = Restore::new(
         "back",
         RestoreSpec {
+            streams: Vec::new(),
             on_non_empty_target: Default::default(),
             source: crate::api::RestoreSource::Plan {
                 backup_plan_name: "nightly".into(),
@@ -333,4 +334,56 @@ fn a_restore_to_a_database_host_outside_the_policy_gets_no_job() {
     let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
     assert_eq!(ready.reason, "DatabaseHostNotAllowed", "{}", ready.message);
     assert!(ready.message.contains("spec.databases[0].host"));
+}
+
+/// A Restore of one stream, `cache`, with or without an image of its own.
+fn restore_of_streams(image: Option<&str>) -> Restore {
+    let mut restore = restore(false);
+    restore.spec.volumes.clear();
+    restore.spec.streams = vec![serde_json::from_value(serde_json::json!({
+        "name": "cache", "image": image, "command": ["redis-cli", "--pipe"]
+    }))
+    .unwrap()];
+    restore
+}
+
+#[test]
+fn a_restore_of_streams_takes_its_image_from_the_plan_under_the_policy() {
+    let settings = |json: &str| Settings {
+        tenant_policy: crate::tenant_policy::TenantPolicy::from_json(json).unwrap(),
+        ..Settings::with_image("s")
+    };
+    let ready_reason = |decision: &RestoreDecision| {
+        let ready = find_condition(&decision.status.conditions, types::READY).unwrap();
+        (ready.reason.clone(), ready.message.clone())
+    };
+    // No image, and no stream of the plan to take it from.
+    let decision = decide(&restore_of_streams(None), &observed(), now(), &settings(""));
+    assert!(decision.create_job.is_none());
+    let (reason, message) = ready_reason(&decision);
+    assert_eq!(reason, "UnknownStream");
+    assert!(message.contains("set image"), "{message}");
+    // The plan's stream gives it; the policy refuses it.
+    let mut observed = observed();
+    let plan = observed.plan.as_mut().unwrap();
+    plan.spec.streams = vec![serde_json::from_value(serde_json::json!({
+        "name": "cache", "image": "docker.io/redis:7", "command": ["redis-cli", "--rdb", "-"]
+    }))
+    .unwrap()];
+    let only = settings(r#"{"allowedImages": {"shop": ["registry.example/"]}}"#);
+    let decision = decide(&restore_of_streams(None), &observed, now(), &only);
+    assert!(decision.create_job.is_none());
+    let (reason, message) = ready_reason(&decision);
+    assert_eq!(reason, "ImageNotAllowed");
+    assert!(message.contains("docker.io/redis:7"), "{message}");
+    // Its own allowed image: the Job starts, a restore of streams only.
+    let restore = restore_of_streams(Some("registry.example/redis:7"));
+    let decision = decide(&restore, &observed, now(), &only);
+    let job = decision.create_job.expect("a restore Job");
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.containers[1].name, "stream-cache");
+    assert_eq!(
+        pod.containers[1].image.as_deref(),
+        Some("registry.example/redis:7")
+    );
 }

@@ -45,6 +45,7 @@ fn maintenance_and_restore_jobs_name_their_repository_host_and_no_node() {
         remove_stale_locks: false,
     };
     let restore_run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(12),
         database_types: BTreeMap::new(),
         mover: Mover::Privileged,

@@ -11,7 +11,9 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use neverwiped_contract::cli::{self, BackupArgs, DatabaseArg, KeepRules, ScopedSelection};
 use neverwiped_contract::record::RecordedClaim;
+use neverwiped_contract::streams::HookPhase;
 
+use super::extras;
 use super::pod::{FinishedPod, PodBuilder, Privileges};
 use super::{
     common_labels, database_uri, job_name, lock_hostname, lock_wait, trigger_name, JobSettings,
@@ -54,6 +56,9 @@ pub struct BackupRun {
     pub remove_stale_locks: bool,
     /// Who the pod runs as when it reads volumes.
     pub mover: Mover,
+    /// The plan's hooks run in this pod, around the read; `false` when the hook Jobs ran them
+    /// around the run's VolumeSnapshots instead.
+    pub hooks_in_pod: bool,
 }
 
 /// The Job's name for a backup run: one name per scheduled time (or per manual trigger, which
@@ -114,12 +119,23 @@ pub fn backup_job(plan: &BackupPlan, run: &BackupRun, settings: &JobSettings) ->
     let volumes = mount_volumes(&mut pod, &run.volumes);
     let no_volumes = volumes.paths.is_empty();
     let databases = database_args(&mut pod, &spec.databases);
+    let streams = extras::backup_streams(&mut pod, &spec.streams);
+    let hooks = match run.hooks_in_pod {
+        true => [
+            (HookPhase::Pre, &spec.hooks.pre),
+            (HookPhase::Post, &spec.hooks.post),
+        ]
+        .into_iter()
+        .flat_map(|(phase, hooks)| extras::hooks(&mut pod, phase, hooks, &settings.image))
+        .collect(),
+        false => Vec::new(),
+    };
 
     let hostname = lock_hostname(&namespace, &plan_name);
     let (keep, protect_within) = retention(plan, settings);
     let mut args = BackupArgs {
-        hooks: Vec::new(),
-        streams: Vec::new(),
+        hooks,
+        streams,
         paths: volumes.paths,
         repository: super::repository_arg(&literal(&spec.repository.url)),
         result_file: RESULT_FILE.into(),

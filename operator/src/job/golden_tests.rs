@@ -129,6 +129,7 @@ fn golden_check_job() {
 #[test]
 fn golden_restore_job() {
     let run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(12),
         database_types: BTreeMap::from([("orders".to_string(), DatabaseType::Postgresql)]),
         mover: Mover::Privileged,
@@ -167,6 +168,7 @@ fn golden_restore_job_from_a_repository_alone() {
     restore.spec.taken_before = None;
     let from = crate::restore_source::ReadFrom::of(&restore, None).unwrap();
     let run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(12),
         database_types: BTreeMap::from([("orders".to_string(), DatabaseType::Postgresql)]),
         mover: Mover::Privileged,
@@ -215,6 +217,7 @@ fn every_job_of_a_plan_tries_the_key_that_worked_last_time_first() {
     let hinted = plan_with_key_id();
     let hint = ["--key-hint".to_string(), "5f".repeat(32)];
     let restore_run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(12),
         database_types: BTreeMap::new(),
         mover: Mover::Privileged,

@@ -5,14 +5,17 @@
 //! as few privileges as reading (or writing back) other users' files allows.
 //!
 //! One module per Job: [`backup`], [`copy`], [`copy_prune`] (a destination's retention),
-//! [`drill`] (a restore drill), [`maintenance`] (prune, check), [`restore`]; [`pod`] builds the
-//! pod they share. This module holds the names, labels and annotations they are known by.
+//! [`drill`] (a restore drill), [`hooks`] (a run's hooks around its VolumeSnapshots),
+//! [`maintenance`] (prune, check), [`restore`]; [`pod`] builds the pod they share, [`extras`]
+//! the stream and hook containers beside its sidecar. This module holds the names, labels and annotations they are known by.
 
 mod backup;
 mod copy;
 mod copy_prune;
 mod describe;
 mod drill;
+mod extras;
+mod hooks;
 mod maintenance;
 mod pod;
 mod restore;
@@ -31,6 +34,8 @@ mod golden_tests;
 mod restore_tests;
 #[cfg(test)]
 mod selection_tests;
+#[cfg(test)]
+mod streams_tests;
 #[cfg(test)]
 mod tests;
 
@@ -54,10 +59,15 @@ pub use drill::{
     drill_job, drill_job_name, drill_run_of, is_drill_job, DrillRun, ANNOTATION_DRILL_ROUND,
     ANNOTATION_VERIFY_REQUEST, DRILL_OPERATION, SCRATCH_ROOT,
 };
+pub use hooks::{
+    hook_phase_of, hooks_deadline, hooks_job, hooks_job_name, HooksRun, HOOKS_OPERATION,
+    LABEL_HOOK_PHASE,
+};
 pub use maintenance::{
     maintenance_job, maintenance_job_name, password_copy, password_copy_name, remote_job_of,
     MaintenanceKind, MaintenanceRun, PasswordCopy, COPY_CA_KEY, COPY_PASSWORD_KEY,
 };
+pub use pod::TOOLS_CONTAINER;
 pub use restore::{restore_job, restore_job_name, RestoreRun};
 
 /// Name of the sidecar container in every Job's pod.

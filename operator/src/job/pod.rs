@@ -10,11 +10,13 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
     NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
     PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec,
-    SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
+    Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use neverwiped_contract::cli::{self, env};
 use neverwiped_contract::location::RestLocation;
+use neverwiped_contract::streams::{LAUNCHER_PATH, TOOLS_DIR};
 
 use super::{
     JobSettings, ANNOTATION_NODE, ANNOTATION_REPOSITORY_HOST, RESULT_FILE, SECRETS_ROOT,
@@ -22,6 +24,11 @@ use super::{
 };
 use crate::api::{CredentialsSecretRef, PodSettings, SecretKeyRef};
 use crate::mover::MoverIdentity;
+
+/// The init container that copies the launcher for the stream and hook containers.
+pub const TOOLS_CONTAINER: &str = "tools";
+/// The emptyDir it copies the launcher into.
+pub(super) const TOOLS_VOLUME: &str = "tools";
 
 /// The user a pod that reads no volumes runs as.
 pub(super) const UNPRIVILEGED_UID: i64 = 65532;
@@ -41,9 +48,9 @@ pub(super) enum Privileges {
 }
 
 /// The pod's user, groups and `fsGroup`.
-struct PodIdentity {
-    uid: i64,
-    gid: i64,
+pub(super) struct PodIdentity {
+    pub(super) uid: i64,
+    pub(super) gid: i64,
     supplemental_groups: Vec<i64>,
     fs_group: Option<i64>,
 }
@@ -88,6 +95,11 @@ pub(super) struct PodBuilder {
     mounts: Vec<VolumeMount>,
     env: Vec<EnvVar>,
     mounts_claims: bool,
+    /// Stream and hook containers beside the sidecar ([`super::extras`]); their user, security
+    /// and resources are set when the pod is finished.
+    extras: Vec<Container>,
+    /// How long the pod may take to stop: post hooks still run while it does.
+    grace_seconds: Option<i64>,
 }
 
 pub(super) struct FinishedPod<'a> {
@@ -278,6 +290,49 @@ impl PodBuilder {
         });
     }
 
+    /// A volume of the pod that the sidecar does not mount (extra containers mount it).
+    pub(super) fn add_volume(&mut self, volume: Volume) {
+        self.volumes.push(volume);
+    }
+
+    /// The pod's volume of `claim` that a container may mount (`read_only` or not): the one the
+    /// sidecar mounts when it allows that, else a new one named `fallback`.
+    pub(super) fn claim_volume(&mut self, claim: &str, read_only: bool, fallback: &str) -> String {
+        let reusable = self.volumes.iter().find(|volume| {
+            volume.persistent_volume_claim.as_ref().is_some_and(|pvc| {
+                pvc.claim_name == claim && (read_only || pvc.read_only != Some(true))
+            })
+        });
+        if let Some(volume) = reusable {
+            return volume.name.clone();
+        }
+        self.mounts_claims = true;
+        self.volumes.push(Volume {
+            name: fallback.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: Some(read_only),
+            }),
+            ..Volume::default()
+        });
+        fallback.into()
+    }
+
+    /// A container beside the sidecar; [`PodBuilder::finish`] gives it its user and limits.
+    pub(super) fn add_extra(&mut self, container: Container) {
+        self.extras.push(container);
+    }
+
+    /// How many containers stand beside the sidecar so far.
+    pub(super) fn extras_count(&self) -> usize {
+        self.extras.len()
+    }
+
+    /// The pod's `terminationGracePeriodSeconds`.
+    pub(super) fn set_grace_seconds(&mut self, seconds: i64) {
+        self.grace_seconds = Some(seconds);
+    }
+
     fn env_value(&mut self, name: &str, value: String) {
         self.env.push(EnvVar {
             name: name.into(),
@@ -335,9 +390,17 @@ impl PodBuilder {
             security_context: Some(container_security(&pod.privileges, &identity)),
             ..Container::default()
         };
+        let (init_containers, extras) = finish_extras(
+            std::mem::take(&mut self.extras),
+            &identity,
+            container.resources.as_ref(),
+            pod.settings,
+        );
         let pod_settings = pod.pod_settings.cloned().unwrap_or_default();
         let pod_spec = PodSpec {
-            containers: vec![container],
+            init_containers,
+            containers: std::iter::once(container).chain(extras).collect(),
+            termination_grace_period_seconds: self.grace_seconds,
             volumes: Some(self.volumes),
             restart_policy: Some("Never".into()),
             // The sidecar talks to the gate, never to the Kubernetes API.
@@ -386,6 +449,67 @@ fn container_security(privileges: &Privileges, identity: &PodIdentity) -> Securi
         capabilities: Some(Capabilities {
             drop: Some(vec!["ALL".into()]),
             add: (!capabilities.is_empty()).then_some(capabilities),
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+/// The init container and the extra containers as the pod runs them: never as root (the mover's
+/// user when it is not root, else 65532), no capability, a read-only root, the sidecar's
+/// resources. No extra container: no init container either.
+fn finish_extras(
+    mut extras: Vec<Container>,
+    identity: &PodIdentity,
+    resources: Option<&ResourceRequirements>,
+    settings: &JobSettings,
+) -> (Option<Vec<Container>>, Vec<Container>) {
+    if extras.is_empty() {
+        return (None, extras);
+    }
+    let (uid, gid) = match identity.uid {
+        0 => (UNPRIVILEGED_UID, UNPRIVILEGED_UID),
+        uid => (uid, identity.gid),
+    };
+    let tools = Container {
+        name: TOOLS_CONTAINER.into(),
+        image: Some(settings.image.clone()),
+        image_pull_policy: settings.image_pull_policy.clone(),
+        command: Some(vec![
+            "cp".into(),
+            cli::SIDECAR_PATH.into(),
+            LAUNCHER_PATH.into(),
+        ]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: TOOLS_VOLUME.into(),
+            mount_path: TOOLS_DIR.into(),
+            ..VolumeMount::default()
+        }]),
+        ..Container::default()
+    };
+    let mut init = vec![tools];
+    for container in init.iter_mut().chain(extras.iter_mut()) {
+        container.security_context = Some(non_root(uid, gid));
+        container.resources = resources.cloned();
+    }
+    (Some(init), extras)
+}
+
+/// A container's security: a non-root user, nothing to escalate to, no capability.
+fn non_root(uid: i64, gid: i64) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        privileged: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        run_as_user: Some(uid),
+        run_as_group: Some(gid),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            add: None,
+        }),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            localhost_profile: None,
         }),
         ..SecurityContext::default()
     }

@@ -38,6 +38,8 @@ pub struct RestoreRun {
     pub database_types: BTreeMap<String, DatabaseType>,
     /// Who the pod runs as when it writes volumes.
     pub mover: Mover,
+    /// The image of each of the Restore's streams, by name (its own, or its plan's stream's).
+    pub stream_images: BTreeMap<String, String>,
 }
 
 /// Builds the Job that runs `restore`, reading the snapshots of `from`'s origin in its repository.
@@ -88,7 +90,7 @@ pub fn restore_job(
     let (databases, databases_to_overwrite) = database_args(&mut pod, &spec.databases, run);
 
     let mut args = RestoreArgs {
-        streams: Vec::new(),
+        streams: super::extras::restore_streams(&mut pod, &spec.streams, &run.stream_images),
         snapshot: spec.snapshot.clone(),
         repository: super::repository_arg(&literal(&repository.url)),
         result_file: RESULT_FILE.into(),

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 #[test]
 fn restore_job_writes_each_volume_into_its_target_claim() {
     let run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(12),
         database_types: BTreeMap::from([("orders".to_string(), DatabaseType::Postgresql)]),
         mover: Mover::Privileged,

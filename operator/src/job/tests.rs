@@ -58,6 +58,7 @@ pub(super) fn plan() -> BackupPlan {
 
 pub(super) fn run() -> BackupRun {
     BackupRun {
+        hooks_in_pod: true,
         trigger: RunTrigger::Schedule,
         scheduled_time: Some("2026-11-30T01:30:00Z".parse().unwrap()),
         manual_trigger: None,
@@ -158,6 +159,7 @@ fn backup_job_runs_the_sidecar_with_the_documented_arguments() {
         Some("nightly-d0997da5b47dbdb3")
     );
     let alive = BackupRun {
+        hooks_in_pod: true,
         remove_stale_locks: false,
         ..run()
     };
@@ -375,6 +377,7 @@ fn job_names_fit_a_label_value_and_differ_per_run() {
     assert!(name.len() <= 63, "{name}");
     assert!(name.ends_with("-29933370"));
     let manual = BackupRun {
+        hooks_in_pod: true,
         trigger: RunTrigger::Manual,
         scheduled_time: None,
         ..run()
@@ -405,6 +408,7 @@ fn database_only_backup_runs_unprivileged_and_passes_credentials_by_reference() 
         },
     ];
     let run = BackupRun {
+        hooks_in_pod: true,
         volumes: vec![],
         node_name: None,
         ..run()
@@ -464,6 +468,7 @@ pub(super) fn restore() -> Restore {
     let mut restore = Restore::new(
         "bring-back",
         RestoreSpec {
+            streams: Vec::new(),
             on_non_empty_target: Default::default(),
             source: crate::api::RestoreSource::Plan {
                 backup_plan_name: "nightly".into(),
@@ -520,6 +525,7 @@ fn trigger_names_read_back_and_anything_else_is_an_error() {
 #[test]
 fn an_unprivileged_backup_reads_as_its_user_with_the_fs_group_as_a_supplemental_group() {
     let unprivileged = BackupRun {
+        hooks_in_pod: true,
         mover: Mover::Unprivileged(MoverIdentity {
             uid: 1000,
             gid: 3000,
@@ -553,6 +559,7 @@ fn an_unprivileged_backup_reads_as_its_user_with_the_fs_group_as_a_supplemental_
 #[test]
 fn an_unprivileged_restore_sets_its_fs_group_only_when_the_root_mismatches() {
     let run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(1),
         database_types: BTreeMap::new(),
         mover: Mover::Unprivileged(MoverIdentity {
@@ -594,11 +601,13 @@ fn an_unprivileged_pod_is_never_built_as_root_whatever_identity_it_is_given() {
         fs_group: Some(0),
     };
     let restore_run = RestoreRun {
+        stream_images: Default::default(),
         deadline: SignedDuration::from_hours(1),
         database_types: BTreeMap::new(),
         mover: Mover::Unprivileged(root.clone()),
     };
     let backup_run = BackupRun {
+        hooks_in_pod: true,
         mover: Mover::Unprivileged(root),
         ..run()
     };

@@ -5,6 +5,7 @@ mod copies;
 pub mod outcome;
 mod restore;
 mod snapshots_listed;
+pub mod streams;
 mod verify;
 
 use jiff::Timestamp;
@@ -72,6 +73,13 @@ pub fn backup_run_record(job: &Job, trigger: RunTrigger, end: &JobEnd) -> RunRec
                     })
                     .collect()
             })
+            .unwrap_or_default(),
+        paused_seconds: result.and_then(|r| r.paused_secs),
+        streams: result
+            .map(|r| streams::stream_records(&r.streams))
+            .unwrap_or_default(),
+        hooks: result
+            .map(|r| streams::hook_records(&r.hooks))
             .unwrap_or_default(),
     }
 }

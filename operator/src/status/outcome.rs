@@ -11,6 +11,7 @@ use neverwiped_contract::{ExitStatus, Operation, RunResult};
 use crate::api::RunOutcome;
 use crate::conditions::{ConditionStatus, Reason};
 use crate::job::{ANNOTATION_DEADLINE, SIDECAR_CONTAINER};
+use crate::status::streams::stream_or_hook_failure;
 
 /// What Kubernetes writes (the kubelet in container states and pod phases, the Job controller in
 /// Job conditions) and this module reads: their strings, not ours.
@@ -323,6 +324,10 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
             (RunOutcome::Failed, reason, Some(message))
         }
         status => {
+            // A failed stream or a pre hook that stopped the read says more than "failed".
+            if let Some((reason, message)) = stream_or_hook_failure(result) {
+                return (RunOutcome::Failed, reason, Some(message));
+            }
             let reason = match status {
                 ExitStatus::WrongPassword => Reason::WrongPassword,
                 ExitStatus::NoRepository => Reason::RepositoryNotFound,
@@ -337,8 +342,8 @@ fn outcome_of(result: &RunResult) -> (RunOutcome, Reason, Option<String>) {
                     }
                     Operation::Check => Reason::CheckFailed,
                     Operation::Copy => Reason::CopyFailed,
+                    Operation::Hooks => Reason::HookFailed,
                     Operation::Drill
-                    | Operation::Hooks
                     | Operation::Init
                     | Operation::Backup
                     | Operation::Forget

@@ -8,6 +8,7 @@ use kube::ResourceExt;
 use super::fetch::ObservedPlan;
 use crate::admission::check_backup_plan;
 use crate::api::BackupPlan;
+use crate::images::{images_not_allowed, plan_images};
 use crate::job::LABEL_RUN;
 use crate::mover::{choose_mover, IdentitySource, MoverChoice};
 use crate::plan::{resolve_plan_seeded, Problem, ResolvedPlan};
@@ -61,6 +62,9 @@ pub fn resolve(
         .into_iter()
         .map(Problem::Refused)
         .collect();
+    let namespace = plan.namespace().unwrap_or_default();
+    let images = images_not_allowed(plan_images(spec), &namespace, policy);
+    problems.extend(images.into_iter().map(Problem::ImageNotAllowed));
     // The clones of the plan's own runs are never backed up.
     let claims: Vec<PersistentVolumeClaim> = observed
         .claims

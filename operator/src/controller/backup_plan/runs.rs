@@ -163,6 +163,7 @@ pub fn start<'a>(
         deadline: ready.plan.deadline,
         remove_stale_locks,
         mover: ready.mover.mover.clone(),
+        hooks_in_pod: true,
     };
     let job_name = backup_job_name(plan, &run);
     let trigger = run.trigger;

@@ -231,6 +231,7 @@ pub fn advance<'a>(
         deadline,
         remove_stale_locks,
         mover: ready.mover.mover.clone(),
+        hooks_in_pod: true,
     };
     let mut job = backup_job(plan, &run, &settings.job);
     // The run's name was fixed when its snapshots were taken.

@@ -166,7 +166,8 @@ impl Gate for Tracking<'_> {
 pub fn job_footprint(job: &Job) -> Option<(JobId, RunKey, Footprint)> {
     let labels = job.labels();
     let (class, owner) = match labels.get(LABEL_OPERATION)?.as_str() {
-        "backup" => (
+        // A run's hook Jobs around its VolumeSnapshots hold the slot its backup was admitted to.
+        "backup" | crate::job::HOOKS_OPERATION => (
             RunClass::Backup,
             Owner::Plan(labels.get(LABEL_PLAN)?.clone()),
         ),

@@ -8,6 +8,7 @@ mod maintenance;
 mod queue;
 mod selection;
 mod snapshots;
+mod streams;
 
 use super::decide::ACTIVE_REQUEUE;
 use super::*;
