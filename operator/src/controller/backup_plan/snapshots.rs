@@ -143,7 +143,7 @@ fn run_info(run: &str, objects: &RunObjects, decision: &mut PlanDecision) -> Sna
 }
 
 /// Why a run's snapshots failed: the driver's message, or the deadline passed while some were not
-/// ready; `None` while they may still get ready.
+/// ready (or none was created); `None` while they may still get ready.
 fn failure(
     deadline: &str,
     snapshots: &[&VolumeSnapshot],
@@ -165,17 +165,25 @@ fn failure(
     });
     failed.or_else(|| {
         let limit = parse_duration(deadline).ok()?;
+        if now.duration_since(started) <= limit {
+            return None;
+        }
         let waiting: Vec<String> = snapshots
             .iter()
             .filter(|s| !s.is_ready())
             .map(|s| s.name_any())
             .collect();
-        (now.duration_since(started) > limit && !waiting.is_empty()).then(|| {
-            format!(
+        match (snapshots.is_empty(), waiting.is_empty()) {
+            // After the pre hooks, none could be created: the post hooks must not wait forever.
+            (true, _) => Some(format!(
+                "no VolumeSnapshot of the run was created within the run's deadline of {deadline}; the operator's log says why (its rights on volumesnapshots, the snapshot API)"
+            )),
+            (false, false) => Some(format!(
                 "VolumeSnapshots {} were not ready within the run's deadline of {deadline}; check the CSI driver's snapshotter",
                 waiting.join(", "),
-            )
-        })
+            )),
+            (false, true) => None,
+        }
     })
 }
 
@@ -282,8 +290,9 @@ pub fn advance<'a>(
         }
         return Occupant::PreparingSnapshots(preparing);
     }
-    // Snapshots are taken between the hooks, never after the post hooks started.
-    if !hooks.post_started() {
+    // Snapshots are taken between the hooks, never after the post hooks started, nor once the
+    // run has failed.
+    if !hooks.post_started() && preparing.snapshot_failure.is_none() {
         take_missing(plan, ready, &preparing, decision);
     }
     let all_ready =

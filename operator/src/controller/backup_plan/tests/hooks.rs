@@ -505,3 +505,46 @@ fn the_hook_jobs_of_recorded_runs_go_with_the_finished_jobs_beyond_the_kept() {
     assert_eq!(keep, 3);
     assert_eq!(decision.delete, ["nightly-manual-1-pre"]);
 }
+
+#[test]
+fn snapshots_never_created_by_the_deadline_still_release_the_application() {
+    let mut plan = hooks_plan();
+    plan.spec.deadline = "1h".into();
+    let mut observed = snapshot_world();
+    let pre = started(&mut plan, &observed);
+    observed.jobs = vec![ended(pre, "2026-11-30T12:00:00Z", true)];
+    let pre_result = hooks_result(
+        contract::HookPhase::Pre,
+        "freeze",
+        0,
+        ("2026-11-30T12:00:01Z", "2026-11-30T12:00:02Z"),
+    );
+    observed.pods = vec![hook_pod(PRE_JOB, &pre_result)];
+    // Every create of the snapshot failed (say, the operator may not create them) for an hour.
+    let decision = decide(&plan, &observed, at("2026-11-30T13:00:01Z"), &settings());
+    let post = decision.create.expect("the post hook Job");
+    assert_eq!(post.metadata.name.as_deref(), Some(POST_JOB));
+    assert!(decision.create_snapshots.is_empty(), "the run has failed");
+}
+
+#[test]
+fn a_volume_read_directly_keeps_the_hooks_in_the_backup_pod() {
+    // Auto, and the driver has no VolumeSnapshotClass: the volume is read directly.
+    let mut plan = hooks_plan();
+    plan.spec.copy_method = CopyMethod::Auto;
+    let mut observed = snapshot_world();
+    observed.snapshot_classes = Some(Vec::new());
+    let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+    assert!(decision.create_snapshots.is_empty());
+    let job = decision.create.expect("the backup Job");
+    assert_eq!(job.metadata.name.as_deref(), Some(RUN));
+    assert_eq!(
+        names(&job),
+        [
+            "sidecar",
+            "stream-cache",
+            "hook-pre-freeze",
+            "hook-post-thaw"
+        ]
+    );
+}
