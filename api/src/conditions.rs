@@ -133,6 +133,9 @@ reasons! {
     BackupRunning => "BackupRunning",
     /// A run waits for its VolumeSnapshots to be ready before its Job starts.
     PreparingSnapshots => "PreparingSnapshots",
+    /// A run's pre or post hook Job runs around its VolumeSnapshots' creation; its backup Job
+    /// starts after the post hooks.
+    RunningHooks => "RunningHooks",
     /// A prune Job is running.
     PruneRunning => "PruneRunning",
     /// A check Job is running.

@@ -12,6 +12,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use neverwiped_contract::is_key_id;
+use neverwiped_contract::streams::HookPhase;
 use neverwiped_contract::text::escaped;
 
 use crate::api::{
@@ -275,6 +276,8 @@ pub struct PlanConditions<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct PreparingSnapshots<'a> {
     pub job_name: &'a str,
+    /// The hook Job that runs now around the snapshots, with its phase.
+    pub hooks: Option<(HookPhase, &'a str)>,
     pub ready: usize,
     pub taken: usize,
 }
@@ -304,15 +307,13 @@ pub fn set_plan_conditions(
         now,
     );
     if let Some(preparing) = conditions.preparing {
+        let (reason, message) = preparing_message(&preparing);
         set_condition(
             &mut status.conditions,
             types::RUNNING,
             ConditionStatus::True,
-            Reason::PreparingSnapshots,
-            format!(
-                "Job {} starts when its VolumeSnapshots are ready ({} of {})",
-                preparing.job_name, preparing.ready, preparing.taken
-            ),
+            reason,
+            message,
             generation,
             now,
         );
@@ -324,6 +325,32 @@ pub fn set_plan_conditions(
         show_selection(status, unmatched, generation, now);
     }
     withheld
+}
+
+/// The `Running` condition's reason and message while a run prepares its snapshots: the hook
+/// Job it waits for, or how many of its snapshots are ready.
+fn preparing_message(preparing: &PreparingSnapshots) -> (Reason, String) {
+    let job = preparing.job_name;
+    match preparing.hooks {
+        Some((HookPhase::Pre, hooks)) => (
+            Reason::RunningHooks,
+            format!("the pre hooks run (Job {hooks}); then the VolumeSnapshots of Job {job} are taken"),
+        ),
+        Some((HookPhase::Post, hooks)) => (
+            Reason::RunningHooks,
+            format!(
+                "the post hooks run (Job {hooks}) after the VolumeSnapshots ({} of {} ready); then Job {job} starts",
+                preparing.ready, preparing.taken
+            ),
+        ),
+        None => (
+            Reason::PreparingSnapshots,
+            format!(
+                "Job {job} starts when its VolumeSnapshots are ready ({} of {})",
+                preparing.ready, preparing.taken
+            ),
+        ),
+    }
 }
 
 /// The `Running` condition of a plan whose run waits for a slot.

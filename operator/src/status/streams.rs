@@ -57,6 +57,18 @@ pub fn paused_between(pre: &[HookResult], post: &[HookResult]) -> Option<f64> {
     Some((seconds * 10.0).round() / 10.0)
 }
 
+/// The first hook of `phase` that failed, as one bounded line: its name, how it exited and the
+/// end of its standard error (`pre hook "freeze" failed (exited with code 4): standard error: …`).
+pub fn failed_hook(results: &[HookResult], phase: contract::HookPhase) -> Option<String> {
+    let hook = results.iter().find(|h| h.phase == phase && !h.succeeded)?;
+    let exit = exit_text(hook.exit_code);
+    let head = format!("{} hook {:?} failed ({exit})", phase.arg(), hook.name);
+    Some(match failure_text(hook.error.as_deref(), &hook.stderr) {
+        Some(error) => format!("{head}: {error}"),
+        None => head,
+    })
+}
+
 /// Why a run that failed failed, when its streams or hooks say: a stream that failed, or a pre
 /// hook that failed before anything was read (only `onError: Fail` stops the read).
 pub fn stream_or_hook_failure(result: &RunResult) -> Option<(Reason, String)> {

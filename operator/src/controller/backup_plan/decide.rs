@@ -57,15 +57,10 @@ pub fn decide_with(
     // What the plan's Jobs and snapshots say, and so what occupies it now.
     let jobs = runs::plan_jobs(plan, observed);
     suspect::acknowledge(plan, &mut decision, now);
-    let backup = runs::observe(plan, &jobs.backups, observed, &mut decision, now, settings);
-    let preparing = snapshots::observe(
-        plan,
-        observed,
-        &jobs.backups,
-        backup.is_some(),
-        &mut decision,
-        now,
-    );
+    let backup = runs::observe(plan, &jobs, observed, &mut decision, now, settings);
+    let running = backup.is_some();
+    let plan_runs = (&jobs.backups[..], &jobs.hooks[..]);
+    let preparing = snapshots::observe(plan, observed, plan_runs, running, &mut decision, now);
     let maintenance = maintenance::observe(&jobs.maintenance, &observed.pods, &mut decision, now);
     observe_beside(plan, &jobs, observed, &mut decision, now, settings);
     let mut occupant = match (backup, preparing, maintenance) {
@@ -164,11 +159,13 @@ fn drilling(decision: &PlanDecision) -> bool {
     (decision.status.verify.as_ref()).is_some_and(|v| v.active_job.is_some())
 }
 
-/// How far the snapshots of the run that prepares them are, for its condition.
+/// How far the snapshots of the run that prepares them are, and the hook Job it waits for, for
+/// its condition.
 fn preparing_snapshots<'a>(occupant: &'a Occupant<'_>) -> Option<PreparingSnapshots<'a>> {
     match occupant {
         Occupant::PreparingSnapshots(preparing) => Some(PreparingSnapshots {
             job_name: &preparing.run.job_name,
+            hooks: preparing.hooks.waiting_for(),
             ready: preparing.snapshots.iter().filter(|s| s.is_ready()).count(),
             taken: preparing.snapshots.len(),
         }),

@@ -2,12 +2,12 @@
 //! decision's effects with [`crate::controller::effects::execute`].
 //!
 //! [`decide`] looks at the plan in a fixed order — its backup Jobs ([`runs`]), a run preparing
-//! VolumeSnapshots ([`snapshots`]), its prunes and checks ([`maintenance`]) — to learn what
-//! occupies it ([`Occupant`]); resolves the spec ([`resolve`]); then, if the plan is free, asks
-//! [`triggers`] whether a backup is due, or [`maintenance`] whether a prune or check is. Beside
-//! those, [`copies`] copies to the destinations of `spec.copies` and [`copy_prunes`] applies their
-//! retention; last, [`drills`] starts a restore drill when one is due ([`drill_due`]) and nothing
-//! else of the plan runs or is due.
+//! VolumeSnapshots ([`snapshots`]) between its hook Jobs ([`hooks`]), its prunes and checks
+//! ([`maintenance`]) — to learn what occupies it ([`Occupant`]); resolves the spec ([`resolve`]);
+//! then, if the plan is free, asks [`triggers`] whether a backup is due, or [`maintenance`]
+//! whether a prune or check is. Beside those, [`copies`] copies to the destinations of
+//! `spec.copies` and [`copy_prunes`] applies their retention; last, [`drills`] starts a restore
+//! drill when one is due ([`drill_due`]) and nothing else of the plan runs or is due.
 
 mod admit;
 mod copies;
@@ -17,6 +17,7 @@ mod decision;
 mod drill_due;
 mod drills;
 mod fetch;
+mod hooks;
 mod listing;
 pub mod maintenance;
 mod metrics;

@@ -1,10 +1,11 @@
-//! What occupies a plan now. A plan runs one thing at a time — a backup (its Job, or the
-//! VolumeSnapshots its Job waits for) or a prune or check, which locks the repository — and this
+//! What occupies a plan now. A plan runs one thing at a time — a backup (its Job, or the hook
+//! Jobs and VolumeSnapshots its Job waits for) or a prune or check, which locks the repository — and this
 //! type is that rule: there is no way to hold two of them.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::hooks::RunHooks;
 use crate::api::{ActiveRun, RunKind, RunTrigger};
 use crate::csi::VolumeSnapshot;
 use crate::volumes::SnapshotRunInfo;
@@ -16,7 +17,8 @@ pub enum Occupant<'a> {
     Idle,
     /// A backup Job runs (or was created in this reconcile, or its VolumeSnapshots were).
     Backup(ActiveRun),
-    /// A backup's VolumeSnapshots are being taken; its Job starts once they are ready.
+    /// A backup's VolumeSnapshots are being taken (between its hook Jobs, when the plan has
+    /// hooks); its Job starts once they are ready.
     PreparingSnapshots(PreparingRun<'a>),
     /// A prune or check Job runs (or was created in this reconcile).
     Maintenance(ActiveRun),
@@ -37,15 +39,21 @@ impl Occupant<'_> {
     }
 }
 
-/// A backup run whose VolumeSnapshots exist but whose Job does not yet.
+/// A backup run whose hook Jobs or VolumeSnapshots exist but whose Job does not yet.
 #[derive(Debug, Clone)]
 pub struct PreparingRun<'a> {
     /// The run as the status shows it; its Job will have its name.
     pub run: ActiveRun,
     /// What started the run, read back from its snapshots' annotations.
     pub info: SnapshotRunInfo,
-    /// The run's VolumeSnapshots taken so far (never empty).
+    /// The run's VolumeSnapshots taken so far (none while its pre hooks run, or after they
+    /// failed).
     pub snapshots: Vec<&'a VolumeSnapshot>,
+    /// Its hook Jobs (none for a plan without hooks).
+    pub hooks: RunHooks,
+    /// Why its snapshots failed (one failed, or the deadline passed with some not ready); with
+    /// hook Jobs, the post hooks run before the run is recorded as failed.
+    pub snapshot_failure: Option<String>,
 }
 
 impl PreparingRun<'_> {

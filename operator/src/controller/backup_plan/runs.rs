@@ -9,6 +9,7 @@ use kube::ResourceExt;
 
 use super::decision::PlanDecision;
 use super::fetch::{owned_by, ObservedPlan};
+use super::hooks::{self, RunHooks};
 use super::listing::record_snapshots;
 use super::occupant::{backup_run, Occupant};
 use super::resolve::ReadyPlan;
@@ -28,6 +29,9 @@ use crate::status::{backup_run_record, job_state, record_repository, JobState};
 /// The plan's own Jobs, by what they run, oldest first.
 pub struct PlanJobs<'a> {
     pub backups: Vec<&'a Job>,
+    /// The pre and post hook Jobs around runs' VolumeSnapshots (the queue counts them as the
+    /// plan's backup, but they are no backup Job: a run's record is its backup Job's).
+    pub hooks: Vec<&'a Job>,
     /// Prunes and checks.
     pub maintenance: Vec<&'a Job>,
     /// Copies to the destinations of `spec.copies`.
@@ -51,6 +55,9 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
     let (maintenance, others): (Vec<&Job>, Vec<&Job>) = own
         .into_iter()
         .partition(|job| super::maintenance::maintenance_kind(job).is_some());
+    let (hooks, others): (Vec<&Job>, Vec<&Job>) = others
+        .into_iter()
+        .partition(|job| crate::job::hook_phase_of(job).is_some());
     let (mut copies, mut backups): (Vec<&Job>, Vec<&Job>) = others
         .into_iter()
         .partition(|job| crate::job::copy_destination_of(job).is_some());
@@ -58,6 +65,7 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
     copies.sort_by_key(|job| job.metadata.creation_timestamp.as_ref().map(|t| t.0));
     PlanJobs {
         backups,
+        hooks,
         maintenance,
         copies,
         copy_prunes,
@@ -65,16 +73,18 @@ pub fn plan_jobs<'a>(plan: &BackupPlan, observed: &'a ObservedPlan) -> PlanJobs<
     }
 }
 
-/// Records the backup Jobs that finished, fails those whose pod cannot start, and deletes finished
-/// Jobs beyond the kept; returns the one that runs now, as it occupies the plan.
+/// Records the backup Jobs that finished (with the hooks their hook Jobs ran around their
+/// snapshots), fails those whose pod cannot start, and deletes finished Jobs beyond the kept;
+/// returns the one that runs now, as it occupies the plan.
 pub fn observe(
     plan: &BackupPlan,
-    backups: &[&Job],
+    jobs: &PlanJobs,
     observed: &ObservedPlan,
     decision: &mut PlanDecision,
     now: Timestamp,
     settings: &Settings,
 ) -> Option<ActiveRun> {
+    let backups = &jobs.backups;
     let mut active: Option<&Job> = None;
     for job in backups {
         let job_name = job.name_any();
@@ -98,10 +108,12 @@ pub fn observe(
             }
         };
         let trigger = decision.trigger(&job_name, run_trigger_of(job));
-        let record = backup_run_record(job, trigger, &end);
+        let mut record = backup_run_record(job, trigger, &end);
+        let hooks = RunHooks::of(&job_name, &jobs.hooks, &observed.pods);
+        let reason = hooks.record(end.reason, &mut record);
         record_repository(&mut decision.status, &end, now);
         record_snapshots(&mut decision.status, &end, now);
-        decision.record_backup(end.reason, record, now);
+        decision.record_backup(reason, record, now);
         super::suspect::judge(plan, job, trigger, &end, decision, settings, now);
     }
     // A run whose status was not written (the apply failed after the create) is still acted on.
@@ -124,6 +136,7 @@ pub fn observe(
     for name in finished.into_iter().skip(settings.finished_jobs_to_keep) {
         decision.delete_job(name);
     }
+    hooks::delete_over(&jobs.hooks, settings.finished_jobs_to_keep, decision);
     active.map(|job| {
         let name = job.name_any();
         let trigger = decision.trigger(&name, run_trigger_of(job));
@@ -133,7 +146,7 @@ pub fn observe(
 }
 
 /// Starts the run `request` asks for: its Job, or, when volumes are read from snapshots, their
-/// VolumeSnapshots (the Job follows when they are ready). Returns the run, as it occupies the plan.
+/// VolumeSnapshots or, with hooks, its pre hook Job (the Job follows when they are ready). Returns the run, as it occupies the plan.
 pub fn start<'a>(
     plan: &BackupPlan,
     ready: &ReadyPlan,
@@ -167,15 +180,12 @@ pub fn start<'a>(
     };
     let job_name = backup_job_name(plan, &run);
     let trigger = run.trigger;
-    let note = match snapshots::take(plan, ready, &run, &job_name, decision) {
+    let note = match snapshots::take(plan, ready, &run, &job_name, settings, decision) {
         None => {
             decision.create = Some(backup_job(plan, &run, &settings.job));
             format!("created Job {job_name} ({trigger:?})")
         }
-        Some(claims) => format!(
-            "taking VolumeSnapshots of {} for Job {job_name} ({trigger:?})",
-            claims.join(", ")
-        ),
+        Some(note) => note,
     };
     decision.events.push(PlannedEvent {
         type_: EventType::Normal,

@@ -3,6 +3,7 @@
 mod copies;
 mod copy_prunes;
 mod drills;
+mod hooks;
 mod listed_snapshots;
 mod maintenance;
 mod queue;

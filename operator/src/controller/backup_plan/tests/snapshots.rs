@@ -28,7 +28,7 @@ fn snapshot_class(name: &str, driver: &str) -> VolumeSnapshotClass {
     }
 }
 
-fn snapshot_plan() -> BackupPlan {
+pub(super) fn snapshot_plan() -> BackupPlan {
     let mut plan = plan();
     plan.spec.copy_method = CopyMethod::Snapshot;
     plan.spec.manual_trigger = Some("now".into());
@@ -40,7 +40,7 @@ fn snapshot_plan() -> BackupPlan {
     plan
 }
 
-fn snapshot_world() -> ObservedPlan {
+pub(super) fn snapshot_world() -> ObservedPlan {
     let mut observed = observed();
     observed.claims[0].spec = Some(PersistentVolumeClaimSpec {
         storage_class_name: Some("fast".into()),
@@ -53,12 +53,12 @@ fn snapshot_world() -> ObservedPlan {
 }
 
 /// What the API server returns for a created object.
-fn stored<K: Resource>(mut object: K, created: &str) -> K {
+pub(super) fn stored<K: Resource>(mut object: K, created: &str) -> K {
     object.meta_mut().creation_timestamp = Some(Time(at(created)));
     object
 }
 
-fn ready(mut snapshot: VolumeSnapshot) -> VolumeSnapshot {
+pub(super) fn ready(mut snapshot: VolumeSnapshot) -> VolumeSnapshot {
     snapshot.status = Some(VolumeSnapshotStatus {
         ready_to_use: Some(true),
         restore_size: Some(Quantity("3Gi".into())),
