@@ -362,6 +362,13 @@ impl RunResult {
             if json.len() <= TERMINATION_MESSAGE_MAX_BYTES {
                 return json;
             }
+            // The streams' and hooks' stderr tails first: their errors say what happened.
+            let (streams, hooks) = (&mut result.streams, &mut result.hooks);
+            if streams::shorten_reports(streams, hooks, streams::STDERR_SHORT_BYTES, false)
+                || streams::shorten_reports(streams, hooks, 0, false)
+            {
+                continue;
+            }
             if result.warnings.pop().is_some() {
                 continue;
             }
@@ -375,6 +382,14 @@ impl RunResult {
                     continue;
                 }
             }
+            if streams::shorten_reports(
+                &mut result.streams,
+                &mut result.hooks,
+                streams::STDERR_SHORT_BYTES,
+                true,
+            ) {
+                continue;
+            }
             if let Some(error) = result.error.as_mut() {
                 let excess = json.len() - TERMINATION_MESSAGE_MAX_BYTES;
                 let keep = error.len().saturating_sub(excess + 16);
@@ -384,6 +399,8 @@ impl RunResult {
             }
             // Only the fixed fields remain; they are far below the limit, but never loop forever.
             result.databases.clear();
+            result.streams.clear();
+            result.hooks.clear();
             result.host_snapshots = None;
             if let Some(drill) = result.drill.as_mut() {
                 drill.volumes.clear();
@@ -645,6 +662,51 @@ mod tests {
         result.error = Some("retention not applied: the gate answered 500".into());
         let parsed = RunResult::from_json(&result.to_termination_message()).unwrap();
         assert_eq!(parsed, result, "nothing had to be dropped");
+    }
+
+    #[test]
+    fn termination_message_fits_with_many_streams_and_hooks_with_long_stderrs() {
+        let mut result = sample();
+        result.streams = (0..8)
+            .map(|n| streams::StreamResult {
+                name: format!("stream-{n}"),
+                bytes: 1 << 30,
+                exit_code: Some(3),
+                error: Some(format!("stream stream-{n}: its command failed: exit 3")),
+                stderr: format!("{} the real error {n}", "noise ".repeat(85)),
+            })
+            .collect();
+        result.hooks = (0..8)
+            .map(|n| streams::HookResult {
+                phase: streams::HookPhase::Pre,
+                name: format!("hook-{n}"),
+                succeeded: false,
+                duration_secs: 1.5,
+                exit_code: Some(1),
+                error: Some("exit 1".into()),
+                stderr: "é".repeat(256),
+                started_at: Some("2026-11-30T01:00:00.000Z".into()),
+                finished_at: Some("2026-11-30T01:00:01.500Z".into()),
+            })
+            .collect();
+        result.error = Some("pre hook hook-0 failed: exit 1".into());
+        let message = result.to_termination_message();
+        assert!(
+            message.len() <= TERMINATION_MESSAGE_MAX_BYTES,
+            "{}",
+            message.len()
+        );
+        let parsed = RunResult::from_json(&message).unwrap();
+        assert_eq!(parsed.error, result.error, "the run's error is kept whole");
+        assert_eq!((parsed.streams.len(), parsed.hooks.len()), (8, 8));
+        assert!(parsed
+            .streams
+            .iter()
+            .all(|s| s.exit_code == Some(3) && s.error.is_some()));
+        assert!(
+            parsed.streams[0].stderr.is_empty()
+                || parsed.streams[0].stderr.ends_with("the real error 0")
+        );
     }
 
     #[test]

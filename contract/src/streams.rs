@@ -291,6 +291,57 @@ pub struct HookResult {
     pub finished_at: Option<String>,
 }
 
+/// How short the standard-error tails of a result's streams and hooks are made first, when the
+/// result does not fit in a termination message.
+pub const STDERR_SHORT_BYTES: usize = 120;
+
+/// Shortens `text` to at most `limit` bytes (at a character boundary, `…` appended); whether it
+/// changed. A limit of 0 empties it.
+fn shorten(text: &mut String, limit: usize) -> bool {
+    if text.len() <= limit {
+        return false;
+    }
+    if limit == 0 {
+        text.clear();
+        return true;
+    }
+    // The end is kept: tools put their error last.
+    let mut start = text.len() - limit;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    *text = format!("…{}", &text[start..]);
+    true
+}
+
+/// Shortens every stream's and hook's standard error to `limit` bytes (0: none), and with
+/// `errors` their errors too; whether anything changed.
+pub fn shorten_reports(
+    streams: &mut [StreamResult],
+    hooks: &mut [HookResult],
+    limit: usize,
+    errors: bool,
+) -> bool {
+    let mut changed = false;
+    let mut texts: Vec<&mut String> = Vec::new();
+    for stream in streams.iter_mut() {
+        texts.push(&mut stream.stderr);
+        if let (true, Some(error)) = (errors, stream.error.as_mut()) {
+            texts.push(error);
+        }
+    }
+    for hook in hooks.iter_mut() {
+        texts.push(&mut hook.stderr);
+        if let (true, Some(error)) = (errors, hook.error.as_mut()) {
+            texts.push(error);
+        }
+    }
+    for text in texts {
+        changed |= shorten(text, limit);
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

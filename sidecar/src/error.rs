@@ -137,6 +137,10 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
+    /// A hook that failed the run (a pre hook with `onError: Fail`), in words for the user.
+    #[error("{0}")]
+    Hook(String),
+
     #[error("the backup was interrupted: {0}")]
     Interrupted(String),
 

@@ -24,6 +24,7 @@ pub mod ids;
 pub mod index;
 pub mod inspect;
 pub mod key_search;
+pub mod launch;
 pub mod locking;
 pub mod maintenance;
 pub mod mount;
@@ -33,6 +34,7 @@ pub mod repository;
 pub mod restore;
 pub mod selection;
 pub mod stopping;
+pub mod streams;
 pub mod text;
 pub mod views;
 

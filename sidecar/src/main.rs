@@ -13,6 +13,9 @@ use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    if let Some(code) = cli::launch::run_if_asked() {
+        return code;
+    }
     let started = chrono::Utc::now();
     map_large_allocations();
     let hardened = cli::hardening::disable_core_dumps();
@@ -32,6 +35,8 @@ async fn main() -> ExitCode {
         started,
     };
     let run = run_until_stopped(&cli, record.clone(), report.clone(), closing).await;
+    // Whatever the command: no launcher is left waiting for a sidecar that is done.
+    cli::hooks::finish(&record.exchange).await;
     let end = match &run {
         Ok(outcome) => RunEnd {
             status: match outcome.incomplete.is_empty() {

@@ -47,6 +47,8 @@ mod modify_tag;
 mod recorded_sources;
 #[path = "cli/stopping.rs"]
 mod stopping;
+#[path = "cli/streams.rs"]
+mod streams;
 mod support;
 
 #[path = "cli/protect_window.rs"]

@@ -115,7 +115,13 @@ pub struct BackupOptions {
     /// What the snapshot records of its claims and databases, asked when the snapshot is written
     /// (a dump's tables are counted as it streams).
     pub recorded: SourcesRecord,
+    /// Called once the repository is locked, before anything is read (a plan's pre hooks): an
+    /// error fails the backup with nothing read. Blocking; it runs on a thread of its own.
+    pub before_reading: Option<BeforeReading>,
 }
+
+/// What runs between taking the lock and reading the sources.
+pub type BeforeReading = Box<dyn FnOnce() -> Result<()> + Send>;
 
 /// Gives what a snapshot records of its sources, once every source has been read.
 pub type SourcesRecord = Arc<dyn Fn() -> RecordedSources + Send + Sync>;
@@ -158,6 +164,7 @@ impl BackupOptions {
             progress: Arc::new(Progress::default()),
             stored: Arc::default(),
             recorded: Arc::new(RecordedSources::default),
+            before_reading: None,
         }
     }
 }
@@ -186,6 +193,9 @@ impl StreamCounters {
         let mut counters = Vec::new();
         for source in sources {
             if let Source::Stream(stream) = source {
+                if stream.may_be_empty {
+                    continue;
+                }
                 let reader = std::mem::replace(&mut stream.reader, Box::new(std::io::empty()));
                 let (counted, bytes_read) = CountedReader::new(reader);
                 stream.reader = Box::new(counted);
@@ -263,10 +273,16 @@ pub async fn backup(repo: &IndexedRepository, mut options: BackupOptions) -> Res
     let tree = SourceTree::build(std::mem::take(&mut options.sources))?;
     let paths: Vec<SnapshotPath> = tree.paths.iter().cloned().map(SnapshotPath).collect();
     let lock = locking::acquire(repo, false, "backup").await?;
+    let before_reading = options.before_reading.take();
     let result: Result<BackupReport> = async {
         // The work stops if the lock is lost; the snapshot write below is never cut halfway.
         let (snapshot, outcome) = lock
             .held_while(async {
+                if let Some(before) = before_reading {
+                    tokio::task::spawn_blocking(before)
+                        .await
+                        .map_err(|e| Error::Hook(format!("the pre hooks' thread failed: {e}")))??;
+                }
                 repo.refresh_index().await?;
                 let parent = find_parent(repo, &options.parent, &options.hostname, &paths).await?;
                 let parent_tree = parent.map(|(_, tree)| tree);

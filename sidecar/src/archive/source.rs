@@ -15,6 +15,9 @@ pub struct StreamSource {
     pub label: String,
     /// The content; an error (also at the end, e.g. a dump tool that failed) fails the backup.
     pub reader: Box<dyn Read + Send>,
+    /// Zero bytes is a good stream (a plan's stream with `allowEmpty`); otherwise an empty
+    /// stream fails the backup unless the whole backup allows empty input.
+    pub may_be_empty: bool,
 }
 
 /// A reader that counts the bytes read through it, so a backup can tell an empty stream apart.
@@ -199,6 +202,7 @@ mod tests {
             snapshot_path: "/data/a".into(),
             label: "x".into(),
             reader: Box::new(std::io::empty()),
+            may_be_empty: false,
         };
         let error = SourceTree::build(vec![Source::Path("/data/a".into()), Source::Stream(stream)])
             .err()

@@ -173,6 +173,9 @@ pub enum Command {
     /// Restore a snapshot (or a sample of its files) into scratch space, hold it to the
     /// snapshot, load its database dumps into throwaway servers, and measure the recovery time.
     Drill(super::drill::DrillArgs),
+    /// Run one phase of a plan's hooks alone (pre or post), as around the creation of CSI
+    /// snapshots.
+    Hooks(super::hooks::HooksArgs),
 }
 
 #[derive(Debug, Args)]
@@ -247,6 +250,8 @@ pub struct BackupArgs {
     /// keep (as `forget --host`); none given: keep every snapshot.
     #[command(flatten)]
     pub keep: KeepArgs,
+    #[command(flatten)]
+    pub exchange: super::streams::BackupStreamFlags,
 }
 
 #[derive(Debug, Args)]
@@ -255,7 +260,7 @@ pub struct RestoreArgs {
     pub snapshot: String,
     /// Folder to restore into; /data/x of the snapshot lands in TARGET/data/x. With --database
     /// too, files and databases come from the same snapshot, files first.
-    #[arg(long, short = 't', required_unless_present = "databases")]
+    #[arg(long, short = 't', required_unless_present_any = ["databases", "streams"])]
     pub target: Option<PathBuf>,
     #[command(flatten)]
     pub patterns: super::patterns::RestorePatternArgs,
@@ -303,6 +308,8 @@ pub struct RestoreArgs {
     /// restore (the files --include/--exclude select).
     #[arg(long, requires = "target", conflicts_with_all = ["verify", "databases", "delete"])]
     pub verify_only: bool,
+    #[command(flatten)]
+    pub streams: super::streams::RestoreStreamFlags,
 }
 
 impl RestoreArgs {
@@ -467,7 +474,7 @@ pub fn one_line(text: &str) -> String {
 }
 
 /// Each command's name and the operation its result reports: the one table of both.
-const OPERATIONS: [(&str, Operation); 21] = [
+const OPERATIONS: [(&str, Operation); 22] = [
     ("init", Operation::Init),
     ("backup", Operation::Backup),
     ("snapshots", Operation::Snapshots),
@@ -489,6 +496,7 @@ const OPERATIONS: [(&str, Operation); 21] = [
     ("copy", Operation::Copy),
     ("describe", Operation::Describe),
     ("drill", Operation::Drill),
+    ("hooks", Operation::Hooks),
 ];
 
 /// The operation of the subcommand called `name` on the command line.
@@ -603,7 +611,8 @@ mod tests {
     #[test]
     fn every_command_names_its_own_operation() {
         use clap::CommandFactory;
-        let examples: [(&[&str], Operation); 19] = [
+        let examples: [(&[&str], Operation); 20] = [
+            (&["hooks", "--phase", "post"], Operation::Hooks),
             (
                 &["drill", "latest", "--scratch", "/scratch", "--databases"],
                 Operation::Drill,

@@ -3,7 +3,7 @@
 
 use super::args::RestoreArgs;
 use super::output::bytes;
-use super::{open_indexed, secrets, Outcome};
+use super::{secrets, Outcome};
 use anyhow::{bail, Context, Result};
 use neverwiped::archive::Source;
 use neverwiped::dump::child::{DumpState, DumpStatus};
@@ -175,18 +175,6 @@ impl DumpedDatabases {
         }
         databases
     }
-}
-
-/// `restore SNAPSHOT --database NAME=URI ...`: each database's dump into its server, in order.
-pub async fn restore(
-    cli: &super::args::Cli,
-    args: &RestoreArgs,
-    record: &super::RunRecord,
-) -> Result<Outcome> {
-    let restores = DatabaseRestores::enter(args, &record.databases)?;
-    let repo = open_indexed(cli, record).await?;
-    let (snapshot_id, snapshot) = super::select::for_restore(&repo, &args.selection()).await?;
-    restores.run(cli, args, &repo, snapshot_id, &snapshot).await
 }
 
 /// The databases a restore puts back, entered in the run's record before anything starts.

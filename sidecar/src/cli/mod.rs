@@ -15,6 +15,8 @@ mod filters;
 mod find;
 mod forget;
 pub mod hardening;
+pub mod hooks;
+pub mod launch;
 mod listing;
 mod location_arg;
 mod locks;
@@ -26,6 +28,7 @@ mod patterns;
 mod repair;
 mod repair_snapshots;
 mod restore;
+mod restore_streams;
 mod restore_verify;
 pub mod result_file;
 mod scoped_selection;
@@ -34,6 +37,7 @@ mod select;
 mod sources;
 mod stats;
 pub mod stop;
+mod streams;
 mod subset;
 mod tag;
 
@@ -218,6 +222,8 @@ pub struct RunRecord {
     pub snapshot: Arc<StoredSnapshot>,
     /// The id of the key object that opened the repository, once one did.
     pub key_id: std::sync::OnceLock<String>,
+    /// The run's streams and hooks, and how each went.
+    pub exchange: Arc<neverwiped::streams::Exchange>,
 }
 
 impl RunRecord {
@@ -231,7 +237,16 @@ impl RunRecord {
 pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
     match &cli.command {
         Command::Init => init(cli).await,
-        Command::Backup(args) => backup(cli, args, record).await,
+        Command::Backup(args) => {
+            let exchange = &args.exchange;
+            let (streams, hook_specs) = (exchange.streams()?, exchange.hooks.specs()?);
+            let start_timeout = exchange.start_timeout.get();
+            record.exchange.enter(streams, hook_specs, start_timeout);
+            let outcome = backup(cli, args, record).await;
+            // Also when the backup failed before its end: the post hooks always run.
+            hooks::finish(&record.exchange).await;
+            outcome
+        }
         Command::Snapshots(args) => {
             let repo = open_repository(cli, record).await?;
             locks::read_locked(
@@ -315,6 +330,7 @@ pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
         Command::Unlock(args) => {
             locks::unlock(&open_repository(cli, record).await?, args, cli.json).await
         }
+        Command::Hooks(args) => hooks::hooks(args, record).await,
     }
 }
 
@@ -342,10 +358,13 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     let listed = args.files_from.read()?;
     let mut paths = listed.paths;
     paths.extend(args.paths.iter().cloned());
-    if paths.is_empty() && !args.stdin && args.databases.is_empty() {
+    let streams = record.exchange.backup_sources();
+    if paths.is_empty() && !args.stdin && args.databases.is_empty() && streams.is_empty() {
         match args.files_from.any() {
             true => anyhow::bail!("nothing to back up: the --files-from lists name no file"),
-            false => anyhow::bail!("nothing to back up: give paths, --stdin or --database"),
+            false => {
+                anyhow::bail!("nothing to back up: give paths, --stdin, --database or --stream")
+            }
         }
     }
     let claims = sources::claims(&args.claims, &paths)?;
@@ -368,15 +387,18 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     maintenance::remove_locks_of(&repo, args.remove_locks_of_host.as_deref()).await?;
     let mut sources: Vec<Source> = paths.iter().cloned().map(Source::Path).collect();
     sources.extend(database_sources);
+    sources.extend(streams);
     if args.stdin {
         sources.push(Source::Stream(StreamSource {
             snapshot_path: format!("/{}", args.stdin_name.trim_start_matches('/')),
             label: "standard input".into(),
             reader: Box::new(std::io::stdin()),
+            may_be_empty: false,
         }));
     }
     let mut options = backup_options(args, sources, &paths)?;
     options.stored = record.snapshot.clone();
+    options.before_reading = Some(hooks::pre_hooks(record.exchange.clone()));
     options.recorded = Arc::new(move || RecordedSources {
         claims: claims.clone(),
         databases: dumped.record(),
@@ -395,6 +417,8 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     let display = ProgressDisplay::start(progress.clone(), cli.quiet, false);
     let report = archive::backup(&repo, options).await;
     display.finish();
+    // Right after the snapshot (or the failure): the application's pause ends before retention.
+    hooks::finish(&record.exchange).await;
     let report = report?;
     let summary = &report.snapshot.summary;
     // Printing cannot fail the run any more: the snapshot is stored.

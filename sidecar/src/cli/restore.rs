@@ -3,7 +3,10 @@
 
 use super::args::{Cli, RestoreArgs};
 use super::output::{bytes, ProgressDisplay};
-use super::{databases, open_indexed, restore_verify, select, FailedAfter, Outcome, RunRecord};
+use super::{
+    databases, open_indexed, restore_streams, restore_verify, select, FailedAfter, Outcome,
+    RunRecord,
+};
 use anyhow::Result;
 use neverwiped::restore::{self, RestoreOptions};
 use std::os::unix::ffi::OsStrExt;
@@ -29,8 +32,9 @@ pub async fn restore_snapshot(
     args: &RestoreArgs,
     record: &RunRecord,
 ) -> Result<Outcome> {
+    restore_streams::enter(args, record)?;
     let Some(target) = &args.target else {
-        return databases::restore(cli, args, record).await;
+        return restore_streams::restore_without_target(cli, args, record).await;
     };
     if args.verify_only {
         let settings = restore_verify::settings(&restore_options(args, target)?);
@@ -103,15 +107,15 @@ pub async fn restore_snapshot(
     } else {
         summary.print(cli, None);
     }
-    if args.databases.is_empty() {
-        return Ok(restored);
+    if !args.databases.is_empty() {
+        // The databases of the same snapshot, once its files are back.
+        let dumps = database_restores
+            .run(cli, args, &repo, snapshot_id, &snapshot)
+            .await?;
+        restored.files += dumps.files;
+        restored.bytes_read += dumps.bytes_read;
     }
-    // The databases of the same snapshot, once its files are back.
-    let dumps = database_restores
-        .run(cli, args, &repo, snapshot_id, &snapshot)
-        .await?;
-    restored.files += dumps.files;
-    restored.bytes_read += dumps.bytes_read;
+    restore_streams::restore_streams(cli, record, &repo, &snapshot, &mut restored).await?;
     Ok(restored)
 }
 

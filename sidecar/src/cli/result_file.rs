@@ -55,10 +55,14 @@ impl ResultFile {
         let databases = record
             .map(|r| r.databases.results(end.error.is_some()))
             .unwrap_or_default();
+        let exchange = record.map(|r| r.exchange.as_ref());
+        let hook_warnings = exchange.map(|e| e.warnings()).unwrap_or_default();
         RunResult {
-            hooks: Vec::new(),
-            paused_secs: None,
-            streams: Vec::new(),
+            hooks: exchange.map(|e| e.hook_results()).unwrap_or_default(),
+            paused_secs: exchange.and_then(|e| e.paused_secs()),
+            streams: exchange
+                .map(|e| e.stream_results(end.error.is_some()))
+                .unwrap_or_default(),
             verification: outcome.verification.clone(),
             version: RESULT_FORMAT_VERSION,
             operation: self.operation,
@@ -75,11 +79,14 @@ impl ResultFile {
             bytes_added: outcome.bytes_added,
             bytes_transferred: outcome.bytes_transferred,
             databases,
-            warnings_total: (outcome.incomplete.len() + outcome.warnings.len()) as u64,
+            warnings_total: (outcome.incomplete.len()
+                + outcome.warnings.len()
+                + hook_warnings.len()) as u64,
             warnings: outcome
                 .incomplete
                 .iter()
                 .chain(&outcome.warnings)
+                .chain(&hook_warnings)
                 .take(MAX_WARNINGS_KEPT)
                 .cloned()
                 .collect(),

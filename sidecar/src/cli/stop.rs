@@ -94,6 +94,9 @@ async fn stop_on_signal(
     if tokio::time::timeout(grace, run_gone).await.is_err() {
         tracing::warn!("the run did not end within {grace:?} of {signal}");
     }
+    // The post hooks still run (the application must not stay paused), after a pre hook under
+    // way, and before the result is written.
+    super::hooks::finish(&stopped.record.exchange).await;
     match tokio::time::timeout(UNLOCK_GRACE, neverwiped::locking::release_all_held()).await {
         Ok(removed) => tracing::debug!(removed, "removed the run's locks"),
         Err(_) => tracing::warn!(

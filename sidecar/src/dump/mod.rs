@@ -177,6 +177,7 @@ pub fn dump_source(target: &DatabaseTarget) -> Result<DumpSource> {
         snapshot_path: target.snapshot_path(),
         label: format!("the dump of database {} ({tool})", target.name),
         reader: Box::new(reader),
+        may_be_empty: false,
     };
     Ok(DumpSource {
         source,
