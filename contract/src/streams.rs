@@ -296,21 +296,22 @@ pub struct HookResult {
 pub const STDERR_SHORT_BYTES: usize = 120;
 
 /// Shortens `text` to at most `limit` bytes (at a character boundary, `…` appended); whether it
-/// changed. A limit of 0 empties it.
+/// changed. A limit too small for the mark empties it.
 fn shorten(text: &mut String, limit: usize) -> bool {
     if text.len() <= limit {
         return false;
     }
-    if limit == 0 {
+    let mark = "…";
+    if limit <= mark.len() {
         text.clear();
         return true;
     }
-    // The end is kept: tools put their error last.
-    let mut start = text.len() - limit;
+    // The end is kept: tools put their error last. The mark counts within the limit.
+    let mut start = text.len() - limit.saturating_sub(mark.len());
     while !text.is_char_boundary(start) {
         start += 1;
     }
-    *text = format!("…{}", &text[start..]);
+    *text = format!("{mark}{}", &text[start..]);
     true
 }
 

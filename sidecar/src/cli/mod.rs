@@ -237,16 +237,7 @@ impl RunRecord {
 pub async fn run(cli: &Cli, record: &RunRecord) -> Result<Outcome> {
     match &cli.command {
         Command::Init => init(cli).await,
-        Command::Backup(args) => {
-            let exchange = &args.exchange;
-            let (streams, hook_specs) = (exchange.streams()?, exchange.hooks.specs()?);
-            let start_timeout = exchange.start_timeout.get();
-            record.exchange.enter(streams, hook_specs, start_timeout);
-            let outcome = backup(cli, args, record).await;
-            // Also when the backup failed before its end: the post hooks always run.
-            hooks::finish(&record.exchange).await;
-            outcome
-        }
+        Command::Backup(args) => backup_with_hooks(cli, args, record).await,
         Command::Snapshots(args) => {
             let repo = open_repository(cli, record).await?;
             locks::read_locked(
@@ -353,6 +344,18 @@ async fn init(cli: &Cli) -> Result<Outcome> {
     Ok(Outcome::default())
 }
 
+/// `backup` with its streams and hooks: the flags checked before anything runs, and the post
+/// hooks run also when the backup failed before its end.
+async fn backup_with_hooks(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outcome> {
+    let exchange = &args.exchange;
+    let (streams, hook_specs) = (exchange.streams()?, exchange.hooks.specs()?);
+    let start_timeout = exchange.start_timeout.get();
+    record.exchange.enter(streams, hook_specs, start_timeout);
+    let outcome = backup(cli, args, record).await;
+    hooks::finish(&record.exchange).await;
+    outcome
+}
+
 async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outcome> {
     let databases = &record.databases;
     let listed = args.files_from.read()?;
@@ -370,20 +373,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
     let claims = sources::claims(&args.claims, &paths)?;
     let (database_sources, dumped) =
         databases::backup_sources(&args.databases, &args.database_password_files, databases)?;
-    let repo = match open_indexed(cli, record).await {
-        Err(error) if args.init && exit_status_of(&error) == ExitStatus::NoRepository => {
-            tracing::info!("no repository yet: creating it (--init)");
-            if let Err(init_error) = init(cli).await {
-                // Something that is not ours is there: the first error says what.
-                return Err(error.context(format!(
-                    "--init cannot create a repository there ({})",
-                    describe_chain(&init_error)
-                )));
-            }
-            open_indexed(cli, record).await?
-        }
-        opened => opened?,
-    };
+    let repo = open_for_backup(cli, args, record).await?;
     maintenance::remove_locks_of(&repo, args.remove_locks_of_host.as_deref()).await?;
     let mut sources: Vec<Source> = paths.iter().cloned().map(Source::Path).collect();
     sources.extend(database_sources);
@@ -452,6 +442,28 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         host_snapshots: maintenance::host_snapshots(&repo, Some(&report.snapshot.hostname)).await,
         changes: Some(report.changes),
         ..Outcome::default()
+    })
+}
+
+/// The repository of a backup; with `--init`, created first when there is none.
+async fn open_for_backup(
+    cli: &Cli,
+    args: &BackupArgs,
+    record: &RunRecord,
+) -> Result<IndexedRepository> {
+    Ok(match open_indexed(cli, record).await {
+        Err(error) if args.init && exit_status_of(&error) == ExitStatus::NoRepository => {
+            tracing::info!("no repository yet: creating it (--init)");
+            if let Err(init_error) = init(cli).await {
+                // Something that is not ours is there: the first error says what.
+                return Err(error.context(format!(
+                    "--init cannot create a repository there ({})",
+                    describe_chain(&init_error)
+                )));
+            }
+            open_indexed(cli, record).await?
+        }
+        opened => opened?,
     })
 }
 
