@@ -178,7 +178,7 @@ fn a_plan_backs_up_something() {
     assert_eq!(
         cel::<BackupPlan>(&nothing, None),
         Err(vec![
-            "a BackupPlan needs at least one entry in volumes or databases".into()
+            "a BackupPlan needs at least one entry in volumes, databases or streams".into()
         ])
     );
     let database_only = plan(json!({"volumes": [], "databases": [{
@@ -252,7 +252,7 @@ fn taken_before_goes_with_latest_only() {
 
 #[test]
 fn a_whole_plan_restore_needs_no_listed_entry_but_something_to_restore() {
-    let nothing = "a Restore needs at least one entry in volumes or databases, or allVolumes: true, or allDatabases";
+    let nothing = "a Restore needs at least one entry in volumes, databases or streams, or allVolumes: true, or allDatabases";
     let empty = restore(json!({"volumes": []}));
     assert_eq!(cel::<Restore>(&empty, None), Err(vec![nothing.into()]));
     let all_off = restore(json!({"volumes": [], "allVolumes": false}));

@@ -850,7 +850,7 @@ async fn a_malformed_spec_is_rejected_by_the_schema_with_a_readable_error() {
         (
             "nothing to back up",
             json!({"volumes": [], "databases": []}),
-            "a BackupPlan needs at least one entry in volumes or databases",
+            "a BackupPlan needs at least one entry in volumes, databases or streams",
         ),
         (
             "a misspelt field",
