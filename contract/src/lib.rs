@@ -516,6 +516,18 @@ pub struct SourcesTooLarge {
 mod tests {
     use super::*;
 
+    /// `result` as the operator reads it back from the termination message, which must fit.
+    #[track_caller]
+    fn through_the_message(result: &RunResult) -> RunResult {
+        let message = result.to_termination_message();
+        assert!(
+            message.len() <= TERMINATION_MESSAGE_MAX_BYTES,
+            "{}",
+            message.len()
+        );
+        RunResult::from_json(&message).unwrap()
+    }
+
     fn sample() -> RunResult {
         RunResult {
             hooks: Vec::new(),
@@ -596,13 +608,7 @@ mod tests {
             .collect();
         result.warnings_total = 500;
         result.error = Some("é".repeat(5000));
-        let message = result.to_termination_message();
-        assert!(
-            message.len() <= TERMINATION_MESSAGE_MAX_BYTES,
-            "{}",
-            message.len()
-        );
-        let parsed = RunResult::from_json(&message).unwrap();
+        let parsed = through_the_message(&result);
         assert_eq!(parsed.warnings_total, 500);
         assert!(parsed.error.unwrap().ends_with('…'));
     }
@@ -632,9 +638,7 @@ mod tests {
             newest: newest.clone(),
         });
         result.warnings = vec!["w".repeat(900); 3];
-        let message = result.to_termination_message();
-        assert!(message.len() <= TERMINATION_MESSAGE_MAX_BYTES);
-        let parsed = RunResult::from_json(&message).unwrap();
+        let parsed = through_the_message(&result);
         assert!(parsed.warnings.is_empty());
         let listed = parsed.host_snapshots.unwrap();
         assert_eq!(listed.total, 9000);
@@ -690,13 +694,7 @@ mod tests {
             })
             .collect();
         result.error = Some("pre hook hook-0 failed: exit 1".into());
-        let message = result.to_termination_message();
-        assert!(
-            message.len() <= TERMINATION_MESSAGE_MAX_BYTES,
-            "{}",
-            message.len()
-        );
-        let parsed = RunResult::from_json(&message).unwrap();
+        let parsed = through_the_message(&result);
         assert_eq!(parsed.error, result.error, "the run's error is kept whole");
         assert_eq!((parsed.streams.len(), parsed.hooks.len()), (8, 8));
         assert!(parsed
@@ -779,9 +777,7 @@ mod tests {
         let expected = result.sources.clone();
         result.fit_sources().unwrap();
         assert_eq!(result.sources, expected);
-        let message = result.to_termination_message();
-        assert!(message.len() <= TERMINATION_MESSAGE_MAX_BYTES);
-        let parsed = RunResult::from_json(&message).unwrap();
+        let parsed = through_the_message(&result);
         assert_eq!(parsed.sources, expected, "the record is never cut");
         assert!(parsed.warnings.is_empty() && parsed.warnings_total == 1);
     }

@@ -101,6 +101,12 @@ pub struct LaunchArgs {
     pub command: Vec<String>,
 }
 
+/// Pushes `FLAG VALUE` as two words, the form of every option these command lines pass.
+fn push_flag(args: &mut Vec<String>, flag: &str, value: impl std::fmt::Display) {
+    args.push(flag.to_owned());
+    args.push(value.to_string());
+}
+
 impl LaunchArgs {
     /// The container's whole command, [`LAUNCHER_PATH`] first.
     pub fn command(&self) -> Vec<String> {
@@ -108,12 +114,10 @@ impl LaunchArgs {
             LAUNCHER_PATH.to_owned(),
             "launch".to_owned(),
             self.kind.arg().to_owned(),
-            "--slot".to_owned(),
-            self.slot.0.clone(),
         ];
+        push_flag(&mut args, "--slot", &self.slot.0);
         if let Some(secs) = self.timeout_secs {
-            args.push("--timeout".to_owned());
-            args.push(secs.to_string());
+            push_flag(&mut args, "--timeout", secs);
         }
         args.push("--".to_owned());
         args.extend(self.command.iter().cloned());
@@ -189,11 +193,13 @@ pub struct StreamArg {
 
 impl StreamArg {
     pub fn push_args(&self, args: &mut Vec<String>) {
-        args.push("--stream".into());
-        args.push(format!("{}={}", self.name, self.slot.0));
+        push_flag(
+            args,
+            "--stream",
+            format_args!("{}={}", self.name, self.slot.0),
+        );
         if self.allow_empty {
-            args.push("--stream-allow-empty".into());
-            args.push(self.name.clone());
+            push_flag(args, "--stream-allow-empty", &self.name);
         }
     }
 }
@@ -212,16 +218,17 @@ pub struct HookArg {
 impl HookArg {
     pub fn push_args(&self, args: &mut Vec<String>) {
         let key = format!("{}:{}", self.phase.arg(), self.name);
-        args.push("--hook".into());
-        args.push(format!("{key}={}", self.slot.0));
-        args.push("--hook-timeout".into());
-        args.push(format!("{key}={}", self.timeout_secs));
-        args.push("--hook-on-error".into());
         let on_error = match self.on_error {
             OnError::Fail => "Fail",
             OnError::Continue => "Continue",
         };
-        args.push(format!("{key}={on_error}"));
+        push_flag(args, "--hook", format_args!("{key}={}", self.slot.0));
+        push_flag(
+            args,
+            "--hook-timeout",
+            format_args!("{key}={}", self.timeout_secs),
+        );
+        push_flag(args, "--hook-on-error", format_args!("{key}={on_error}"));
     }
 }
 
@@ -238,13 +245,9 @@ pub struct HooksArgs {
 
 impl HooksArgs {
     pub fn to_args(&self) -> Vec<String> {
-        let mut args = vec![
-            "hooks".to_owned(),
-            "--phase".to_owned(),
-            self.phase.arg().to_owned(),
-            "--result-file".to_owned(),
-            self.result_file.clone(),
-        ];
+        let mut args = vec!["hooks".to_owned()];
+        push_flag(&mut args, "--phase", self.phase.arg());
+        push_flag(&mut args, "--result-file", &self.result_file);
         for hook in &self.hooks {
             hook.push_args(&mut args);
         }

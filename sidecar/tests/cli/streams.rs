@@ -4,7 +4,9 @@
 
 use super::*;
 use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use sha2::{Digest, Sha256};
+use std::ffi::OsStr;
 
 /// A launcher process, in a process group of its own (its container: killed whole).
 struct Launcher {
@@ -32,6 +34,22 @@ impl Launcher {
         }
     }
 
+    /// A stream container running `command`.
+    fn stream(slot: &Path, command: &[&str]) -> Launcher {
+        Launcher::start("stream", slot, None, command)
+    }
+
+    /// A restore stream container running the shell `script`.
+    fn restore_stream(slot: &Path, script: &str) -> Launcher {
+        Launcher::start("restore-stream", slot, None, &["sh", "-c", script])
+    }
+
+    /// A hook container running the shell `script` within 30 s: ample, so only the test of the
+    /// time limit meets its limit.
+    fn hook(slot: &Path, script: &str) -> Launcher {
+        Launcher::start("hook", slot, Some(30), &["sh", "-c", script])
+    }
+
     /// Waits up to 20 s for the launcher to exit; panics if it does not (a container left hanging).
     #[track_caller]
     fn expect_exit(mut self) -> i32 {
@@ -51,21 +69,59 @@ impl Launcher {
 
     /// Kills the launcher and its command, as a container killed for its memory.
     fn kill_container(&self) {
-        nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            Signal::SIGKILL,
-        )
-        .unwrap();
+        self.kill_group().unwrap();
+    }
+
+    fn kill_group(&self) -> nix::Result<()> {
+        nix::sys::signal::killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL)
     }
 }
 
 impl Drop for Launcher {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            Signal::SIGKILL,
-        );
+        let _ = self.kill_group();
         let _ = self.child.wait();
+    }
+}
+
+/// A sidecar command line, built flag by flag so a test names only its streams and hooks.
+struct Line(Vec<String>);
+
+impl Line {
+    fn of(words: &[&str]) -> Line {
+        Line(Vec::new()).and(words)
+    }
+
+    /// `backup --stream NAME=SLOT` for each of `streams`.
+    fn backup(streams: &[(&str, &Path)]) -> Line {
+        streams
+            .iter()
+            .fold(Line::of(&["backup"]), |line, (name, slot)| {
+                line.stream(name, slot)
+            })
+    }
+
+    fn and(mut self, words: &[&str]) -> Line {
+        self.0.extend(words.iter().map(|word| word.to_string()));
+        self
+    }
+
+    /// `--stream NAME=SLOT`.
+    fn stream(self, name: &str, slot: &Path) -> Line {
+        self.and(&["--stream", &format!("{name}={}", text(slot))])
+    }
+
+    /// `--hook PHASE:NAME=SLOT`, `key` being `PHASE:NAME`.
+    fn hook(self, key: &str, slot: &Path) -> Line {
+        self.and(&["--hook", &format!("{key}={}", text(slot))])
+    }
+}
+
+impl IntoIterator for Line {
+    type Item = String;
+    type IntoIter = std::vec::IntoIter<String>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
     }
 }
 
@@ -94,17 +150,45 @@ impl Pod {
         self.file("result.json")
     }
 
-    /// Runs the sidecar with `args`, its result file, and `env`.
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+    /// The sidecar with `args` and its result file, not started yet.
+    fn command<S: AsRef<OsStr>>(&self, args: impl IntoIterator<Item = S>) -> Command {
         let mut command = self.sidecar.command();
         command
             .args(args)
             .arg("--result-file")
             .arg(self.result_file());
-        for (name, value) in env {
-            command.env(name, value);
-        }
+        command
+    }
+
+    /// Runs the sidecar with `args` and its result file to its end.
+    fn run<S: AsRef<OsStr>>(&self, args: impl IntoIterator<Item = S>) -> Run {
+        self.run_with_env(args, &[])
+    }
+
+    /// Runs the sidecar with `args`, its result file, and `env` to its end.
+    fn run_with_env<S: AsRef<OsStr>>(
+        &self,
+        args: impl IntoIterator<Item = S>,
+        env: &[(&str, &str)],
+    ) -> Run {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
         Run::from_output(command.output().unwrap(), Some(&self.result_file()))
+    }
+
+    /// Starts the sidecar with `args` and its result file, for a test that acts while it runs.
+    fn spawn(&self, args: Line) -> Child {
+        let mut command = self.command(args);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        command.spawn().unwrap()
+    }
+
+    /// Waits for a sidecar [`Pod::spawn`] started.
+    fn finish(&self, sidecar: Child) -> Run {
+        Run::from_output(
+            sidecar.wait_with_output().unwrap(),
+            Some(&self.result_file()),
+        )
     }
 
     fn snapshot_count(&self) -> usize {
@@ -116,8 +200,15 @@ fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-fn stream_arg(name: &str, slot: &Path) -> String {
-    format!("{name}={}", slot.display())
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap()
+}
+
+#[track_caller]
+fn assert_contains(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
 }
 
 #[test]
@@ -126,24 +217,11 @@ fn streams_back_up_and_restore_byte_identical_a_small_and_a_20_mb_one() {
     let big = pod.file("big.bin");
     fs::write(&big, Noise::new(51).bytes(20 << 20)).unwrap();
     let (small_slot, big_slot) = (pod.slot("stream-small"), pod.slot("stream-big"));
-    let small = Launcher::start("stream", &small_slot, None, &["printf", "SET k v\\n"]);
-    let large = Launcher::start(
-        "stream",
-        &big_slot,
-        None,
-        &["sh", "-c", &format!("cat {}", text(&big))],
-    );
-    let run = pod.run(
-        &[
-            "backup",
-            "--stream",
-            &stream_arg("small", &small_slot),
-            "--stream",
-            &stream_arg("big", &big_slot),
-        ],
-        &[],
-    );
-    let run = run.expect_ok();
+    let small = Launcher::stream(&small_slot, &["printf", "SET k v\\n"]);
+    let large = Launcher::stream(&big_slot, &["sh", "-c", &format!("cat {}", text(&big))]);
+    let run = pod
+        .run(Line::backup(&[("small", &small_slot), ("big", &big_slot)]))
+        .expect_ok();
     let streams = &run.result().streams;
     assert_eq!(streams.len(), 2, "{streams:?}");
     assert_eq!((streams[0].bytes, streams[0].exit_code), (8, Some(0)));
@@ -161,22 +239,9 @@ fn streams_back_up_and_restore_byte_identical_a_small_and_a_20_mb_one() {
     // Back through a restore container's standard input, without --target.
     let out = pod.file("restored.bin");
     let restore_slot = pod.slot("stream-big-restore");
-    let restorer = Launcher::start(
-        "restore-stream",
-        &restore_slot,
-        None,
-        &["sh", "-c", &format!("cat > {}", text(&out))],
-    );
+    let restorer = Launcher::restore_stream(&restore_slot, &format!("cat > {}", text(&out)));
     let restored = pod
-        .run(
-            &[
-                "restore",
-                "latest",
-                "--stream",
-                &stream_arg("big", &restore_slot),
-            ],
-            &[],
-        )
+        .run(Line::of(&["restore", "latest"]).stream("big", &restore_slot))
         .expect_ok();
     assert_eq!(restorer.expect_exit(), 0);
     assert_eq!(
@@ -191,12 +256,12 @@ fn a_failing_command_fails_the_backup_with_its_exit_and_stderr_and_stores_nothin
     let pod = Pod::new();
     let slot = pod.slot("stream-cache");
     let script = "printf partial; echo 'Could not connect to Redis at 127.0.0.1:6379' >&2; exit 3";
-    let launcher = Launcher::start("stream", &slot, None, &["sh", "-c", script]);
-    let run = pod.run(&["backup", "--stream", &stream_arg("cache", &slot)], &[]);
-    let error = run.error();
-    for needle in ["stream cache", "exit 3", "Could not connect to Redis"] {
-        assert!(error.contains(needle), "{needle}: {error}");
-    }
+    let launcher = Launcher::stream(&slot, &["sh", "-c", script]);
+    let run = pod.run(Line::backup(&[("cache", &slot)]));
+    assert_contains(
+        &run.error(),
+        &["stream cache", "exit 3", "Could not connect to Redis"],
+    );
     let stream = &run.result().streams[0];
     assert_eq!((stream.exit_code, stream.bytes), (Some(3), 7));
     assert_eq!(
@@ -211,10 +276,8 @@ fn a_failing_command_fails_the_backup_with_its_exit_and_stderr_and_stores_nothin
 fn an_empty_stream_fails_unless_allowed() {
     let pod = Pod::new();
     let slot = pod.slot("stream-empty");
-    let launcher = Launcher::start("stream", &slot, None, &["true"]);
-    let error = pod
-        .run(&["backup", "--stream", &stream_arg("empty", &slot)], &[])
-        .error();
+    let launcher = Launcher::stream(&slot, &["true"]);
+    let error = pod.run(Line::backup(&[("empty", &slot)])).error();
     assert!(
         error.ends_with("reading stream empty: it wrote nothing; set allowEmpty: true on the stream if an empty output is right"),
         "{error}"
@@ -224,18 +287,9 @@ fn an_empty_stream_fails_unless_allowed() {
     for name in ["alive", "status", "go"] {
         let _ = fs::remove_file(format!("{}.{name}", slot.display()));
     }
-    let launcher = Launcher::start("stream", &slot, None, &["true"]);
-    let run = pod.run(
-        &[
-            "backup",
-            "--stream",
-            &stream_arg("empty", &slot),
-            "--stream-allow-empty",
-            "empty",
-        ],
-        &[],
-    );
-    run.expect_ok();
+    let launcher = Launcher::stream(&slot, &["true"]);
+    pod.run(Line::backup(&[("empty", &slot)]).and(&["--stream-allow-empty", "empty"]))
+        .expect_ok();
     launcher.expect_exit();
     assert_eq!(pod.snapshot_count(), 1);
 }
@@ -244,34 +298,19 @@ fn an_empty_stream_fails_unless_allowed() {
 fn a_container_killed_mid_stream_fails_the_backup_clearly() {
     let pod = Pod::new();
     let slot = pod.slot("stream-db");
-    let launcher = Launcher::start(
-        "stream",
-        &slot,
-        None,
-        &["sh", "-c", "printf 'half a dump'; sleep 60"],
-    );
-    let mut command = pod.sidecar.command();
-    command
-        .args([
-            "backup",
-            "--stream",
-            &stream_arg("db", &slot),
-            "--result-file",
-            text(&pod.result_file()),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let backup = command.spawn().unwrap();
+    let launcher = Launcher::stream(&slot, &["sh", "-c", "printf 'half a dump'; sleep 60"]);
+    let backup = pod.spawn(Line::backup(&[("db", &slot)]));
     // The sidecar has read the first bytes once the status of its command is still missing and
     // the launcher is alive: give it the time, then kill the container.
     std::thread::sleep(Duration::from_secs(2));
     launcher.kill_container();
-    let run = Run::from_output(backup.wait_with_output().unwrap(), Some(&pod.result_file()));
-    let error = run.error();
-    assert!(error.contains("stream db"), "{error}");
-    assert!(
-        error.contains("its container was killed before its command ended (out of memory?)"),
-        "{error}"
+    let run = pod.finish(backup);
+    assert_contains(
+        &run.error(),
+        &[
+            "stream db",
+            "its container was killed before its command ended (out of memory?)",
+        ],
     );
     assert_eq!(pod.snapshot_count(), 0);
 }
@@ -280,17 +319,11 @@ fn a_container_killed_mid_stream_fails_the_backup_clearly() {
 fn a_command_that_does_not_exist_says_so() {
     let pod = Pod::new();
     let slot = pod.slot("stream-x");
-    let launcher = Launcher::start(
-        "stream",
-        &slot,
-        None,
-        &["/nonexistent/redis-cli", "--rdb", "-"],
-    );
-    let run = pod.run(&["backup", "--stream", &stream_arg("x", &slot)], &[]);
-    let error = run.error();
-    assert!(
-        error.contains("could not start `/nonexistent/redis-cli --rdb -`"),
-        "{error}"
+    let launcher = Launcher::stream(&slot, &["/nonexistent/redis-cli", "--rdb", "-"]);
+    let run = pod.run(Line::backup(&[("x", &slot)]));
+    assert_contains(
+        &run.error(),
+        &["could not start `/nonexistent/redis-cli --rdb -`"],
     );
     assert_eq!(launcher.expect_exit(), 0);
 }
@@ -300,20 +333,21 @@ fn a_container_that_never_starts_fails_within_the_start_timeout() {
     let pod = Pod::new();
     let slot = pod.slot("stream-never");
     let started = Instant::now();
-    let run = pod.run(
-        &["backup", "--stream", &stream_arg("never", &slot)],
+    let run = pod.run_with_env(
+        Line::backup(&[("never", &slot)]),
         &[("NEVERWIPED_STREAM_START_TIMEOUT", "2s")],
     );
-    let error = run.error();
-    assert!(error.contains("stream never"), "{error}");
-    assert!(
-        error.contains("its container did not start within 2s (is its image right and pulled?)"),
-        "{error}"
+    assert_contains(
+        &run.error(),
+        &[
+            "stream never",
+            "its container did not start within 2s (is its image right and pulled?)",
+        ],
     );
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
-/// A hook's command: appends its name and the time to the log.
+/// A hook's command: appends its name to the log.
 fn logging(log: &Path, name: &str) -> String {
     format!("echo {name} >> {}", text(log))
 }
@@ -327,30 +361,17 @@ fn hooks_run_pre_then_the_data_read_then_post_with_their_times() {
         pod.slot("post-thaw"),
         pod.slot("stream-db"),
     );
-    let pre_launcher =
-        Launcher::start("hook", &pre, Some(30), &["sh", "-c", &logging(&log, "pre")]);
-    let post_launcher = Launcher::start(
-        "hook",
-        &post,
-        Some(30),
-        &["sh", "-c", &logging(&log, "post")],
-    );
+    let pre_launcher = Launcher::hook(&pre, &logging(&log, "pre"));
+    let post_launcher = Launcher::hook(&post, &logging(&log, "post"));
     let script = format!("{}; printf dump", logging(&log, "stream"));
-    let streamer = Launcher::start("stream", &stream, None, &["sh", "-c", &script]);
+    let streamer = Launcher::stream(&stream, &["sh", "-c", &script]);
     let run = pod.run(
-        &[
-            "backup",
-            "--stream",
-            &stream_arg("db", &stream),
-            "--hook",
-            &format!("pre:freeze={}", text(&pre)),
-            "--hook",
-            &format!("post:thaw={}", text(&post)),
-        ],
-        &[],
+        Line::backup(&[("db", &stream)])
+            .hook("pre:freeze", &pre)
+            .hook("post:thaw", &post),
     );
     let run = run.expect_ok();
-    assert_eq!(fs::read_to_string(&log).unwrap(), "pre\nstream\npost\n");
+    assert_eq!(read(&log), "pre\nstream\npost\n");
     let hooks = &run.result().hooks;
     assert_eq!(
         hooks.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(),
@@ -377,35 +398,19 @@ fn a_failing_pre_hook_stores_nothing_and_the_post_hook_still_runs() {
         pod.slot("post-thaw"),
         pod.slot("stream-db"),
     );
-    let failing = Launcher::start(
-        "hook",
-        &pre,
-        Some(30),
-        &["sh", "-c", "echo 'fsfreeze: Device busy' >&2; exit 3"],
+    let failing = Launcher::hook(&pre, "echo 'fsfreeze: Device busy' >&2; exit 3");
+    let thaw = Launcher::hook(&post, &logging(&log, "post"));
+    let streamer = Launcher::stream(&stream, &["printf", "never read"]);
+    let run = pod.run(
+        Line::backup(&[("db", &stream)])
+            .hook("pre:freeze", &pre)
+            .hook("post:thaw", &post),
     );
-    let thaw = Launcher::start(
-        "hook",
-        &post,
-        Some(30),
-        &["sh", "-c", &logging(&log, "post")],
-    );
-    let streamer = Launcher::start("stream", &stream, None, &["printf", "never read"]);
-    let args = [
-        "backup".to_owned(),
-        "--stream".into(),
-        stream_arg("db", &stream),
-        "--hook".into(),
-        format!("pre:freeze={}", text(&pre)),
-        "--hook".into(),
-        format!("post:thaw={}", text(&post)),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = pod.run(&args, &[]);
     assert_eq!(
         run.error(),
         "pre hook freeze failed: exit 3: fsfreeze: Device busy"
     );
-    assert_eq!(fs::read_to_string(&log).unwrap(), "post\n");
+    assert_eq!(read(&log), "post\n");
     assert_eq!(pod.snapshot_count(), 0);
     // The stream's launcher, never read, was released.
     assert_eq!(
@@ -424,19 +429,12 @@ fn a_failing_pre_hook_stores_nothing_and_the_post_hook_still_runs() {
     // Continue: a warning, and the snapshot.
     let pod = Pod::new();
     let (pre, stream) = (pod.slot("pre-freeze"), pod.slot("stream-db"));
-    let _failing = Launcher::start("hook", &pre, Some(30), &["sh", "-c", "exit 3"]);
-    let _streamer = Launcher::start("stream", &stream, None, &["printf", "data"]);
+    let _failing = Launcher::hook(&pre, "exit 3");
+    let _streamer = Launcher::stream(&stream, &["printf", "data"]);
     let run = pod.run(
-        &[
-            "backup",
-            "--stream",
-            &stream_arg("db", &stream),
-            "--hook",
-            &format!("pre:freeze={}", text(&pre)),
-            "--hook-on-error",
-            "pre:freeze=Continue",
-        ],
-        &[],
+        Line::backup(&[("db", &stream)])
+            .hook("pre:freeze", &pre)
+            .and(&["--hook-on-error", "pre:freeze=Continue"]),
     );
     let run = run.expect_ok();
     assert_eq!(run.result().warnings, ["pre hook freeze failed: exit 3"]);
@@ -450,15 +448,9 @@ fn a_hook_over_its_time_limit_is_killed() {
     let slow = Launcher::start("hook", &pre, Some(1), &["sh", "-c", "sleep 60 & sleep 60"]);
     let started = Instant::now();
     let run = pod.run(
-        &[
-            "backup",
-            text(&small_tree(pod.work.path(), "data")),
-            "--hook",
-            &format!("pre:slow={}", text(&pre)),
-            "--hook-timeout",
-            "pre:slow=1",
-        ],
-        &[],
+        Line::of(&["backup", text(&small_tree(pod.work.path(), "data"))])
+            .hook("pre:slow", &pre)
+            .and(&["--hook-timeout", "pre:slow=1"]),
     );
     let error = run.error();
     assert!(
@@ -475,40 +467,14 @@ fn sigterm_during_a_backup_still_runs_the_post_hook() {
     let pod = Pod::new();
     let log = pod.file("post.log");
     let (post, stream) = (pod.slot("post-thaw"), pod.slot("stream-slow"));
-    let thaw = Launcher::start(
-        "hook",
-        &post,
-        Some(30),
-        &["sh", "-c", &logging(&log, "post")],
-    );
-    let _streamer = Launcher::start(
-        "stream",
-        &stream,
-        None,
-        &["sh", "-c", "printf start; sleep 60"],
-    );
-    let mut command = pod.sidecar.command();
-    command
-        .args([
-            "backup",
-            "--stream",
-            &stream_arg("slow", &stream),
-            "--hook",
-            &format!("post:thaw={}", text(&post)),
-        ])
-        .args(["--result-file", text(&pod.result_file())])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let backup = command.spawn().unwrap();
+    let thaw = Launcher::hook(&post, &logging(&log, "post"));
+    let _streamer = Launcher::stream(&stream, &["sh", "-c", "printf start; sleep 60"]);
+    let backup = pod.spawn(Line::backup(&[("slow", &stream)]).hook("post:thaw", &post));
     std::thread::sleep(Duration::from_secs(2));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(backup.id() as i32),
-        Signal::SIGTERM,
-    )
-    .unwrap();
-    let run = Run::from_output(backup.wait_with_output().unwrap(), Some(&pod.result_file()));
+    nix::sys::signal::kill(Pid::from_raw(backup.id() as i32), Signal::SIGTERM).unwrap();
+    let run = pod.finish(backup);
     assert_eq!(run.code, 143, "{}", run.stderr);
-    assert_eq!(fs::read_to_string(&log).unwrap(), "post\n");
+    assert_eq!(read(&log), "post\n");
     let hooks = &run.result().hooks;
     assert!(hooks.len() == 1 && hooks[0].succeeded, "{hooks:?}");
     assert_eq!(thaw.expect_exit(), 0);
@@ -524,41 +490,21 @@ fn the_hooks_command_runs_every_post_hook_and_reports_each() {
         pod.slot("post-two"),
         pod.slot("pre-freeze"),
     );
-    let one = Launcher::start(
-        "hook",
+    let one = Launcher::hook(
         &first,
-        Some(30),
-        &[
-            "sh",
-            "-c",
-            &format!("{}; echo oops >&2; exit 1", logging(&log, "one")),
-        ],
+        &format!("{}; echo oops >&2; exit 1", logging(&log, "one")),
     );
-    let two = Launcher::start(
-        "hook",
-        &second,
-        Some(30),
-        &["sh", "-c", &logging(&log, "two")],
-    );
-    let skipped = Launcher::start("hook", &pre, Some(30), &["sh", "-c", &logging(&log, "pre")]);
+    let two = Launcher::hook(&second, &logging(&log, "two"));
+    let skipped = Launcher::hook(&pre, &logging(&log, "pre"));
     let run = pod.run(
-        &[
-            "hooks",
-            "--phase",
-            "post",
-            "--hook",
-            &format!("pre:freeze={}", text(&pre)),
-            "--hook",
-            &format!("post:one={}", text(&first)),
-            "--hook",
-            &format!("post:two={}", text(&second)),
-            "--hook-on-error",
-            "post:one=Continue",
-        ],
-        &[],
+        Line::of(&["hooks", "--phase", "post"])
+            .hook("pre:freeze", &pre)
+            .hook("post:one", &first)
+            .hook("post:two", &second)
+            .and(&["--hook-on-error", "post:one=Continue"]),
     );
     let run = run.expect_ok();
-    assert_eq!(fs::read_to_string(&log).unwrap(), "one\ntwo\n");
+    assert_eq!(read(&log), "one\ntwo\n");
     let result = run.result();
     assert_eq!(result.operation, Operation::Hooks);
     assert_eq!(result.hooks.len(), 2);
@@ -577,59 +523,27 @@ fn the_hooks_command_runs_every_post_hook_and_reports_each() {
 fn a_restore_command_that_fails_fails_the_restore_with_its_stderr() {
     let pod = Pod::new();
     let slot = pod.slot("stream-db");
-    let _streamer = Launcher::start("stream", &slot, None, &["printf", "CREATE TABLE t;"]);
-    pod.run(&["backup", "--stream", &stream_arg("db", &slot)], &[])
-        .expect_ok();
+    let _streamer = Launcher::stream(&slot, &["printf", "CREATE TABLE t;"]);
+    pod.run(Line::backup(&[("db", &slot)])).expect_ok();
     let restore_slot = pod.slot("stream-db-restore");
-    let restorer = Launcher::start(
-        "restore-stream",
+    let restorer = Launcher::restore_stream(
         &restore_slot,
-        None,
-        &[
-            "sh",
-            "-c",
-            "cat > /dev/null; echo 'ERROR: relation exists' >&2; exit 1",
-        ],
+        "cat > /dev/null; echo 'ERROR: relation exists' >&2; exit 1",
     );
-    let run = pod.run(
-        &[
-            "restore",
-            "latest",
-            "--stream",
-            &stream_arg("db", &restore_slot),
-        ],
-        &[],
-    );
-    let error = run.error();
-    assert!(
-        error.contains("stream db") && error.contains("exit 1: ERROR: relation exists"),
-        "{error}"
+    let run = pod.run(Line::of(&["restore", "latest"]).stream("db", &restore_slot));
+    assert_contains(
+        &run.error(),
+        &["stream db", "exit 1: ERROR: relation exists"],
     );
     assert_eq!(run.result().streams[0].exit_code, Some(1));
     assert_eq!(restorer.expect_exit(), 0);
 
     let missing = pod.slot("stream-other");
-    let _unused = Launcher::start(
-        "restore-stream",
-        &missing,
-        None,
-        &["sh", "-c", "cat > /dev/null"],
-    );
+    let _unused = Launcher::restore_stream(&missing, "cat > /dev/null");
     let error = pod
-        .run(
-            &[
-                "restore",
-                "latest",
-                "--stream",
-                &stream_arg("other", &missing),
-            ],
-            &[],
-        )
+        .run(Line::of(&["restore", "latest"]).stream("other", &missing))
         .error();
-    assert!(
-        error.contains("the snapshot has no such stream; it has db"),
-        "{error}"
-    );
+    assert_contains(&error, &["the snapshot has no such stream; it has db"]);
 }
 
 #[test]
@@ -653,8 +567,7 @@ fn stream_and_hook_flags_are_checked_before_anything_runs() {
             "pre:NAME or post:NAME",
         ),
     ] {
-        let run = pod.run(&args, &[]);
-        let error = run.error();
+        let error = pod.run(&args).error();
         assert!(error.contains(needle), "{args:?}: {error}");
     }
 }
