@@ -102,9 +102,18 @@ fn writable_folder(root: &Path, name: &str) -> PathBuf {
 }
 
 /// The containers of the backup pod ran as the operator asked: not root, no capability, a
-/// read-only root, no privilege escalation.
+/// read-only root, no privilege escalation, and none of the sidecar's Secrets mounted.
 fn restricted(run: &PodRun, container: &str) {
     let options = &run.container(container).run_options;
+    let secrets = format!("target={}", neverwiped_operator::job::SECRETS_ROOT);
+    assert!(
+        run.container("sidecar")
+            .run_options
+            .iter()
+            .any(|o| o.contains(&secrets))
+            && !options.iter().any(|o| o.contains(&secrets)),
+        "{container} sees the repository's Secrets: {options:?}"
+    );
     for option in ["--read-only", "--cap-drop=ALL", "no-new-privileges"] {
         assert!(
             options.iter().any(|o| o == option),

@@ -42,19 +42,7 @@ fn store_shell_status(store: &str, script: &str, env: &[(&str, &str)]) -> Option
 }
 
 fn store_run(store: &str, script: &str, mounts: &[(&Path, &str)], env: &[(&str, &str)]) -> Output {
-    let mut args: Vec<String> = vec![
-        "run".into(),
-        "--rm".into(),
-        "--network".into(),
-        "host".into(),
-    ];
-    for (source, target) in mounts {
-        args.push("--mount".into());
-        args.push(format!(
-            "type=bind,source={},target={target}",
-            source.display()
-        ));
-    }
+    let mut args = docker_run_args(&["--rm"], mounts);
     for (name, value) in env {
         args.push("--env".into());
         args.push(format!("{name}={value}"));
@@ -62,6 +50,22 @@ fn store_run(store: &str, script: &str, mounts: &[(&Path, &str)], env: &[(&str, 
     args.extend([store_image(store), "sh".into(), "-c".into(), script.into()]);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     docker(&refs)
+}
+
+/// `docker run` with `options`, on the host's network, with `mounts` (host folder, container
+/// path) bound.
+fn docker_run_args(options: &[&str], mounts: &[(&Path, &str)]) -> Vec<String> {
+    let mut args = vec!["run".to_owned()];
+    args.extend(options.iter().map(|o| o.to_string()));
+    args.extend(["--network".into(), "host".into()]);
+    for (source, target) in mounts {
+        args.push("--mount".into());
+        args.push(format!(
+            "type=bind,source={},target={target}",
+            source.display()
+        ));
+    }
+    args
 }
 
 /// A server in a container, removed on drop.
@@ -79,21 +83,7 @@ impl StoreServer {
         command: &[&str],
     ) -> StoreServer {
         let _ = docker(&["rm", "--force", container]);
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--detach".into(),
-            "--name".into(),
-            container.into(),
-            "--network".into(),
-            "host".into(),
-        ];
-        for (source, target) in mounts {
-            args.push("--mount".into());
-            args.push(format!(
-                "type=bind,source={},target={target}",
-                source.display()
-            ));
-        }
+        let mut args = docker_run_args(&["--detach", "--name", container], mounts);
         args.push(image.into());
         args.extend(command.iter().map(|a| a.to_string()));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
