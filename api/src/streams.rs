@@ -3,6 +3,7 @@
 //! (`spec.streams`), and what a run recorded of each. They run as containers of the backup or
 //! restore Job's own pod, never by exec'ing into the application's pods.
 
+use kube::core::Rule;
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -53,7 +54,7 @@ pub struct BackupStream {
     /// Environment variables of the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
-    #[x_kube(validation = Rule::new(UNIQUE_NAMES_RULE).message("env: each variable once"))]
+    #[x_kube(validation = unique_env_rule())]
     pub env: Vec<StreamEnvVar>,
     /// A stream of no bytes is a success (by default it fails the run: an empty dump is rarely
     /// what was meant).
@@ -98,15 +99,8 @@ pub struct EnvSource {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamVolumeMount {
-    /// A PersistentVolumeClaim of this namespace.
-    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
-    pub claim_name: String,
-    /// Where it is mounted: an absolute path, not `/`, `/tmp` or under `/neverwiped`.
-    #[schemars(length(min = 2, max = 1024))]
-    #[x_kube(validation = Rule::new(MOUNT_PATH_RULE).message(
-        "mountPath must be absolute, without '..', and not /, /tmp or under /neverwiped (the pod's own folders)"
-    ))]
-    pub mount_path: String,
+    #[serde(flatten)]
+    pub claim: ClaimMount,
     /// Mounted read-only (the default for a backup).
     #[serde(default = "default_true")]
     pub read_only: bool,
@@ -116,6 +110,18 @@ pub struct StreamVolumeMount {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreStreamVolumeMount {
+    #[serde(flatten)]
+    pub claim: ClaimMount,
+    /// Mounted read-only (a restore writes by default).
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// Which claim a stream's container mounts, and where: what a plan's and a Restore's mounts
+/// share (only their `readOnly` default differs, so each side keeps its own type around it).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimMount {
     /// A PersistentVolumeClaim of this namespace.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
     pub claim_name: String,
@@ -125,9 +131,11 @@ pub struct RestoreStreamVolumeMount {
         "mountPath must be absolute, without '..', and not /, /tmp or under /neverwiped (the pod's own folders)"
     ))]
     pub mount_path: String,
-    /// Mounted read-only (a restore writes by default).
-    #[serde(default)]
-    pub read_only: bool,
+}
+
+/// CEL, on a command's `env`: each variable once (a stream's and a hook's alike).
+fn unique_env_rule() -> Rule {
+    Rule::new(UNIQUE_NAMES_RULE).message("env: each variable once")
 }
 
 fn default_true() -> bool {
@@ -175,7 +183,7 @@ pub struct Hook {
     /// Environment variables of the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
-    #[x_kube(validation = Rule::new(UNIQUE_NAMES_RULE).message("env: each variable once"))]
+    #[x_kube(validation = unique_env_rule())]
     pub env: Vec<StreamEnvVar>,
     /// How long the command may run; it is killed then, and counts as failed.
     #[serde(default = "default_hook_timeout")]
@@ -220,13 +228,46 @@ pub struct RestoreStream {
     /// Environment variables of the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
-    #[x_kube(validation = Rule::new(UNIQUE_NAMES_RULE).message("env: each variable once"))]
+    #[x_kube(validation = unique_env_rule())]
     pub env: Vec<StreamEnvVar>,
     /// Claims of this namespace the command writes (writable unless `readOnly: true`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub volume_mounts: Vec<RestoreStreamVolumeMount>,
 }
+
+/// What a plan's and a Restore's streams share, for the code that treats both alike
+/// (admission, their containers).
+pub trait StreamSpec {
+    fn name(&self) -> &str;
+    fn command(&self) -> &[String];
+    fn env(&self) -> &[StreamEnvVar];
+    /// Its claim mounts, each with whether it is read-only (the sides' defaults differ).
+    fn claim_mounts(&self) -> Vec<(&ClaimMount, bool)>;
+}
+
+/// Both sides name these fields alike: one implementation, written once.
+macro_rules! stream_spec {
+    ($($side:ty),+) => {$(
+        impl StreamSpec for $side {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn command(&self) -> &[String] {
+                &self.command
+            }
+            fn env(&self) -> &[StreamEnvVar] {
+                &self.env
+            }
+            fn claim_mounts(&self) -> Vec<(&ClaimMount, bool)> {
+                let mounts = self.volume_mounts.iter();
+                mounts.map(|m| (&m.claim, m.read_only)).collect()
+            }
+        }
+    )+};
+}
+
+stream_spec!(BackupStream, RestoreStream);
 
 /// When a hook ran.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -210,7 +210,7 @@ pub fn check_backup_plan(
         );
     }
     found.copies(spec, policy);
-    found.backup_streams(&spec.streams);
+    found.streams(&spec.streams);
     found.hooks(&spec.hooks);
     found.pod("spec.pod", spec.pod.as_ref(), policy);
     found.secrets_of_type(secret_types);
@@ -270,7 +270,7 @@ pub fn check_restore(
             &database.credentials_secret_ref,
         );
     }
-    found.restore_streams(&spec.streams);
+    found.streams(&spec.streams);
     match (&spec.pod, spec.source.plan_name()) {
         (Some(pod), _) => found.pod("spec.pod", Some(pod), policy),
         (None, Some(plan_name)) => {

@@ -5,19 +5,17 @@
 //! [`crate::images`].
 
 use super::{path_fault, Findings, NameShape, Refusal};
-use crate::api::{
-    BackupStream, Hooks, RestoreStream, StreamEnvVar, RESERVED_ENV_PREFIX, RESERVED_MOUNT_ROOT,
-};
+use crate::api::{Hooks, StreamEnvVar, StreamSpec, RESERVED_ENV_PREFIX, RESERVED_MOUNT_ROOT};
 
 impl Findings {
-    /// A plan's `spec.streams`.
-    pub(super) fn backup_streams(&mut self, streams: &[BackupStream]) {
-        let names: Vec<&str> = streams.iter().map(|s| s.name.as_str()).collect();
+    /// A plan's or a Restore's `spec.streams`.
+    pub(super) fn streams(&mut self, streams: &[impl StreamSpec]) {
+        let names: Vec<&str> = streams.iter().map(|s| s.name()).collect();
         self.entry_names("spec.streams", &names);
         for (index, stream) in streams.iter().enumerate() {
             let field = format!("spec.streams[{index}]");
-            self.env(&field, &stream.env);
-            for (at, mount) in stream.volume_mounts.iter().enumerate() {
+            self.env(&field, stream.env());
+            for (at, (mount, _)) in stream.claim_mounts().into_iter().enumerate() {
                 let field = format!("{field}.volumeMounts[{at}]");
                 self.mount(&field, &mount.claim_name, &mount.mount_path);
             }
@@ -32,20 +30,6 @@ impl Findings {
             self.entry_names(&field, &names);
             for (index, hook) in list.iter().enumerate() {
                 self.env(&format!("{field}[{index}]"), &hook.env);
-            }
-        }
-    }
-
-    /// A Restore's `spec.streams`.
-    pub(super) fn restore_streams(&mut self, streams: &[RestoreStream]) {
-        let names: Vec<&str> = streams.iter().map(|s| s.name.as_str()).collect();
-        self.entry_names("spec.streams", &names);
-        for (index, stream) in streams.iter().enumerate() {
-            let field = format!("spec.streams[{index}]");
-            self.env(&field, &stream.env);
-            for (at, mount) in stream.volume_mounts.iter().enumerate() {
-                let field = format!("{field}.volumeMounts[{at}]");
-                self.mount(&field, &mount.claim_name, &mount.mount_path);
             }
         }
     }

@@ -184,7 +184,7 @@ fn stream_access_needed(spec: &RestoreSpec) -> Vec<AccessNeeded> {
             needed.push(AccessNeeded {
                 verb: "update",
                 resource: "persistentvolumeclaims",
-                name: Some(mount.claim_name.clone()),
+                name: Some(mount.claim.claim_name.clone()),
                 field: format!("{field}.volumeMounts[{at}].claimName"),
                 rule: AccessRule::WriteClaim,
             });

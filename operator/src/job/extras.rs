@@ -13,7 +13,7 @@ use neverwiped_contract::streams::{
 };
 
 use super::pod::{PodBuilder, TOOLS_VOLUME};
-use crate::api::{BackupStream, Hook, HookOnError, RestoreStream, StreamEnvVar};
+use crate::api::{BackupStream, Hook, HookOnError, RestoreStream, StreamEnvVar, StreamSpec};
 
 const EXCHANGE_VOLUME: &str = "exchange";
 /// What the pod gets to stop beyond its post hooks' time limits.
@@ -37,31 +37,9 @@ struct Extra<'a> {
 
 /// A plan's streams, as backup containers and the sidecar's `--stream` arguments.
 pub(super) fn backup_streams(pod: &mut PodBuilder, streams: &[BackupStream]) -> Vec<StreamArg> {
-    let mut args = Vec::new();
-    for stream in streams {
-        let slot = Slot::new(EXCHANGE_DIR, "stream", &stream.name);
-        let mounts = stream.volume_mounts.iter().map(|m| ClaimMount {
-            claim: &m.claim_name,
-            path: &m.mount_path,
-            read_only: m.read_only,
-        });
-        add(
-            pod,
-            Extra {
-                name: format!("stream-{}", stream.name),
-                launch: launch(LaunchKind::Stream, slot.clone(), &stream.command, None),
-                image: &stream.image,
-                env: &stream.env,
-                mounts: mounts.collect(),
-            },
-        );
-        args.push(StreamArg {
-            name: stream.name.clone(),
-            slot,
-            allow_empty: stream.allow_empty,
-        });
-    }
-    args
+    let each = streams.iter();
+    each.map(|s| add_stream(pod, LaunchKind::Stream, s, &s.image, s.allow_empty))
+        .collect()
 }
 
 /// A Restore's streams, as containers and the sidecar's `--stream` arguments; `images` gives
@@ -71,39 +49,46 @@ pub(super) fn restore_streams(
     streams: &[RestoreStream],
     images: &BTreeMap<String, String>,
 ) -> Vec<StreamArg> {
-    let mut args = Vec::new();
-    for stream in streams {
-        let Some(image) = images.get(&stream.name) else {
-            continue;
-        };
-        let slot = Slot::new(EXCHANGE_DIR, "stream", &stream.name);
-        let mounts = stream.volume_mounts.iter().map(|m| ClaimMount {
+    let with_image = streams
+        .iter()
+        .filter_map(|s| Some((s, images.get(&s.name)?)));
+    with_image
+        .map(|(s, image)| add_stream(pod, LaunchKind::RestoreStream, s, image, false))
+        .collect()
+}
+
+/// One stream's container `stream-NAME`, and the sidecar's `--stream` argument for it.
+fn add_stream(
+    pod: &mut PodBuilder,
+    kind: LaunchKind,
+    stream: &impl StreamSpec,
+    image: &str,
+    allow_empty: bool,
+) -> StreamArg {
+    let slot = Slot::new(EXCHANGE_DIR, "stream", stream.name());
+    let mounts = stream
+        .claim_mounts()
+        .into_iter()
+        .map(|(m, read_only)| ClaimMount {
             claim: &m.claim_name,
             path: &m.mount_path,
-            read_only: m.read_only,
+            read_only,
         });
-        add(
-            pod,
-            Extra {
-                name: format!("stream-{}", stream.name),
-                launch: launch(
-                    LaunchKind::RestoreStream,
-                    slot.clone(),
-                    &stream.command,
-                    None,
-                ),
-                image,
-                env: &stream.env,
-                mounts: mounts.collect(),
-            },
-        );
-        args.push(StreamArg {
-            name: stream.name.clone(),
-            slot,
-            allow_empty: false,
-        });
+    add(
+        pod,
+        Extra {
+            name: format!("stream-{}", stream.name()),
+            launch: launch(kind, slot.clone(), stream.command(), None),
+            image,
+            env: stream.env(),
+            mounts: mounts.collect(),
+        },
+    );
+    StreamArg {
+        name: stream.name().to_owned(),
+        slot,
+        allow_empty,
     }
-    args
 }
 
 /// One phase's hooks, as containers `hook-PHASE-NAME` and the sidecar's `--hook` arguments; a

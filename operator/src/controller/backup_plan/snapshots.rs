@@ -275,18 +275,16 @@ pub fn advance<'a>(
     let hooks = &preparing.hooks;
     let run_and_info = (preparing.run.job_name.as_str(), &preparing.info);
     let left = ready.plan.deadline;
+    // The post hooks start in two places: at once after a failed pre hook, or once the
+    // snapshots settled.
+    let start_post = |decision: &mut PlanDecision| {
+        let phase = HookPhase::Post;
+        hooks::start(plan, ready, run_and_info, phase, left, settings, decision);
+    };
     if hooks.used() && !hooks.pre_succeeded() {
         // The pre hooks run, or failed: then no snapshot, and the post hooks at once.
         if hooks.pre_failed() && !hooks.post_started() {
-            hooks::start(
-                plan,
-                ready,
-                run_and_info,
-                HookPhase::Post,
-                left,
-                settings,
-                decision,
-            );
+            start_post(decision);
         }
         return Occupant::PreparingSnapshots(preparing);
     }
@@ -300,15 +298,7 @@ pub fn advance<'a>(
     if hooks.used() && !hooks.post_ended() {
         let settled = all_ready || preparing.snapshot_failure.is_some();
         if settled && !hooks.post_started() {
-            hooks::start(
-                plan,
-                ready,
-                run_and_info,
-                HookPhase::Post,
-                left,
-                settings,
-                decision,
-            );
+            start_post(decision);
         }
         return Occupant::PreparingSnapshots(preparing);
     }

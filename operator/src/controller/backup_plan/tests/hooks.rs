@@ -3,8 +3,9 @@
 //! record shows, and a restart in the middle (every decision from the objects alone).
 
 use super::snapshots::{ready, snapshot_plan, snapshot_world, stored};
+use super::streams::cache_stream;
 use super::*;
-use crate::api::{BackupStream, Hook, HookOnError, HookPhase};
+use crate::api::{Hook, HookOnError, HookPhase};
 use crate::csi::{VolumeSnapshotError, VolumeSnapshotStatus};
 use crate::job::hook_phase_of;
 use neverwiped_contract::streams::{self as contract, HookResult};
@@ -29,14 +30,7 @@ fn hooks_plan() -> BackupPlan {
     let mut plan = snapshot_plan();
     plan.spec.hooks.pre = vec![hook("freeze")];
     plan.spec.hooks.post = vec![hook("thaw")];
-    plan.spec.streams = vec![BackupStream {
-        name: "cache".into(),
-        image: "docker.io/library/redis:7".into(),
-        command: vec!["redis-cli".into(), "--rdb".into(), "-".into()],
-        env: Vec::new(),
-        allow_empty: false,
-        volume_mounts: Vec::new(),
-    }];
+    plan.spec.streams = vec![cache_stream()];
     plan
 }
 
@@ -101,6 +95,30 @@ fn hook_pod(job: &str, result: &RunResult) -> Pod {
     pod_with_result(job, result, exit)
 }
 
+/// The pre Job (created as the run started) ended, its hook `freeze` exiting `exit_code`
+/// between the two times.
+fn pre_ended(observed: &mut ObservedPlan, pre: Job, exit_code: i32, ran: (&str, &str)) {
+    observed.jobs = vec![ended(pre, "2026-11-30T12:00:00Z", exit_code == 0)];
+    let result = hooks_result(contract::HookPhase::Pre, "freeze", exit_code, ran);
+    observed.pods = vec![hook_pod(PRE_JOB, &result)];
+}
+
+/// The post Job created at `created` ended (in the place of its running self, if seen), its
+/// hook `thaw` succeeding between the two times.
+fn post_ended(observed: &mut ObservedPlan, post: Job, created: &str, ran: (&str, &str)) {
+    observed
+        .jobs
+        .retain(|j| j.metadata.name != post.metadata.name);
+    observed.jobs.push(ended(post, created, true));
+    let result = hooks_result(contract::HookPhase::Post, "thaw", 0, ran);
+    observed.pods.push(hook_pod(POST_JOB, &result));
+}
+
+/// What the plan decides at `time`, with the default settings.
+fn decide_at(plan: &BackupPlan, observed: &ObservedPlan, time: &str) -> PlanDecision {
+    decide(plan, observed, at(time), &settings())
+}
+
 fn running_reason(decision: &PlanDecision) -> (String, String) {
     let running = find_condition(&decision.status.conditions, types::RUNNING).unwrap();
     (running.reason.clone(), running.message.clone())
@@ -113,7 +131,7 @@ fn names(jobs: &Job) -> Vec<String> {
 
 /// The run up to its pre Job's end: the plan's status and what it created.
 fn started(plan: &mut BackupPlan, observed: &ObservedPlan) -> Job {
-    let decision = decide(plan, observed, at("2026-11-30T12:00:00Z"), &settings());
+    let decision = decide_at(plan, observed, "2026-11-30T12:00:00Z");
     plan.status = Some(decision.status);
     decision.create.expect("the pre hook Job")
 }
@@ -124,7 +142,7 @@ fn the_hooks_bracket_the_snapshots_creation_and_the_backup_pod_runs_none() {
     let mut observed = snapshot_world();
 
     // (a) The run starts with its pre hook Job, not with the VolumeSnapshots.
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:00Z");
     let pre = decision.create.clone().expect("the pre hook Job");
     assert_eq!(pre.metadata.name.as_deref(), Some(PRE_JOB));
     assert_eq!(hook_phase_of(&pre), Some(contract::HookPhase::Pre));
@@ -136,7 +154,7 @@ fn the_hooks_bracket_the_snapshots_creation_and_the_backup_pod_runs_none() {
 
     // The pre hooks run: the run waits for them, and says so.
     observed.jobs = vec![stored(pre.clone(), "2026-11-30T12:00:00Z")];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:05Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:05Z");
     assert!(decision.create.is_none() && decision.create_snapshots.is_empty());
     let (reason, message) = running_reason(&decision);
     assert_eq!(reason, "RunningHooks");
@@ -146,15 +164,13 @@ fn the_hooks_bracket_the_snapshots_creation_and_the_backup_pod_runs_none() {
     plan.status = Some(decision.status);
 
     // (b) The pre Job succeeded: the snapshots are taken, no post Job yet.
-    observed.jobs = vec![ended(pre, "2026-11-30T12:00:00Z", true)];
-    let pre_result = hooks_result(
-        contract::HookPhase::Pre,
-        "freeze",
+    pre_ended(
+        &mut observed,
+        pre,
         0,
         ("2026-11-30T12:00:06Z", "2026-11-30T12:00:07Z"),
     );
-    observed.pods = vec![hook_pod(PRE_JOB, &pre_result)];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:08Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:08Z");
     assert!(
         decision.create.is_none(),
         "no post Job before the snapshots"
@@ -169,14 +185,14 @@ fn the_hooks_bracket_the_snapshots_creation_and_the_backup_pod_runs_none() {
 
     // Not ready yet: no post Job.
     observed.snapshots = vec![stored(snapshot.clone(), "2026-11-30T12:00:08Z")];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:09Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:09Z");
     assert!(decision.create.is_none() && decision.create_snapshots.is_empty());
     assert_eq!(running_reason(&decision).0, "PreparingSnapshots");
     plan.status = Some(decision.status);
 
     // (c) Ready: the post hook Job, and still no clone nor backup Job.
     observed.snapshots = vec![ready(stored(snapshot, "2026-11-30T12:00:08Z"))];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:12Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:12Z");
     let post = decision.create.clone().expect("the post hook Job");
     assert_eq!(post.metadata.name.as_deref(), Some(POST_JOB));
     assert_eq!(args(&post)[..3], ["hooks", "--phase", "post"]);
@@ -188,7 +204,7 @@ fn the_hooks_bracket_the_snapshots_creation_and_the_backup_pod_runs_none() {
     observed
         .jobs
         .push(stored(post.clone(), "2026-11-30T12:00:12Z"));
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:13Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:13Z");
     assert!(decision.create.is_none());
     let (reason, message) = running_reason(&decision);
     assert_eq!(reason, "RunningHooks");
@@ -196,15 +212,13 @@ fn the_hooks_bracket_the_snapshots_creation_and_the_backup_pod_runs_none() {
     plan.status = Some(decision.status);
 
     // (d) The post Job ended: the clone and the backup Job, with its stream and no hook.
-    observed.jobs[1] = ended(post, "2026-11-30T12:00:12Z", true);
-    let post_result = hooks_result(
-        contract::HookPhase::Post,
-        "thaw",
-        0,
+    post_ended(
+        &mut observed,
+        post,
+        "2026-11-30T12:00:12Z",
         ("2026-11-30T12:00:14Z", "2026-11-30T12:00:15Z"),
     );
-    observed.pods.push(hook_pod(POST_JOB, &post_result));
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:16Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:16Z");
     let job = decision.create.clone().expect("the backup Job");
     assert_eq!(job.metadata.name.as_deref(), Some(RUN));
     assert_eq!(decision.create_claims.len(), 1);
@@ -217,7 +231,7 @@ fn the_hooks_bracket_the_snapshots_creation_and_the_backup_pod_runs_none() {
     // (g) The backup Job ends: its record holds both Jobs' hooks and the pause between them.
     observed.jobs.push(ended(job, "2026-11-30T12:00:16Z", true));
     observed.pods.push(pod_for(RUN));
-    let decision = decide(&plan, &observed, at("2026-11-30T12:30:00Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:30:00Z");
     let record = decision.status.last_run.as_ref().expect("the run's record");
     assert_eq!(
         (record.job_name.as_str(), record.result),
@@ -244,15 +258,13 @@ fn a_failed_pre_hook_takes_no_snapshot_runs_the_post_hooks_at_once_and_fails_the
     let pre = started(&mut plan, &observed);
 
     // (e) The pre Job failed: no snapshot, the post Job at once.
-    observed.jobs = vec![ended(pre, "2026-11-30T12:00:00Z", false)];
-    let pre_result = hooks_result(
-        contract::HookPhase::Pre,
-        "freeze",
+    pre_ended(
+        &mut observed,
+        pre,
         4,
         ("2026-11-30T12:00:06Z", "2026-11-30T12:00:07Z"),
     );
-    observed.pods = vec![hook_pod(PRE_JOB, &pre_result)];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:08Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:08Z");
     let post = decision.create.clone().expect("the post hook Job");
     assert_eq!(post.metadata.name.as_deref(), Some(POST_JOB));
     assert!(decision.create_snapshots.is_empty());
@@ -266,21 +278,19 @@ fn a_failed_pre_hook_takes_no_snapshot_runs_the_post_hooks_at_once_and_fails_the
     observed
         .jobs
         .push(stored(post.clone(), "2026-11-30T12:00:08Z"));
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:09Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:09Z");
     assert!(decision.create.is_none() && decision.create_snapshots.is_empty());
     assert_eq!(running_reason(&decision).0, "RunningHooks");
     plan.status = Some(decision.status);
 
     // They ended: the run is recorded as failed, with the pre hook's name, exit and stderr.
-    observed.jobs[1] = ended(post, "2026-11-30T12:00:08Z", true);
-    let post_result = hooks_result(
-        contract::HookPhase::Post,
-        "thaw",
-        0,
+    post_ended(
+        &mut observed,
+        post,
+        "2026-11-30T12:00:08Z",
         ("2026-11-30T12:00:10Z", "2026-11-30T12:00:11Z"),
     );
-    observed.pods.push(hook_pod(POST_JOB, &post_result));
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:12Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:12Z");
     let record = decision.status.last_run.as_ref().expect("the run's record");
     assert_eq!(record.job_name, RUN);
     assert_eq!(
@@ -311,7 +321,7 @@ fn a_failed_pre_hook_takes_no_snapshot_runs_the_post_hooks_at_once_and_fails_the
     plan.status = Some(decision.status);
 
     // Recorded once.
-    let again = decide(&plan, &observed, at("2026-11-30T12:00:20Z"), &settings());
+    let again = decide_at(&plan, &observed, "2026-11-30T12:00:20Z");
     assert!(again.finished.is_empty() && again.create.is_none());
 }
 
@@ -320,15 +330,13 @@ fn a_failed_snapshot_still_runs_the_post_hooks_then_fails_the_run() {
     let mut plan = hooks_plan();
     let mut observed = snapshot_world();
     let pre = started(&mut plan, &observed);
-    observed.jobs = vec![ended(pre, "2026-11-30T12:00:00Z", true)];
-    let pre_result = hooks_result(
-        contract::HookPhase::Pre,
-        "freeze",
+    pre_ended(
+        &mut observed,
+        pre,
         0,
         ("2026-11-30T12:00:01Z", "2026-11-30T12:00:02Z"),
     );
-    observed.pods = vec![hook_pod(PRE_JOB, &pre_result)];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:03Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:03Z");
     let mut snapshot = stored(decision.create_snapshots[0].clone(), "2026-11-30T12:00:03Z");
     plan.status = Some(decision.status);
 
@@ -342,7 +350,7 @@ fn a_failed_snapshot_still_runs_the_post_hooks_then_fails_the_run() {
         ..VolumeSnapshotStatus::default()
     });
     observed.snapshots = vec![snapshot];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:30Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:30Z");
     let post = decision.create.clone().expect("the post hook Job");
     assert_eq!(post.metadata.name.as_deref(), Some(POST_JOB));
     assert!(decision.status.last_run.is_none());
@@ -350,17 +358,13 @@ fn a_failed_snapshot_still_runs_the_post_hooks_then_fails_the_run() {
     plan.status = Some(decision.status);
 
     // Once they ended, the run fails with the driver's message; no clone, no backup Job.
-    observed
-        .jobs
-        .push(ended(post, "2026-11-30T12:00:30Z", true));
-    let post_result = hooks_result(
-        contract::HookPhase::Post,
-        "thaw",
-        0,
+    post_ended(
+        &mut observed,
+        post,
+        "2026-11-30T12:00:30Z",
         ("2026-11-30T12:00:31Z", "2026-11-30T12:00:32Z"),
     );
-    observed.pods.push(hook_pod(POST_JOB, &post_result));
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:40Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:40Z");
     let record = decision.status.last_run.as_ref().unwrap();
     assert_eq!(record.reason, "SnapshotFailed");
     assert!(record
@@ -380,20 +384,18 @@ fn a_restarted_operator_decides_from_the_jobs_and_snapshots_and_starts_no_second
     let pre = started(&mut plan, &observed);
     // The status as the operator last wrote it: the run had just started.
     let written = plan.status.clone();
-    observed.jobs = vec![ended(pre, "2026-11-30T12:00:00Z", true)];
-    let pre_result = hooks_result(
-        contract::HookPhase::Pre,
-        "freeze",
+    pre_ended(
+        &mut observed,
+        pre,
         0,
         ("2026-11-30T12:00:01Z", "2026-11-30T12:00:02Z"),
     );
-    observed.pods = vec![hook_pod(PRE_JOB, &pre_result)];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:03Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:03Z");
     observed.snapshots = vec![ready(stored(
         decision.create_snapshots[0].clone(),
         "2026-11-30T12:00:03Z",
     ))];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:05Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:05Z");
     let post = decision.create.clone().expect("the post hook Job");
     observed
         .jobs
@@ -408,7 +410,7 @@ fn a_restarted_operator_decides_from_the_jobs_and_snapshots_and_starts_no_second
             status,
             ..plan.clone()
         };
-        let decision = decide(&plan, &observed, at("2026-11-30T12:00:06Z"), &settings());
+        let decision = decide_at(&plan, &observed, "2026-11-30T12:00:06Z");
         let created = decision.create.as_ref().map(|j| j.metadata.name.clone());
         assert!(created.is_none(), "{created:?}");
         assert!(decision.create_snapshots.is_empty() && decision.delete_snapshots.is_empty());
@@ -419,11 +421,11 @@ fn a_restarted_operator_decides_from_the_jobs_and_snapshots_and_starts_no_second
 
     // The post Job ended while the operator was away: the backup Job starts, once.
     observed.jobs[1] = ended(post, "2026-11-30T12:00:05Z", true);
-    let decision = decide(&fresh, &observed, at("2026-11-30T12:01:00Z"), &settings());
+    let decision = decide_at(&fresh, &observed, "2026-11-30T12:01:00Z");
     let job = decision.create.expect("the backup Job");
     assert_eq!(job.metadata.name.as_deref(), Some(RUN));
     observed.jobs.push(stored(job, "2026-11-30T12:01:00Z"));
-    let decision = decide(&fresh, &observed, at("2026-11-30T12:01:05Z"), &settings());
+    let decision = decide_at(&fresh, &observed, "2026-11-30T12:01:05Z");
     assert!(decision.create.is_none());
     assert_eq!(running_reason(&decision).0, "BackupRunning");
 }
@@ -463,7 +465,7 @@ fn a_failed_post_hook_is_a_warning_of_a_run_whose_data_is_captured() {
         hook_pod(&post, &post_result),
         pod_for(RUN),
     ];
-    let decision = decide(&plan, &observed, at("2026-11-30T12:30:00Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:30:00Z");
     let record = decision.status.last_run.as_ref().unwrap();
     assert_eq!(record.result, RunOutcome::SucceededWithWarnings);
     assert_eq!(record.reason, "SucceededWithWarnings");
@@ -501,7 +503,7 @@ fn the_hook_jobs_of_recorded_runs_go_with_the_finished_jobs_beyond_the_kept() {
         );
     }
     plan.status = Some(status);
-    let decision = decide(&plan, &observed, at("2026-11-30T13:00:00Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T13:00:00Z");
     assert_eq!(keep, 3);
     assert_eq!(decision.delete, ["nightly-manual-1-pre"]);
 }
@@ -512,16 +514,14 @@ fn snapshots_never_created_by_the_deadline_still_release_the_application() {
     plan.spec.deadline = "1h".into();
     let mut observed = snapshot_world();
     let pre = started(&mut plan, &observed);
-    observed.jobs = vec![ended(pre, "2026-11-30T12:00:00Z", true)];
-    let pre_result = hooks_result(
-        contract::HookPhase::Pre,
-        "freeze",
+    pre_ended(
+        &mut observed,
+        pre,
         0,
         ("2026-11-30T12:00:01Z", "2026-11-30T12:00:02Z"),
     );
-    observed.pods = vec![hook_pod(PRE_JOB, &pre_result)];
     // Every create of the snapshot failed (say, the operator may not create them) for an hour.
-    let decision = decide(&plan, &observed, at("2026-11-30T13:00:01Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T13:00:01Z");
     let post = decision.create.expect("the post hook Job");
     assert_eq!(post.metadata.name.as_deref(), Some(POST_JOB));
     assert!(decision.create_snapshots.is_empty(), "the run has failed");
@@ -534,7 +534,7 @@ fn a_volume_read_directly_keeps_the_hooks_in_the_backup_pod() {
     plan.spec.copy_method = CopyMethod::Auto;
     let mut observed = snapshot_world();
     observed.snapshot_classes = Some(Vec::new());
-    let decision = decide(&plan, &observed, at("2026-11-30T12:00:00Z"), &settings());
+    let decision = decide_at(&plan, &observed, "2026-11-30T12:00:00Z");
     assert!(decision.create_snapshots.is_empty());
     let job = decision.create.expect("the backup Job");
     assert_eq!(job.metadata.name.as_deref(), Some(RUN));

@@ -5,16 +5,21 @@ use super::*;
 use crate::api::{BackupStream, Hook, HookOnError, HookPhase};
 use neverwiped_contract::streams::{self as contract, HookResult, StreamResult};
 
-fn plan_with_streams() -> BackupPlan {
-    let mut plan = plan();
-    plan.spec.streams = vec![BackupStream {
+/// The plans' stream: a Redis dump on its standard output.
+pub(super) fn cache_stream() -> BackupStream {
+    BackupStream {
         name: "cache".into(),
         image: "docker.io/library/redis:7".into(),
         command: vec!["redis-cli".into(), "--rdb".into(), "-".into()],
         env: Vec::new(),
         allow_empty: false,
         volume_mounts: Vec::new(),
-    }];
+    }
+}
+
+fn plan_with_streams() -> BackupPlan {
+    let mut plan = plan();
+    plan.spec.streams = vec![cache_stream()];
     plan.spec.hooks.pre = vec![Hook {
         name: "checkpoint".into(),
         image: None,
