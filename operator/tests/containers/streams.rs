@@ -97,7 +97,6 @@ fn sqlite_dump(dir: &Path) -> String {
 fn writable_folder(root: &Path, name: &str) -> PathBuf {
     let path = root.join(name);
     folder(&path, "", (0, 0), 0o777);
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     path
 }
 
