@@ -28,7 +28,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 SHARED="${NEVERWIPED_SHARED:-$ROOT/../shared}"
-PEERS_BIN="${NEVERWIPED_PEERS_BIN:-/opt/neverwiped-peers/bin}"
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
 
 scale=5
 rest=0
@@ -76,12 +77,7 @@ while [ $# -gt 0 ]; do
 done
 
 # --scale 5 means 1/5 of the reference; 1/5 or 2/5 are taken as they are; 1 is the full 5.3 GB.
-case "$scale" in
-  */*) SCALE="$scale" ;;
-  *[!0-9]*|"") echo "run.sh: --scale takes N (for 1/N) or a fraction like 1/5" >&2; exit 2 ;;
-  1) SCALE=1 ;;
-  *) SCALE="1/$scale" ;;
-esac
+SCALE="$(scale_fraction "$scale")" || { echo "run.sh: --scale takes N (for 1/N) or a fraction like 1/5" >&2; exit 2; }
 tag="$(printf '%s' "$SCALE" | tr '/' '_')"
 case "$workload" in
   reference) ;;
@@ -101,30 +97,14 @@ out="$(cd "$out" && pwd)"; work="$(cd "$work" && pwd)"
 DATA="$work/data-$tag"
 export SCALE SEED="$seed" DATA LC_ALL=C
 
-log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
 
 # ------------------------------------------------------------------------------------- tools
-[ -x /usr/bin/time ] || {
-  log "installing GNU time"; apt-get install -y -qq time >/dev/null || die "GNU time (/usr/bin/time) is needed: apt-get install time"
-}
-need_peer() { # NAME: path of a peer binary, installing the peers when missing
-  local bin
-  bin="$(command -v "$1" 2>/dev/null || true)"
-  [ -n "$bin" ] || [ ! -x "$PEERS_BIN/$1" ] || bin="$PEERS_BIN/$1"
-  if [ -z "$bin" ]; then
-    log "$1 is missing: running $SHARED/tools/install-peers.sh --with-borg"
-    "$SHARED/tools/install-peers.sh" --with-borg >&2 || die "could not install $1"
-    bin="$PEERS_BIN/$1"
-  fi
-  [ -x "$bin" ] || die "$1 not found"
-  printf '%s' "$bin"
-}
+need_gnu_time
 RESTIC="" BORG="" REST_SERVER=""
 for p in "${peer_list[@]}"; do
-  case "$p" in restic) RESTIC="$(need_peer restic)" ;; borg) BORG="$(need_peer borg)" ;; esac
+  case "$p" in restic) RESTIC="$(need_peer restic --with-borg)" ;; borg) BORG="$(need_peer borg --with-borg)" ;; esac
 done
-[ "$rest" = 1 ] && REST_SERVER="$(need_peer rest-server)"
+[ "$rest" = 1 ] && REST_SERVER="$(need_peer rest-server --with-borg)"
 
 NW="$out/bin/neverwiped-sidecar"
 mkdir -p "$out/bin"
@@ -217,18 +197,6 @@ fi
 
 # ------------------------------------------------------------------------------------- meta
 hz=$(getconf CLK_TCK)
-# describe_fs DIR: the file system a folder is on, and for ext4 whether it has a journal (ext4
-# without one allocates inodes slowly right after many were freed; see settle_after_deletion).
-describe_fs() {
-  local type source journal=""
-  type=$(findmnt -n -o FSTYPE --target "$1" 2>/dev/null | head -1); type=${type:-?}
-  source=$(findmnt -n -o SOURCE --target "$1" 2>/dev/null | head -1); source=${source:-?}
-  if [ "$type" = ext4 ]; then
-    if ls /proc/fs/jbd2 2>/dev/null | grep -q "^${source#/dev/}-"; then journal=", journaled"; else journal=", no journal"; fi
-  fi
-  echo "$type on $source$journal"
-}
-ver() { "$@" 2>&1 | head -1 | tr -d '"\\' || true; }
 python3 - "$out/meta.json" <<PY
 import json, os, platform, sys
 mem = open("/proc/meminfo").read().split("\n")[0].split()[1]
@@ -258,9 +226,6 @@ PY
 # ------------------------------------------------------------------------------------- measuring
 raw="$out/raw.jsonl"
 : > "$raw"
-busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
-pid_cpu_jiffies() { if [ -n "${1:-}" ] && [ -r "/proc/$1/stat" ]; then awk '{print $14+$15}' "/proc/$1/stat"; else echo 0; fi; }
-dir_bytes() { if [ -d "$1" ]; then du -sb "$1" | cut -f1; else echo 0; fi; }
 rest_bytes() { # REPO: "written read requests" from rest-server's counters for one repository
   if [ -z "$rest_pid" ]; then echo "0 0 0"; return; fi
   curl -fs "http://127.0.0.1:$rest_port/metrics" | awk -v r="repo=\"$1\"" '
@@ -315,22 +280,6 @@ verify_restore() { # TARGET TOOL MODE RUN: compares every restored file's SHA-25
   fi
   printf '{"tool":"%s","mode":"%s","run":%d,"phase":"verify","verified":%s,"files":%d}\n' "$2" "$3" "$4" "$ok" "$(wc -l < "$sums")" >> "$raw"
   $ok
-}
-
-# settle_after_deletion: waits until SETTLE_SECONDS have passed since the last restore's files
-# were deleted. ext4 without a journal skips inodes freed in the last 30 s (35 while their
-# inode table block is dirty) when it allocates new ones, reading each one's on-disk inode: a
-# restore of 10 038 files right after another tool's restore was deleted then spent up to 2 s
-# of extra kernel time in the inode allocator, depending only on how soon after the deletion
-# it ran. Waiting gives every tool's restore the same file system.
-restore_deleted_at=0
-SETTLE_SECONDS=${SETTLE_SECONDS:-36}
-settle_after_deletion() {
-  local wait=$(( restore_deleted_at + SETTLE_SECONDS - $(date +%s) ))
-  if [ "$wait" -gt 0 ]; then
-    log "waiting ${wait} s before the restore: the last restore's inodes were freed less than ${SETTLE_SECONDS} s ago"
-    sleep "$wait"
-  fi
 }
 
 # one_run TOOL MODE RUN: the four phases into a fresh repository
