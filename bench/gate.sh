@@ -216,9 +216,14 @@ else
   pg_init live
   pg_start live "$live_port"
   log "loading $DATA/db/pg_dumpall.sql into the cluster 'live' on 127.0.0.1:$live_port"
-  # As the dump was made: psql without ON_ERROR_STOP (CREATE ROLE postgres fails, the role exists)
-  "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$live_port" -U postgres -d postgres < "$DATA/db/pg_dumpall.sql" \
+  # As the dump was made: psql without ON_ERROR_STOP (CREATE ROLE postgres fails, the role exists),
+  # over the socket as the user postgres: the dump may set another password for postgres, so the
+  # benchmark's is set again afterwards
+  runuser -u postgres -- "$PGBIN/psql" -X -q -h "$pgdir" -p "$live_port" -d postgres < "$DATA/db/pg_dumpall.sql" \
     > "$pgdir/live.load.log" 2>&1 || die "loading the dump into the cluster 'live' failed (see $pgdir/live.load.log)"
+  printf "ALTER ROLE postgres PASSWORD '%s';\n" "$(cat "$secrets/pg-password")" \
+    | runuser -u postgres -- "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$pgdir" -p "$live_port" -d postgres \
+    || die "setting the password of postgres in the cluster 'live' failed"
   pg_sql live shop "VACUUM ANALYZE" || die "VACUUM ANALYZE of shop failed"
   echo "$dump_sum" > "$pgdir/live.stamp"
 fi
