@@ -46,6 +46,7 @@ pub const ONE_SOURCE_RULE: &str = "has(self.backupPlanName) != has(self.reposito
     printcolumn = r#"{"name":"Snapshot","type":"string","jsonPath":".status.snapshotId"}"#,
     printcolumn = r#"{"name":"Taken","type":"date","jsonPath":".status.snapshotTime"}"#,
     printcolumn = r#"{"name":"Bytes Restored","type":"integer","jsonPath":".status.bytesRestored"}"#,
+    printcolumn = r#"{"name":"Bytes/s","type":"integer","jsonPath":".status.bytesPerSecond","priority":1}"#,
     printcolumn = r#"{"name":"Completed","type":"date","jsonPath":".status.completionTime","priority":1}"#,
     printcolumn = r#"{"name":"Message","type":"string","jsonPath":".status.message","priority":1}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
@@ -435,6 +436,11 @@ pub struct RestoreStatus {
     pub files_restored: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_restored: Option<i64>,
+    /// The restore's average speed: bytes of file content written per second, from the start
+    /// of the file restore to its end. While the Job runs, its log has the live speed and the
+    /// time left (`kubectl logs job/<jobName>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_second: Option<i64>,
     /// Each stream restored: the bytes written to its command, and its error when it failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<super::StreamRecord>,

@@ -21,6 +21,9 @@ pub const SIDECAR_PATH: &str = "/usr/local/bin/neverwiped-sidecar";
 /// run.
 pub const DEFAULT_RETRY_BUDGET_SECS: u64 = 15 * 60;
 
+/// Seconds between a restore's progress lines when none is given: the first comes after two.
+pub const DEFAULT_PROGRESS_INTERVAL_SECS: u64 = 10;
+
 pub mod env {
     /// Path of a file holding the repository password.
     pub const PASSWORD_FILE: &str = "NEVERWIPED_PASSWORD_FILE";
@@ -53,6 +56,9 @@ pub mod env {
     pub const LOG_FORMAT: &str = "NEVERWIPED_LOG_FORMAT";
     /// The log filter (`info`, `debug`, `neverwiped=trace`, …).
     pub const LOG: &str = "NEVERWIPED_LOG";
+    /// Seconds between the progress lines a restore logs when standard error is not a terminal
+    /// (by default [`super::DEFAULT_PROGRESS_INTERVAL_SECS`]).
+    pub const PROGRESS_INTERVAL: &str = "NEVERWIPED_PROGRESS_INTERVAL";
     /// `key add|passwd --new-password-file`: the file with the new password.
     pub const NEW_PASSWORD_FILE: &str = "NEVERWIPED_NEW_PASSWORD_FILE";
     /// `copy --from-repo`: the repository copied from.

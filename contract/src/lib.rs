@@ -274,6 +274,11 @@ pub struct RunResult {
     pub bytes_added: u64,
     /// Bytes sent to or received from the repository.
     pub bytes_transferred: u64,
+    /// A restore of files: the bytes of file content it wrote per second, on average from the
+    /// start of the restore to its end (opening the repository and restoring databases left
+    /// out; `duration_secs` is the whole run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_second: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub databases: Vec<DatabaseResult>,
     /// How many warnings the run had; `warnings` holds the first of them.
@@ -483,6 +488,7 @@ pub fn fit_described_sources(sources: &mut record::RecordedSources) -> Result<()
         bytes_read: u64::MAX,
         bytes_added: u64::MAX,
         bytes_transferred: u64::MAX,
+        bytes_per_second: Some(u64::MAX),
         databases: Vec::new(),
         warnings_total: u64::MAX,
         warnings: Vec::new(),
@@ -546,6 +552,7 @@ mod tests {
             bytes_read: 1000,
             bytes_added: 100,
             bytes_transferred: 120,
+            bytes_per_second: Some(200),
             databases: vec![],
             warnings_total: 1,
             warnings: vec!["cannot read /data/x: permission denied".into()],

@@ -64,6 +64,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         bytes_read: 5_000_000_000,
         bytes_added: 12_000_000,
         bytes_transferred: 12_500_000,
+        bytes_per_second: None,
         databases: vec![],
         warnings_total: 0,
         warnings: vec![],

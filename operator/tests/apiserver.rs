@@ -130,6 +130,7 @@ async fn backup_plan_runs_a_job_and_reports_its_result() {
         bytes_read: 7000,
         bytes_added: 700,
         bytes_transferred: 750,
+        bytes_per_second: None,
         databases: vec![],
         warnings_total: 0,
         warnings: vec![],

@@ -311,11 +311,15 @@ pub async fn restore(cluster: &Cluster, restore: Restore, wait: bool) -> Result<
                 let restored = status
                     .bytes_restored
                     .map_or(0, |b| u64::try_from(b).unwrap_or(0));
+                let speed = status
+                    .bytes_per_second
+                    .map(|rate| format!(" ({}/s)", bytes(u64::try_from(rate).unwrap_or(0))));
                 println!(
-                    "restored snapshot {}: {} file(s), {}",
+                    "restored snapshot {}: {} file(s), {}{}",
                     short_id(status.snapshot_id.as_deref()),
                     status.files_restored.unwrap_or(0),
-                    bytes(restored)
+                    bytes(restored),
+                    speed.unwrap_or_default()
                 );
                 return Ok(());
             }

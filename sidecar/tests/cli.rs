@@ -65,6 +65,8 @@ mod restic_selection;
 mod restore_overwrite;
 #[path = "cli/restore_partial.rs"]
 mod restore_partial;
+#[path = "cli/restore_progress.rs"]
+mod restore_progress;
 #[path = "cli/restore_verify.rs"]
 mod restore_verify;
 

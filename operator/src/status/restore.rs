@@ -85,6 +85,7 @@ pub fn finish_restore(status: &mut RestoreStatus, end: &JobEnd, now: Timestamp) 
         status.snapshot_time = taken.map(Time).or(status.snapshot_time.take());
         status.files_restored = Some(to_i64(result.files));
         status.bytes_restored = Some(to_i64(result.bytes_read));
+        status.bytes_per_second = result.bytes_per_second.map(to_i64);
         status.streams = super::streams::stream_records(&result.streams);
     }
     status.message = Some(restore_message(end));

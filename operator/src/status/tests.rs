@@ -503,6 +503,32 @@ fn a_finished_restore_reports_phase_counts_and_snapshot() {
 }
 
 #[test]
+fn a_finished_restore_records_its_speed_from_the_result() {
+    let restored = RunResult {
+        operation: Operation::Restore,
+        bytes_per_second: Some(89_128_960),
+        ..result(ExitStatus::Success)
+    };
+    let job = job(Some(("Complete", "CompletionsReached")));
+    let message = restored.to_termination_message();
+    let end = job_end(&job, Some(&pod(terminated(0, "Completed", &message)))).unwrap();
+    let mut status = RestoreStatus::default();
+    finish(&mut status, &end);
+    assert_eq!(status.bytes_per_second, Some(89_128_960));
+
+    // A restore that wrote no files (databases only) has no speed to record.
+    let databases_only = RunResult {
+        bytes_per_second: None,
+        ..restored
+    };
+    let message = databases_only.to_termination_message();
+    let end = job_end(&job, Some(&pod(terminated(0, "Completed", &message)))).unwrap();
+    let mut status = RestoreStatus::default();
+    finish(&mut status, &end);
+    assert_eq!(status.bytes_per_second, None);
+}
+
+#[test]
 fn the_key_that_opened_the_repository_is_recorded_and_kept() {
     let now = at("2026-11-30T02:10:00Z");
     let end = |key_id: Option<String>, measured: bool| JobEnd {

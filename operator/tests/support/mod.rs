@@ -289,6 +289,7 @@ pub fn run_result(operation: Operation, status: ExitStatus) -> RunResult {
         bytes_read: 987_654_321,
         bytes_added: 1_234_567,
         bytes_transferred: 1_300_000,
+        bytes_per_second: None,
         databases: vec![],
         warnings_total: 0,
         warnings: vec![],

@@ -1,6 +1,7 @@
 //! `backup --dry-run`: what a backup would read and add, with nothing stored.
 
-use super::output::{bytes, ProgressDisplay};
+use super::output::bytes;
+use super::progress_display::ProgressDisplay;
 use super::Outcome;
 use anyhow::Result;
 use neverwiped::archive::{self, BackupOptions, DryRunReport};
@@ -15,7 +16,7 @@ pub async fn backup_dry_run(
     quiet: bool,
     listed_warnings: Vec<String>,
 ) -> Result<Outcome> {
-    let display = ProgressDisplay::start(options.progress.clone(), quiet, false);
+    let display = ProgressDisplay::start(options.progress.clone(), quiet);
     let report = archive::dry_run(repo, options).await;
     display.finish();
     let report = report?;

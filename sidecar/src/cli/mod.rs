@@ -25,9 +25,11 @@ mod maintenance;
 pub mod mount;
 pub mod output;
 mod patterns;
+mod progress_display;
 mod repair;
 mod repair_snapshots;
 mod restore;
+mod restore_progress;
 mod restore_streams;
 mod restore_verify;
 pub mod result_file;
@@ -58,7 +60,7 @@ use neverwiped_contract::{
     ChangeStats, CheckStats, ExitStatus, HostSnapshots, PruneStats, RepositoryStats,
     VerificationStats,
 };
-use output::ProgressDisplay;
+use progress_display::ProgressDisplay;
 use std::sync::Arc;
 
 pub use databases::DatabaseRecord;
@@ -93,6 +95,8 @@ pub struct Outcome {
     pub sources: Option<RecordedSources>,
     /// What `restore --verify` read back.
     pub verification: Option<VerificationStats>,
+    /// A restore of files: bytes written per second, on average from its start to its end.
+    pub bytes_per_second: Option<u64>,
 }
 
 /// A command that failed after measuring what its result should still report (a check's
@@ -130,6 +134,7 @@ pub static NO_OUTCOME: Outcome = Outcome {
     drill: None,
     sources: None,
     verification: None,
+    bytes_per_second: None,
 };
 
 /// The exit status of a failed run: the engine's own classification when the error came from it.
@@ -404,7 +409,7 @@ async fn backup(cli: &Cli, args: &BackupArgs, record: &RunRecord) -> Result<Outc
         return dry_run::backup_dry_run(&repo, options, cli.json, cli.quiet, listed_warnings).await;
     }
     let progress = options.progress.clone();
-    let display = ProgressDisplay::start(progress.clone(), cli.quiet, false);
+    let display = ProgressDisplay::start(progress.clone(), cli.quiet);
     let report = archive::backup(&repo, options).await;
     display.finish();
     // Right after the snapshot (or the failure): the application's pause ends before retention.

@@ -1,11 +1,7 @@
-//! What the user sees: logs, a progress bar on a terminal, tables, and the JSON result.
+//! What the user sees: logs, tables, and the JSON result (progress: `progress_display`).
 
 use super::args::LogFormat;
-use indicatif::{ProgressBar, ProgressStyle};
-use neverwiped::progress::Progress;
 use std::io::IsTerminal;
-use std::sync::Arc;
-use std::time::Duration;
 
 impl LogFormat {
     /// The default: readable text on a terminal, JSON lines otherwise (for Kubernetes).
@@ -72,67 +68,6 @@ impl Closing {
                     "fields": {"message": message},
                 })
             ),
-        }
-    }
-}
-
-/// A progress bar fed from the engine's counters, shown only on a terminal.
-pub struct ProgressDisplay {
-    bar: Option<ProgressBar>,
-    ticker: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl ProgressDisplay {
-    pub fn start(progress: Arc<Progress>, quiet: bool, restoring: bool) -> ProgressDisplay {
-        if quiet || !std::io::stderr().is_terminal() {
-            return ProgressDisplay {
-                bar: None,
-                ticker: None,
-            };
-        }
-        let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        let shown = bar.clone();
-        let ticker = tokio::spawn(async move {
-            loop {
-                let files = Progress::get(&progress.files);
-                let processed = Progress::get(&progress.bytes_processed);
-                let transferred = Progress::get(&progress.bytes_transferred);
-                let total = Progress::get(&progress.bytes_total);
-                let message = if restoring {
-                    format!(
-                        "{files} files, {} of {} written, {} fetched",
-                        bytes(processed),
-                        bytes(total),
-                        bytes(transferred)
-                    )
-                } else {
-                    format!(
-                        "{files} files, {} read, {} sent",
-                        bytes(processed),
-                        bytes(transferred)
-                    )
-                };
-                shown.set_message(message);
-                shown.tick();
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        });
-        ProgressDisplay {
-            bar: Some(bar),
-            ticker: Some(ticker),
-        }
-    }
-
-    pub fn finish(self) {
-        if let Some(ticker) = self.ticker {
-            ticker.abort();
-        }
-        if let Some(bar) = self.bar {
-            bar.finish_and_clear();
         }
     }
 }

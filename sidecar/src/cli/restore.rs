@@ -2,14 +2,18 @@
 //! the snapshot with `--verify`; `--verify-only` holds a target to a snapshot without restoring.
 
 use super::args::{Cli, RestoreArgs};
-use super::output::{bytes, ProgressDisplay};
+use super::output::bytes;
+use super::progress_display::{progress_interval, ProgressDisplay};
 use super::{
     databases, open_indexed, restore_streams, restore_verify, select, FailedAfter, Outcome,
     RunRecord,
 };
 use anyhow::Result;
+use neverwiped::filter::PathFilter;
+use neverwiped::progress::rate::average_bytes_per_second;
 use neverwiped::restore::{self, RestoreOptions};
 use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
 
 /// What a restore did with what the target already held, for its summary line.
 fn existing_entries(report: &restore::RestoreReport) -> String {
@@ -33,6 +37,7 @@ pub async fn restore_snapshot(
     record: &RunRecord,
 ) -> Result<Outcome> {
     restore_streams::enter(args, record)?;
+    let interval = progress_interval()?;
     let Some(target) = &args.target else {
         return restore_streams::restore_without_target(cli, args, record).await;
     };
@@ -51,11 +56,14 @@ pub async fn restore_snapshot(
         snapshot.hostname,
         snapshot.time
     );
-    let display = ProgressDisplay::start(options.progress.clone(), cli.quiet, true);
-    let started = std::time::Instant::now();
-    let report = restore::restore(&repo, snapshot.tree, &options).await;
-    let restore_secs = started.elapsed().as_secs_f64();
-    display.finish();
+    if matches!(options.filter, PathFilter::Everything) {
+        let recorded = &snapshot.summary;
+        options
+            .progress
+            .expect(recorded.total_bytes, recorded.files);
+    }
+    let (report, restore_secs) =
+        restore_with_progress(cli, &repo, snapshot.tree, &options, interval).await;
     let taken = Outcome {
         snapshot_id: Some(snapshot_id.to_hex()),
         snapshot_time: Some(snapshot.time.clone()),
@@ -81,6 +89,7 @@ pub async fn restore_snapshot(
         snapshot_time: &snapshot.time,
         target,
         report: &report,
+        restore_secs,
     };
     let mut restored = Outcome {
         files: report.files,
@@ -88,6 +97,7 @@ pub async fn restore_snapshot(
         bytes_added: 0,
         bytes_transferred: report.bytes_fetched,
         incomplete: report.warnings.clone(),
+        bytes_per_second: summary.bytes_per_second(),
         ..taken
     };
     if args.verify {
@@ -119,6 +129,23 @@ pub async fn restore_snapshot(
     Ok(restored)
 }
 
+/// Restores the files of the snapshot's tree `root` with its progress shown (see
+/// [`ProgressDisplay::restore`]); returns the report and the seconds the restore took.
+async fn restore_with_progress(
+    cli: &Cli,
+    repo: &neverwiped::repository::IndexedRepository,
+    root: neverwiped::ids::BlobId,
+    options: &RestoreOptions,
+    interval: Duration,
+) -> (neverwiped::error::Result<restore::RestoreReport>, f64) {
+    let display = ProgressDisplay::restore(options.progress.clone(), cli.quiet, interval);
+    let started = std::time::Instant::now();
+    let report = restore::restore(repo, root, options).await;
+    let restore_secs = started.elapsed().as_secs_f64();
+    display.finish();
+    (report, restore_secs)
+}
+
 /// The restore options `restore`'s arguments set for the files restored into `target`.
 pub fn restore_options(args: &RestoreArgs, target: &std::path::Path) -> Result<RestoreOptions> {
     let mut options = RestoreOptions::new(target);
@@ -139,9 +166,16 @@ struct Summary<'a> {
     snapshot_time: &'a str,
     target: &'a std::path::Path,
     report: &'a restore::RestoreReport,
+    /// Wall seconds from the restore's start to its end.
+    restore_secs: f64,
 }
 
 impl Summary<'_> {
+    /// The restore's average speed: bytes written over its seconds.
+    fn bytes_per_second(&self) -> Option<u64> {
+        average_bytes_per_second(self.report.bytes_written, self.restore_secs)
+    }
+
     /// Prints the summary; `verification`, when verified, goes into its JSON.
     fn print(&self, cli: &Cli, verification: Option<serde_json::Value>) {
         let report = self.report;
@@ -157,7 +191,11 @@ impl Summary<'_> {
                 "entriesLeft": report.entries_left,
                 "entriesDeleted": report.entries_deleted,
                 "warnings": report.warnings,
+                "restoreSecs": self.restore_secs,
             });
+            if let Some(rate) = self.bytes_per_second() {
+                printed["bytesPerSecond"] = rate.into();
+            }
             if let Some(raw) = neverwiped::views::raw(self.target.as_os_str().as_bytes()) {
                 printed["targetRaw"] = raw.into();
             }
@@ -167,12 +205,14 @@ impl Summary<'_> {
             println!("{printed}");
         } else if !cli.quiet {
             println!(
-                "restored snapshot {} (taken at {}) to {}: {} files, {}{}",
+                "restored snapshot {} (taken at {}) to {}: {} files, {} in {:.1}s ({}/s){}",
                 &self.snapshot_id[..8],
                 self.snapshot_time,
                 self.target.display(),
                 report.files,
                 bytes(report.bytes_written),
+                self.restore_secs,
+                bytes(self.bytes_per_second().unwrap_or(0)),
                 existing_entries(report)
             );
         }

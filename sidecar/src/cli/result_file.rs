@@ -78,6 +78,7 @@ impl ResultFile {
             bytes_read: outcome.bytes_read,
             bytes_added: outcome.bytes_added,
             bytes_transferred: outcome.bytes_transferred,
+            bytes_per_second: outcome.bytes_per_second,
             databases,
             warnings_total: (outcome.incomplete.len()
                 + outcome.warnings.len()

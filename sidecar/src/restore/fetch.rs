@@ -378,9 +378,10 @@ fn write_fetch(
         };
         for target in &blob.targets {
             super::files::write_at(&shared.files, target.entry, target.offset, plaintext)?;
-            shared.files.target_done(target.entry)?;
+            let finished = shared.files.target_done(target.entry)?;
             written += plaintext.len() as u64;
             shared.progress.add_processed(plaintext.len() as u64);
+            shared.progress.add_files(u64::from(finished));
         }
     }
     Ok(written)

@@ -221,16 +221,17 @@ impl BatchFiles {
     /// Records that a blob target of file `number` is lost to damage (it reads as zeros).
     pub fn target_damaged(&self, number: usize) -> Result<()> {
         self.damaged.store(true, Ordering::Relaxed);
-        self.target_done(number)
+        self.target_done(number).map(|_| ())
     }
 
     /// Records that one blob target of file `number` is written (or lost to damage); the last
-    /// one sets the file's metadata and closes it.
-    pub fn target_done(&self, number: usize) -> Result<()> {
-        if self.slots[number].remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+    /// one sets the file's metadata and closes it. Returns whether it was the last one.
+    pub fn target_done(&self, number: usize) -> Result<bool> {
+        let last = self.slots[number].remaining.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
             self.finish(number)?;
         }
-        Ok(())
+        Ok(last)
     }
 
     /// Sets the metadata of file `number` on its descriptor (creating it if no write did: empty,

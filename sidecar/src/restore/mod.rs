@@ -244,6 +244,8 @@ async fn restore_batch(
             .map(|entry| (entry.path.clone(), entry.node.meta.clone())),
     );
     let planned_files = plan.files;
+    // Not written: later names of hard-linked files, and (below) what the target already holds.
+    let unwritten_bytes = plan.linked_bytes() + plan.total_bytes;
     let mut opener = restored.opener.take().expect("kept between batches");
     let settings = prepare::PrepareSettings {
         privileged: options.restore_owner,
@@ -264,9 +266,11 @@ async fn restore_batch(
     report.files_kept += prepared.kept;
     report.entries_left += prepared.left;
     report.entries_deleted += prepared.deleted;
-    options.progress.bytes_total.fetch_add(
-        files.plan().total_bytes,
-        std::sync::atomic::Ordering::Relaxed,
+    let to_write = files.plan().total_bytes;
+    options.progress.add_planned(
+        to_write,
+        planned_files,
+        unwritten_bytes.saturating_sub(to_write),
     );
     let settings = FetchSettings {
         memory_budget_bytes: options.memory_budget_bytes,
@@ -304,6 +308,11 @@ async fn restore_batch(
     let report = &mut restored.report;
     report.warnings.extend(warnings);
     report.files += planned_files;
+    // Files no write finished (empty, kept, hard links) count once their batch is done.
+    options
+        .progress
+        .files
+        .store(report.files, std::sync::atomic::Ordering::Relaxed);
     report.bytes_written += fetched.bytes_written;
     report.bytes_fetched += fetched.bytes_fetched;
     restored

@@ -61,6 +61,22 @@ pub struct RestorePlan {
     pub complete_dirs: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
 }
 
+impl RestorePlan {
+    /// The content bytes of the entries that are later names of a hard-linked file: counted
+    /// in the snapshot's total, never written.
+    pub fn linked_bytes(&self) -> u64 {
+        let linked = self.hard_links.keys().copied();
+        let earlier = self.earlier_links.iter().map(|(number, _)| *number);
+        linked
+            .chain(earlier)
+            .map(|number| match self.entries[number].node.kind {
+                NodeKind::File { size, .. } => size,
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
 /// How many entries a batch holds at most, and how many of its entries' directories.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchLimits {

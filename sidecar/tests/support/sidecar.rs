@@ -11,7 +11,7 @@ pub const SIDECAR_BIN: &str = env!("CARGO_BIN_EXE_neverwiped-sidecar");
 
 /// Every variable the sidecar reads (besides `NEVERWIPED_DB_PASSWORD_<NAME>`): none may leak in
 /// from the environment running the tests.
-pub const SIDECAR_VARIABLES: [&str; 16] = [
+pub const SIDECAR_VARIABLES: [&str; 17] = [
     "NEVERWIPED_REPOSITORY",
     "NEVERWIPED_PASSWORD",
     "NEVERWIPED_PASSWORD_FILE",
@@ -22,6 +22,7 @@ pub const SIDECAR_VARIABLES: [&str; 16] = [
     "NEVERWIPED_GATE_CA_FILE",
     "NEVERWIPED_LOG_FORMAT",
     "NEVERWIPED_LOG",
+    "NEVERWIPED_PROGRESS_INTERVAL",
     "NEVERWIPED_FROM_REPOSITORY",
     "NEVERWIPED_FROM_PASSWORD",
     "NEVERWIPED_FROM_PASSWORD_FILE",

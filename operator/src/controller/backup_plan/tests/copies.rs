@@ -65,6 +65,7 @@ fn copy_pod(job: &str, status: ExitStatus, copied: Option<(&str, &str)>) -> Pod 
         snapshot_time: copied.map(|(_, time)| time.to_owned()),
         files: 2,
         bytes_transferred: 4096,
+        bytes_per_second: None,
         error: (status != ExitStatus::Success).then(|| "cannot reach the gate".to_owned()),
         ..run_result(Operation::Copy, status)
     };

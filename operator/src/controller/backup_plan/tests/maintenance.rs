@@ -31,6 +31,7 @@ fn result(operation: Operation, status: ExitStatus) -> RunResult {
         bytes_read: 0,
         bytes_added: 0,
         bytes_transferred: 0,
+        bytes_per_second: None,
         repository: Some(RepositoryStats {
             size_bytes: 580_000_000,
             snapshots: 14,

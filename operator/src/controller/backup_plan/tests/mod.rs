@@ -215,6 +215,7 @@ pub(super) fn pod_for(job: &str) -> Pod {
         bytes_read: 300,
         bytes_added: 30,
         bytes_transferred: 40,
+        bytes_per_second: None,
         ..run_result(Operation::Backup, ExitStatus::Success)
     };
     pod_with_result(job, &result, 0)
