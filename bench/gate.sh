@@ -425,7 +425,9 @@ one_run() {
   rc=0
   case "$tool" in
     neverwiped)
-      timed neverwiped "$NW" -q --result-file "$r" restore latest --target "$target" \
+      # --exclude /databases: the dump goes into the server, not also among the files (as restic's
+      # restore of the files snapshot); docs/reference.md, "restore".
+      timed neverwiped "$NW" -q --result-file "$r" restore latest --target "$target" --exclude /databases \
         --database "gate=$restore_uri" --database-password-file "gate=$secrets/pg-password" || rc=$?
       ph_end "$tool" "$run" restore "$rc" 1 ;;
     restic)
