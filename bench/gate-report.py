@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Summarises what bench/gate.sh measured (issue 43: through an HTTPS gate, the nightly database
 dump included): medians with the spread of the runs, neverwiped's ratios to restic, issue 43's
-targets, and a chart.
+targets, what the two cores allow when the gate's own share is taken out (from OUT_DIR/floor.json,
+bench/floor.sh), and a chart.
 
-    bench/gate-report.py OUT_DIR [--publish PNG]    # reads OUT_DIR/raw.jsonl and meta.json
+    bench/gate-report.py OUT_DIR [--publish PNG]    # reads OUT_DIR/raw.jsonl, meta.json, floor.json (if any)
 
 Writes OUT_DIR/results.json, results.csv (medians), raw.csv, results.md and chart.png (the chart
 needs matplotlib: it is installed into a venv under ~/.cache/neverwiped-bench on first use, as
@@ -24,6 +25,19 @@ TOOLS = ["neverwiped", "restic"]
 # issue 43: wall time of neverwiped / restic per phase, and neverwiped's peak RSS
 WALL_TARGETS = {"first": 0.4, "unchanged": 0.25, "changed": 0.3, "restore": 0.4}
 RSS_LIMIT_MIB = 100
+# issue 43's second figure: neverwiped's wall time within this factor of what the cores allow
+FLOOR_LIMIT = 1.5
+FLOOR_FORMULA = [
+    "engine floor (CPU-s, one core) = files + dump + TLS:",
+    "  files = floor.json's CPU-s of the phase less the part of the file db/pg_dumpall.sql (db_cpu_s);",
+    "  dump  = for D bytes of the live dump: first backup D/BLAKE3 + D/zstd3_db + (D/ratio_db)(1/AES-GCM + 1/SHA-256);",
+    "          quiet night, after the change D/BLAKE3 (its chunks are stored already);",
+    "          restore (D/ratio_db)/AES-GCM + D/zstd_d_db + D/BLAKE3 (streamed into psql, not written);",
+    "  TLS   = (up + down bytes over the gate) / the negotiated TLS cipher's speed (the client's side only);",
+    "what the cores allow = max(pg tools wall, (engine floor + PG server CPU + pg tools CPU) / cores);",
+    "rest-server's CPU (the gate's TLS, login and files) is the server's own share: not counted.",
+    f"met when neverwiped's wall <= {FLOOR_LIMIT}x what the cores allow (medians).",
+]
 MiB = 1024 * 1024
 MB = 1e6
 KEYS = ["wall_s", "client_cpu_s", "engine_cpu_s", "db_cpu_s", "gate_cpu_s", "pg_server_cpu_s", "rss_mib",
@@ -44,6 +58,15 @@ def load(out):
                 d = json.loads(line)
                 (verify if d["phase"] == "verify" else rows).append(d)
     return json.load(open(os.path.join(out, "meta.json"))), rows, verify
+
+
+def load_floor(out):
+    """floor.json of bench/floor.sh, or None when it is missing or predates the gate's fields"""
+    path = os.path.join(out, "floor.json")
+    if not os.path.exists(path):
+        return None
+    floor = json.load(open(path))
+    return floor if "tls" in floor and all("db_cpu_s" in p for p in floor["phases"].values()) else None
 
 
 def derive(d):
@@ -114,6 +137,86 @@ def targets(summary, rows):
     return res
 
 
+def speeds(floor):
+    """bytes per CPU-second on one core, from floor.json"""
+    s = floor["speeds_one_core"]
+    return {"blake3": s["read_blake3_MBps"] * MB, "aes": s["aes256gcm_MBps"] * MB, "sha": s["sha256_MBps"] * MB,
+            "zstd3_db": s["zstd3_compress_MBps"]["db"] * MB, "zstd_d_db": s["zstd_decompress_MBps"]["db"] * MB,
+            "ratio_db": s["zstd3_ratio"]["db"], "tls": floor["tls"]["MBps"] * MB}
+
+
+def files_floor(floor, phase):
+    """the engine's floor for the files backed up: the phase's CPU less what db/pg_dumpall.sql costs"""
+    p = floor["phases"][phase]
+    return p["cpu_s"] - p["db_cpu_s"]
+
+
+def dump_floor(floor, phase, dump_bytes):
+    """the engine's floor for D bytes of the live dump"""
+    v, d = speeds(floor), dump_bytes
+    if phase == "first":
+        return d / v["blake3"] + d / v["zstd3_db"] + d / v["ratio_db"] * (1 / v["aes"] + 1 / v["sha"])
+    if phase == "restore":
+        return d / v["ratio_db"] / v["aes"] + d / v["zstd_d_db"] + d / v["blake3"]
+    return d / v["blake3"]
+
+
+def tls_floor(floor, s):
+    """the client's side of TLS for what went over the gate in the phase"""
+    return ((s["up_bytes"] or 0) + (s["down_bytes"] or 0)) / speeds(floor)["tls"]
+
+
+def floor_row(floor, meta, phase, s):
+    """what the cores allow neverwiped in a phase (s: its medians), and how far its wall time is from it"""
+    parts = {"files": files_floor(floor, phase), "dump": dump_floor(floor, phase, meta["dump_bytes"]),
+             "tls": tls_floor(floor, s)}
+    engine = sum(parts.values())
+    pg_cpu, tools_cpu, tools_wall = s["pg_server_cpu_s"] or 0, s["db_cpu_s"] or 0, s["db_wall_s"] or 0
+    spread = (engine + pg_cpu + tools_cpu) / floor["cores"]
+    allow = max(tools_wall, spread)
+    value = s["wall_s"] / allow if allow > 0 else None
+    return {"phase": phase, "engine_floor_cpu_s": engine, "parts_cpu_s": parts, "pg_server_cpu_s": pg_cpu,
+            "pg_tools_cpu_s": tools_cpu, "pg_tools_wall_s": tools_wall, "cores": floor["cores"], "cpu_over_cores_s": spread, "allow_s": allow,
+            "wall_s": s["wall_s"], "value": value, "limit": FLOOR_LIMIT,
+            "met": value is not None and value <= FLOOR_LIMIT}
+
+
+def floor_rows(floor, meta, summary):
+    if not floor:
+        return []
+    return [floor_row(floor, meta, p, summary[("neverwiped", p)]) for p in PHASES
+            if summary.get(("neverwiped", p)) and summary[("neverwiped", p)]["wall_s"] is not None]
+
+
+FLOOR_HEAD = ["phase", "engine floor CPU-s", "files", "dump", "TLS", "PG server CPU s", "pg tools CPU s",
+              "pg tools wall s", "CPU / cores s", "cores allow s", "neverwiped wall s", "ratio", f"<= {FLOOR_LIMIT}x"]
+
+
+def floor_lines(rows, floor, markdown):
+    if not rows:
+        return []
+    body = []
+    for r in rows:
+        p = r["parts_cpu_s"]
+        verdict = "met" if r["met"] else ("-" if r["value"] is None else f"MISSED ({(r['value'] / FLOOR_LIMIT - 1) * 100:.0f}% over)")
+        body.append([PHASE_LABEL[r["phase"]], fmt(r["engine_floor_cpu_s"]), fmt(p["files"]), fmt(p["dump"]), fmt(p["tls"]),
+                     fmt(r["pg_server_cpu_s"]), fmt(r["pg_tools_cpu_s"]), fmt(r["pg_tools_wall_s"]), fmt(r["cpu_over_cores_s"]), fmt(r["allow_s"]),
+                     fmt(r["wall_s"]), "-" if r["value"] is None else f"{r['value']:.2f}x", verdict])
+    tls = floor["tls"]
+    title = f"What the {floor['cores']} cores allow, the gate's own share taken out (TLS: {tls['suite']}, {tls['MBps']:.0f} MB/s)"
+    if markdown:
+        lines = [f"**{title}**", "", "| " + " | ".join(FLOOR_HEAD) + " |", "|" + "---|" * len(FLOOR_HEAD)]
+        lines += ["| " + " | ".join(r) + " |" for r in body] + [""] + ["    " + f for f in FLOOR_FORMULA]
+    else:
+        lines = [f"== {title}"] + aligned([FLOOR_HEAD] + body) + [""] + ["  " + f for f in FLOOR_FORMULA]
+    return lines + [""]
+
+
+def aligned(rows):
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+
+
 def fmt(v, digits=2):
     if v is None:
         return "-"
@@ -172,11 +275,7 @@ def tables(summary, rats, markdown):
             lines += [f"**{PHASE_LABEL[phase]}**", "", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
             lines += ["| " + " | ".join(r) + " |" for r in body] + [""]
         else:
-            widths = [max(len(r[i]) for r in [HEAD] + body) for i in range(len(HEAD))]
-            lines.append(f"== {PHASE_LABEL[phase]}")
-            for r in [HEAD] + body:
-                lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
-            lines.append("")
+            lines += [f"== {PHASE_LABEL[phase]}"] + aligned([HEAD] + body) + [""]
     return lines
 
 
@@ -275,18 +374,21 @@ def main():
     out = args[0]
     publish = args[args.index("--publish") + 1] if "--publish" in args else None
     meta, rows, verify = load(out)
+    floor = load_floor(out)
     summary = summarise(rows, verify)
     rats = ratios(summary)
     tg = targets(summary, rows)
+    fl = floor_rows(floor, meta, summary)
     head = (f"Scale {meta['scale']}: {meta['data_files']} files, {meta['data_bytes']} bytes backed up as files, database shop "
             f"{meta['database_bytes']} bytes (dumped live at every backup); {meta['runs']} runs; "
             f"{meta['machine']['cpus']} vCPU {meta['machine']['cpu_model']}; started {meta['started']}; {meta['gate']}")
-    text = [head, ""] + tables(summary, rats, False) + target_lines(tg, False)
+    text = [head, ""] + tables(summary, rats, False) + target_lines(tg, False) + floor_lines(fl, floor, False)
     md = [head, "", "Versions: " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items() if v), ""]
-    md += tables(summary, rats, True) + target_lines(tg, True)
+    md += tables(summary, rats, True) + target_lines(tg, True) + floor_lines(fl, floor, True)
     open(os.path.join(out, "results.md"), "w").write("\n".join(md) + "\n")
     medians = [dict(v) for v in summary.values()]
-    json.dump({"meta": meta, "medians": medians, "ratios": rats, "targets": tg, "raw": [derive(r) for r in rows],
+    json.dump({"meta": meta, "floor": floor, "cores_allow": fl, "medians": medians, "ratios": rats, "targets": tg,
+               "raw": [derive(r) for r in rows],
                "verify": verify}, open(os.path.join(out, "results.json"), "w"), indent=1)
     keys = ["tool", "phase", "runs", "failed"] + [k + sfx for k in KEYS for sfx in ("", "_min", "_max")] + \
            ["files_verified", "database_verified"]

@@ -2,7 +2,7 @@
 # Issue 43's scenario: the reference sample backed up through an HTTPS gate (rest-server with TLS
 # and a login), the nightly PostgreSQL dump included, neverwiped beside restic.
 #
-#   bench/gate.sh [--scale N] [--runs N] [--work DIR] [--out DIR] [--no-build] [--publish]
+#   bench/gate.sh [--scale N] [--runs N] [--work DIR] [--out DIR] [--no-build] [--no-floor] [--publish]
 #
 #   --scale N    1/N of the 5.3 GB reference (default 1: full scale, 50 037 files + a 577 MB
 #                database); 5 is 1/5, 2/5 works too
@@ -10,6 +10,7 @@
 #   --work DIR   data set, PostgreSQL clusters, gate, restores (default /tmp/neverwiped-bench)
 #   --out DIR    results (default bench/out/gate-1_N/)
 #   --no-build   use target/release/neverwiped-sidecar as it is
+#   --no-floor   skip measuring what the cores allow (bench/floor.sh, once per invocation)
 #   --publish    also copy the chart to docs/images/speed-gate.png
 #
 # The data set comes from ../shared/bench/make-dataset.sh (shared with run.sh). Its database
@@ -24,7 +25,9 @@
 #                     latest --target T --database …; restic: restore latest --target T, then
 #                     restic dump latest pg_dumpall.sql | psql
 # then checks the files (SHA-256 against the changed data set's manifest) and the database (rows
-# and a digest of every table) outside the timing. See bench/README.md, "Through an HTTPS gate".
+# and a digest of every table) outside the timing. Before the runs, bench/floor.sh measures what
+# the cores allow (floor.json; its TLS cipher asked of the gate); the report sets each phase of
+# neverwiped against it. See bench/README.md, "Through an HTTPS gate".
 # Not part of the test suite. Needs: cargo, python3, GNU time, openssl, curl, htpasswd
 # (apache2-utils), PostgreSQL 15 (Debian), restic and rest-server (../shared/tools/install-peers.sh).
 set -euo pipefail
@@ -40,6 +43,7 @@ runs=3
 work="${NEVERWIPED_BENCH_WORK:-/tmp/neverwiped-bench}"
 out=""
 build=1
+floor=1
 publish=0
 seed="${SEED:-20240301}"
 PGVER=15
@@ -56,6 +60,7 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift 2 ;;
     --out=*) out="${1#*=}"; shift ;;
     --no-build) build=0; shift ;;
+    --no-floor) floor=0; shift ;;
     --publish) publish=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gate.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -260,6 +265,15 @@ gate_bytes() { # REPO: "written read requests" from rest-server's counters for o
     END {printf "%d %d %d\n", w, rd, n}'
 }
 
+# ------------------------------------------------------------------------------------- floor
+# What the cores allow, on this data set in its original state, with the cipher the gate picks
+rm -f "$out/floor.json"
+if [ "$floor" = 1 ]; then
+  log "measuring what the cores allow (bench/floor.sh, TLS cipher asked of the gate)"
+  FLOOR_TLS_SERVER="127.0.0.1:$gate_port" "$HERE/floor.sh" "$DATA" "$out/floor.json" >&2 \
+    || { rm -f "$out/floor.json"; log "floor.sh failed; the report goes without the floor"; }
+fi
+
 # ------------------------------------------------------------------------------------- meta
 hz=$(getconf CLK_TCK)
 python3 - "$out/meta.json" <<PY
@@ -425,7 +439,9 @@ one_run() {
   rc=0
   case "$tool" in
     neverwiped)
-      timed neverwiped "$NW" -q --result-file "$r" restore latest --target "$target" \
+      # --exclude /databases: the dump goes into the server, not also among the files (as restic's
+      # restore of the files snapshot); docs/reference.md, "restore".
+      timed neverwiped "$NW" -q --result-file "$r" restore latest --target "$target" --exclude /databases \
         --database "gate=$restore_uri" --database-password-file "gate=$secrets/pg-password" || rc=$?
       ph_end "$tool" "$run" restore "$rc" 1 ;;
     restic)

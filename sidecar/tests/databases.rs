@@ -1559,4 +1559,31 @@ fn postgres_files_and_a_database_restore_together_from_one_snapshot() {
     assert_eq!(result.databases.len(), 1, "{:?}", result.databases);
     assert_eq!(result.databases[0].error, None);
     assert_eq!(result.files, 3, "two files and one dump: {result:?}");
+
+    // Files and databases restore at the same time: a load that fails stops neither the files
+    // nor the run's failure.
+    let wrong_password = sidecar.password_file("shop-db", "not-the-password");
+    let second = work.path().join("second");
+    let error = sidecar
+        .run(
+            &DatabaseRun::restore("latest")
+                .arg("--target")
+                .arg(second.to_str().unwrap())
+                .arg("--include")
+                .arg(volume_arg)
+                .database(&database, &wrong_password)
+                .args()[..],
+        )
+        .error();
+    assert!(error.contains("password authentication failed"), "{error}");
+    let restored = second.join(volume.strip_prefix("/").unwrap());
+    assert_eq!(
+        fs::read(restored.join("uploads/invoice.pdf")).unwrap(),
+        b"%PDF-1.7 invoice 42"
+    );
+    assert_eq!(
+        fs::read(restored.join("config.yaml")).unwrap(),
+        b"shop: open\n"
+    );
+    assert_same_state(&before, &postgres_state(&server));
 }

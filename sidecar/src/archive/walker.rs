@@ -13,6 +13,7 @@ mod metadata;
 mod new_blobs;
 mod parents;
 mod small_files;
+mod streams_ahead;
 
 use super::pipeline::{JobBatch, Recycler};
 use super::skip::SkipRules;
@@ -39,6 +40,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
+use streams_ahead::StreamsAhead;
 
 /// What the walk counted.
 #[derive(Debug, Default, Clone)]
@@ -78,6 +80,8 @@ pub struct Walker {
     parents: ParentReader,
     /// Directories listed ahead of the walk.
     lister: Lister,
+    /// Streams read beside the walk.
+    streams: StreamsAhead,
 }
 
 /// What is read ahead for the subdirectories of the directory being walked.
@@ -139,6 +143,7 @@ impl Walker {
             notices: Vec::new(),
             stats: WalkStats::default(),
             hard_links: HashMap::new(),
+            streams: StreamsAhead::default(),
         })
     }
 
@@ -189,9 +194,10 @@ impl Walker {
     /// Walks the virtual tree of the sources: returns the root tree id.
     pub fn archive_root(
         &mut self,
-        root: SourceTree,
+        mut root: SourceTree,
         parent_root: Option<BlobId>,
     ) -> Result<BlobId> {
+        self.streams = StreamsAhead::start(&mut root.children, self.context.clone())?;
         let parent = parent_root.and_then(|id| self.parent_tree(&id));
         let root = self.archive_virtual_dir(root.children, parent)?;
         self.context.blobs.flush(&mut self.outbox)?;
@@ -579,7 +585,11 @@ impl Walker {
     /// fails fails the backup: a truncated dump must never look like a good one.
     fn archive_stream(&mut self, name: Vec<u8>, stream: StreamSource) -> Result<Node> {
         let label = stream.label.clone();
-        let (size, content) = match self.chunk_reader(stream.reader) {
+        let read = match self.streams.wait_for(&stream.snapshot_path) {
+            Some(read) => read,
+            None => self.chunk_reader(stream.reader),
+        };
+        let (size, content) = match read {
             Ok(read) => read,
             Err(ChunkReadError::Pipeline(error)) => return Err(error),
             Err(ChunkReadError::Source(error)) => {

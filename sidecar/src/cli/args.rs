@@ -259,7 +259,7 @@ pub struct RestoreArgs {
     /// Snapshot id prefix, or "latest".
     pub snapshot: String,
     /// Folder to restore into; /data/x of the snapshot lands in TARGET/data/x. With --database
-    /// too, files and databases come from the same snapshot, files first.
+    /// too, files and databases come from the same snapshot, restored at the same time.
     #[arg(long, short = 't', required_unless_present_any = ["databases", "streams"])]
     pub target: Option<PathBuf>,
     #[command(flatten)]

@@ -1,5 +1,6 @@
-//! `restore`: a snapshot's files back into a target (then its databases), read back and held to
-//! the snapshot with `--verify`; `--verify-only` holds a target to a snapshot without restoring.
+//! `restore`: a snapshot's files back into a target (and its databases, at the same time), read
+//! back and held to the snapshot with `--verify`; `--verify-only` holds a target to a snapshot
+//! without restoring.
 
 use super::args::{Cli, RestoreArgs};
 use super::output::bytes;
@@ -10,7 +11,10 @@ use super::{
 };
 use anyhow::Result;
 use neverwiped::filter::PathFilter;
+use neverwiped::format::snapshot::Snapshot;
+use neverwiped::ids::{BlobId, SnapshotId};
 use neverwiped::progress::rate::average_bytes_per_second;
+use neverwiped::repository::IndexedRepository;
 use neverwiped::restore::{self, RestoreOptions};
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
@@ -29,8 +33,8 @@ fn existing_entries(report: &restore::RestoreReport) -> String {
         .collect()
 }
 
-/// `restore`: the files of the snapshot into `--target` (held to it after with `--verify`), then
-/// its databases; without a target, its databases only.
+/// `restore`: the files of the snapshot into `--target` (held to it after with `--verify`) and
+/// its databases at the same time; without a target, its databases only.
 pub async fn restore_snapshot(
     cli: &Cli,
     args: &RestoreArgs,
@@ -62,8 +66,47 @@ pub async fn restore_snapshot(
             .progress
             .expect(recorded.total_bytes, recorded.files);
     }
+    let chosen = (snapshot_id, &snapshot);
+    // The files and the databases of the same snapshot at the same time: loading a dump is
+    // mostly its server's work on one core, which writing the files leaves idle.
+    let files = restore_files(cli, args, &repo, chosen, (options, interval));
+    let dumps = async {
+        if args.databases.is_empty() {
+            return Ok(None);
+        }
+        let run = database_restores.run(cli, args, &repo, snapshot_id, &snapshot);
+        run.await.map(Some)
+    };
+    let (files, dumps) = tokio::join!(files, dumps);
+    let (mut restored, dumps) = match (files, dumps) {
+        (Ok(files), Ok(dumps)) => (files, dumps),
+        (Err(files), Err(dumps)) => {
+            // One error ends the run; the other is said so that it is not lost.
+            tracing::error!("the databases were not restored either: {dumps:#}");
+            return Err(files);
+        }
+        (Err(error), Ok(_)) | (Ok(_), Err(error)) => return Err(error),
+    };
+    if let Some(dumps) = dumps {
+        restored.files += dumps.files;
+        restored.bytes_read += dumps.bytes_read;
+    }
+    restore_streams::restore_streams(cli, record, &repo, &snapshot, &mut restored).await?;
+    Ok(restored)
+}
+
+/// The files of the snapshot `chosen` into the target of `options`, held to it after with
+/// `--verify`; their summary printed.
+async fn restore_files(
+    cli: &Cli,
+    args: &RestoreArgs,
+    repo: &IndexedRepository,
+    (snapshot_id, snapshot): (SnapshotId, &Snapshot),
+    (options, interval): (RestoreOptions, Duration),
+) -> Result<Outcome> {
+    let target = options.target.clone();
     let (report, restore_secs) =
-        restore_with_progress(cli, &repo, snapshot.tree, &options, interval).await;
+        restore_with_progress(cli, repo, snapshot.tree, &options, interval).await;
     let taken = Outcome {
         snapshot_id: Some(snapshot_id.to_hex()),
         snapshot_time: Some(snapshot.time.clone()),
@@ -87,11 +130,11 @@ pub async fn restore_snapshot(
     let summary = Summary {
         snapshot_id: snapshot_id.to_hex(),
         snapshot_time: &snapshot.time,
-        target,
+        target: &target,
         report: &report,
         restore_secs,
     };
-    let mut restored = Outcome {
+    let restored = Outcome {
         files: report.files,
         bytes_read: report.bytes_written,
         bytes_added: 0,
@@ -100,41 +143,30 @@ pub async fn restore_snapshot(
         bytes_per_second: summary.bytes_per_second(),
         ..taken
     };
-    if args.verify {
-        let held = restore_verify::Verification {
-            repo: &repo,
-            tree: snapshot.tree,
-            target,
-            settings: restore_verify::settings(&options),
-            restore_secs: Some(restore_secs),
-        };
-        // The restore's own summary goes first, with the verification's in its JSON.
-        restored = held
-            .run(cli, restored, |verification| {
-                summary.print(cli, Some(verification).filter(|v| !v.is_null()))
-            })
-            .await?;
-    } else {
+    if !args.verify {
         summary.print(cli, None);
+        return Ok(restored);
     }
-    if !args.databases.is_empty() {
-        // The databases of the same snapshot, once its files are back.
-        let dumps = database_restores
-            .run(cli, args, &repo, snapshot_id, &snapshot)
-            .await?;
-        restored.files += dumps.files;
-        restored.bytes_read += dumps.bytes_read;
-    }
-    restore_streams::restore_streams(cli, record, &repo, &snapshot, &mut restored).await?;
-    Ok(restored)
+    let held = restore_verify::Verification {
+        repo,
+        tree: snapshot.tree,
+        target: &target,
+        settings: restore_verify::settings(&options),
+        restore_secs: Some(restore_secs),
+    };
+    // The restore's own summary goes first, with the verification's in its JSON.
+    held.run(cli, restored, |verification| {
+        summary.print(cli, Some(verification).filter(|v| !v.is_null()))
+    })
+    .await
 }
 
 /// Restores the files of the snapshot's tree `root` with its progress shown (see
 /// [`ProgressDisplay::restore`]); returns the report and the seconds the restore took.
 async fn restore_with_progress(
     cli: &Cli,
-    repo: &neverwiped::repository::IndexedRepository,
-    root: neverwiped::ids::BlobId,
+    repo: &IndexedRepository,
+    root: BlobId,
     options: &RestoreOptions,
     interval: Duration,
 ) -> (neverwiped::error::Result<restore::RestoreReport>, f64) {
