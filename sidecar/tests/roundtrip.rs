@@ -494,3 +494,63 @@ async fn a_restore_leaves_the_targets_own_mode_and_owner_untouched() {
         is_root(),
     );
 }
+
+/// A stream waits for nothing but its producer: the files are read while it is, even when its
+/// place sorts first in the snapshot (`/databases` before `/tmp`). The stream here ends only
+/// once the walk has read the file, as a long dump ends only after the files would have been
+/// read beside it; a walk that waited at the stream's place first would never get there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_files_are_read_while_a_stream_that_sorts_first_is() {
+    use neverwiped::archive::StreamSource;
+    use neverwiped::progress::Progress;
+
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::write(source.join("data.bin"), vec![7u8; 256 * 1024]).unwrap();
+    let repo = init(Arc::new(LocalBackend::new(work.path().join("repo")))).await;
+    let progress = Arc::new(Progress::default());
+    let stream = StreamSource {
+        snapshot_path: "/databases/main/dump.sql".into(),
+        label: "the dump of main".into(),
+        reader: Box::new(AfterTheFiles {
+            progress: progress.clone(),
+            content: std::io::Cursor::new(b"-- dump\n".to_vec()),
+        }),
+        may_be_empty: false,
+    };
+    let mut options =
+        BackupOptions::new(vec![Source::Path(source.clone()), Source::Stream(stream)]);
+    options.progress = progress;
+    let report = backup(&repo, options)
+        .await
+        .expect("the backup waited at the stream");
+    assert_eq!(report.snapshot.summary.files, 2);
+    restore_and_compare(&repo, &source).await;
+}
+
+/// A stream's content that comes only once a file has been read (or fails after 20 s).
+struct AfterTheFiles {
+    progress: Arc<neverwiped::progress::Progress>,
+    content: std::io::Cursor<Vec<u8>>,
+}
+
+impl std::io::Read for AfterTheFiles {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let waited = std::time::Instant::now();
+        while self
+            .progress
+            .bytes_processed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            < 256 * 1024
+        {
+            if waited.elapsed() > std::time::Duration::from_secs(20) {
+                return Err(std::io::Error::other(
+                    "no file was read while the stream was",
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.content.read(buf)
+    }
+}

@@ -214,7 +214,7 @@ impl Walker {
             subtrees: self.parents.subtrees_of(parent.as_ref()),
             listings: Sublistings::default(),
         };
-        for (name, entry) in children {
+        for (name, entry) in streams_last(children) {
             let parent_node = parent.as_ref().and_then(|p| p.tree.find(&name)).cloned();
             let node = match entry {
                 VirtualEntry::Dir {
@@ -248,6 +248,7 @@ impl Walker {
             };
             nodes.extend(node);
         }
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
         self.stats.dirs += 1;
         let parent = parent.as_ref().map(|parent| &parent.tree);
         self.stats.changes.count_folder(parent, &nodes);
@@ -606,6 +607,26 @@ impl Walker {
             kind: NodeKind::File { size, content },
             meta,
         })
+    }
+}
+
+/// The entries of a virtual folder, those that hold a stream after the others: at a stream the
+/// walk waits until its reader (`StreamsAhead`) has read all of it, so the files come first to
+/// be read meanwhile, whatever their names (`/databases` sorts before `/tmp`).
+fn streams_last(
+    children: std::collections::BTreeMap<Vec<u8>, VirtualEntry>,
+) -> impl Iterator<Item = (Vec<u8>, VirtualEntry)> {
+    let (streams, others): (Vec<_>, Vec<_>) = children
+        .into_iter()
+        .partition(|(_, entry)| holds_stream(entry));
+    others.into_iter().chain(streams)
+}
+
+fn holds_stream(entry: &VirtualEntry) -> bool {
+    match entry {
+        VirtualEntry::Stream(_) => true,
+        VirtualEntry::Dir { children, .. } => children.values().any(holds_stream),
+        VirtualEntry::Path(_) => false,
     }
 }
 

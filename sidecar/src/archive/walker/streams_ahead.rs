@@ -1,6 +1,8 @@
 //! Streams (database dumps, a plan's stream containers) read on a thread of their own from the
 //! start of the walk. A dump is mostly its server's work on one core: read in turn, the walk
-//! would wait for it with the other core idle; read beside the files, the two overlap.
+//! would wait for it with the other core idle; read beside the files, the two overlap. The walk
+//! takes the entries that hold a stream after the others (`streams_last`), so that it reaches a
+//! stream, and waits for it, only once the files are read.
 
 use super::new_blobs::Outbox;
 use super::small_files::{chunk_into_blobs, ChunkReadError, ReadContext};
