@@ -515,7 +515,8 @@ async fn the_files_are_read_while_a_stream_that_sorts_first_is() {
         label: "the dump of main".into(),
         reader: Box::new(AfterTheFiles {
             progress: progress.clone(),
-            content: std::io::Cursor::new(b"-- dump\n".to_vec()),
+            content: Ok(std::io::Cursor::new(b"-- dump\n".to_vec())),
+            bytes: 256 * 1024,
         }),
         may_be_empty: false,
     };
@@ -529,28 +530,70 @@ async fn the_files_are_read_while_a_stream_that_sorts_first_is() {
     restore_and_compare(&repo, &source).await;
 }
 
-/// A stream's content that comes only once a file has been read (or fails after 20 s).
+/// A stream that fails stops the walk at the next folder, though the files come first: a
+/// wrong database password must not cost a whole first backup's reading and upload before it
+/// is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_fails_stops_the_walk_at_the_next_folder() {
+    use neverwiped::archive::StreamSource;
+    use neverwiped::progress::Progress;
+
+    const FOLDERS: u64 = 3000;
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    for folder in 0..FOLDERS {
+        let folder = source.join(format!("d{folder:04}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("file"), folder.as_os_str().as_encoded_bytes()).unwrap();
+    }
+    let repo = init(Arc::new(LocalBackend::new(work.path().join("repo")))).await;
+    let progress = Arc::new(Progress::default());
+    let stream = StreamSource {
+        snapshot_path: "/databases/main/dump.sql".into(),
+        label: "the dump of main".into(),
+        reader: Box::new(AfterTheFiles {
+            progress: progress.clone(),
+            content: Err("password authentication failed for user \"postgres\""),
+            bytes: 1,
+        }),
+        may_be_empty: false,
+    };
+    let mut options = BackupOptions::new(vec![Source::Path(source), Source::Stream(stream)]);
+    options.progress = progress.clone();
+    let error = backup(&repo, options).await.unwrap_err().to_string();
+    assert!(
+        error.contains("reading the dump of main") && error.contains("password authentication"),
+        "{error}"
+    );
+    let files = progress.files.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        files < FOLDERS / 2,
+        "the walk went on: {files} of {FOLDERS} files read"
+    );
+}
+
+/// A stream that waits until `bytes` of files have been read (or 20 s), then gives its content
+/// or fails.
 struct AfterTheFiles {
     progress: Arc<neverwiped::progress::Progress>,
-    content: std::io::Cursor<Vec<u8>>,
+    content: Result<std::io::Cursor<Vec<u8>>, &'static str>,
+    bytes: u64,
 }
 
 impl std::io::Read for AfterTheFiles {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = &self.progress.bytes_processed;
         let waited = std::time::Instant::now();
-        while self
-            .progress
-            .bytes_processed
-            .load(std::sync::atomic::Ordering::Relaxed)
-            < 256 * 1024
-        {
+        while read.load(std::sync::atomic::Ordering::Relaxed) < self.bytes {
             if waited.elapsed() > std::time::Duration::from_secs(20) {
-                return Err(std::io::Error::other(
-                    "no file was read while the stream was",
-                ));
+                let message = "no file was read while the stream was";
+                return Err(std::io::Error::other(message));
             }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        self.content.read(buf)
+        match &mut self.content {
+            Ok(content) => content.read(buf),
+            Err(message) => Err(std::io::Error::other(*message)),
+        }
     }
 }

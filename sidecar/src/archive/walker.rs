@@ -18,7 +18,7 @@ mod streams_ahead;
 use super::pipeline::{JobBatch, Recycler};
 use super::skip::SkipRules;
 use super::source::{SourceTree, StreamSource, VirtualEntry};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::tree::{Node, NodeKind, Tree};
 use crate::ids::{BlobId, BlobKind};
 use crate::progress::Progress;
@@ -40,7 +40,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
-use streams_ahead::StreamsAhead;
+use streams_ahead::{stream_error, StreamsAhead};
 
 /// What the walk counted.
 #[derive(Debug, Default, Clone)]
@@ -376,6 +376,9 @@ impl Walker {
         path: &Path,
         parent: Option<ParentTree>,
     ) -> Result<BlobId> {
+        if let Some(failure) = self.streams.failure() {
+            return Err(failure);
+        }
         let Listing {
             dir,
             entries,
@@ -590,16 +593,7 @@ impl Walker {
             Some(read) => read,
             None => self.chunk_reader(stream.reader),
         };
-        let (size, content) = match read {
-            Ok(read) => read,
-            Err(ChunkReadError::Pipeline(error)) => return Err(error),
-            Err(ChunkReadError::Source(error)) => {
-                return Err(Error::Io {
-                    what: format!("reading {label}"),
-                    source: error,
-                })
-            }
-        };
+        let (size, content) = read.map_err(|error| stream_error(&label, error))?;
         self.count_read(size);
         let meta = metadata::synthetic_metadata(0o600);
         Ok(Node {

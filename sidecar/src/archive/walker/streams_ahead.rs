@@ -6,13 +6,13 @@
 
 use super::new_blobs::Outbox;
 use super::small_files::{chunk_into_blobs, ChunkReadError, ReadContext};
-use crate::archive::source::VirtualEntry;
+use crate::archive::source::{StreamSource, VirtualEntry};
 use crate::error::{Error, Result};
 use crate::ids::BlobId;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A stream as read: its length and its content's blobs, all sent to the workers.
 pub type StreamRead = std::result::Result<(u64, Vec<BlobId>), ChunkReadError>;
@@ -20,7 +20,14 @@ pub type StreamRead = std::result::Result<(u64, Vec<BlobId>), ChunkReadError>;
 /// The streams being read ahead, by their path in the snapshot.
 #[derive(Default)]
 pub struct StreamsAhead {
-    pending: HashMap<String, Receiver<StreamRead>>,
+    pending: HashMap<String, Pending>,
+    /// The path of the first stream that failed, set before its failure is handed over.
+    failed: Arc<OnceLock<String>>,
+}
+
+struct Pending {
+    label: String,
+    read: Receiver<StreamRead>,
 }
 
 impl StreamsAhead {
@@ -32,62 +39,102 @@ impl StreamsAhead {
     ) -> Result<StreamsAhead> {
         let mut work = Vec::new();
         let mut pending = HashMap::new();
-        take_readers(children, &mut |path, reader| {
-            let (sender, receiver) = sync_channel(1);
-            pending.insert(path, receiver);
-            work.push((reader, sender));
+        take_readers(children, &mut |stream| {
+            let (sender, read) = sync_channel(1);
+            let path = stream.snapshot_path.clone();
+            let label = stream.label.clone();
+            let reader = std::mem::replace(&mut stream.reader, Box::new(std::io::empty()));
+            pending.insert(path.clone(), Pending { label, read });
+            work.push(Work {
+                path,
+                reader,
+                sender,
+            });
         });
+        let failed = Arc::new(OnceLock::new());
         if !work.is_empty() {
+            let failed = failed.clone();
             std::thread::Builder::new()
                 .name("streams".into())
-                .spawn(move || read_all(&context, work))
+                .spawn(move || read_all(&context, work, &failed))
                 .map_err(|error| Error::Interrupted(format!("cannot start a thread: {error}")))?;
         }
-        Ok(StreamsAhead { pending })
+        Ok(StreamsAhead { pending, failed })
     }
 
     /// What the stream at `path` read, once it is read; `None` for a stream not read ahead.
     pub fn wait_for(&mut self, path: &str) -> Option<StreamRead> {
-        let receiver = self.pending.remove(path)?;
-        Some(receiver.recv().unwrap_or_else(|_| {
+        let pending = self.pending.remove(path)?;
+        Some(pending.read.recv().unwrap_or_else(|_| {
             Err(ChunkReadError::Pipeline(Error::Interrupted(
                 "the thread reading the streams stopped".into(),
             )))
         }))
     }
+
+    /// The failure of a stream that has failed already, if one has: the walk stops on it
+    /// rather than read and store every file first for a backup that cannot succeed.
+    pub fn failure(&mut self) -> Option<Error> {
+        let path = self.failed.get()?.clone();
+        let label = self.pending.get(&path)?.label.clone();
+        match self.wait_for(&path)? {
+            Ok(_) => None,
+            Err(error) => Some(stream_error(&label, error)),
+        }
+    }
 }
 
-/// Hands each stream's reader to `take` (its place keeps an empty one), depth first in name
-/// order: the order the walk reaches them.
+/// The backup's error for a stream that could not be read: a stream that fails fails the backup.
+pub fn stream_error(label: &str, error: ChunkReadError) -> Error {
+    match error {
+        ChunkReadError::Pipeline(error) => error,
+        ChunkReadError::Source(error) => Error::Io {
+            what: format!("reading {label}"),
+            source: error,
+        },
+    }
+}
+
+/// A stream to read: where the walk will ask for it, and where to send what was read.
+struct Work {
+    path: String,
+    reader: Box<dyn Read + Send>,
+    sender: SyncSender<StreamRead>,
+}
+
+/// Hands each stream below `children` to `take`, which takes its reader (its place keeps an
+/// empty one), depth first in name order: the order the walk reaches them.
 fn take_readers(
     children: &mut BTreeMap<Vec<u8>, VirtualEntry>,
-    take: &mut impl FnMut(String, Box<dyn Read + Send>),
+    take: &mut impl FnMut(&mut StreamSource),
 ) {
     for entry in children.values_mut() {
         match entry {
             VirtualEntry::Dir { children, .. } => take_readers(children, take),
-            VirtualEntry::Stream(stream) => {
-                let reader = std::mem::replace(&mut stream.reader, Box::new(std::io::empty()));
-                take(stream.snapshot_path.clone(), reader);
-            }
+            VirtualEntry::Stream(stream) => take(stream),
             VirtualEntry::Path(_) => {}
         }
     }
 }
 
-/// Reads each stream into blobs, flushed to the workers before its result is handed over.
-fn read_all(context: &ReadContext, work: Vec<(Box<dyn Read + Send>, SyncSender<StreamRead>)>) {
+/// Reads each stream into blobs, flushed to the workers before its result is handed over; the
+/// first that fails is marked in `failed` before.
+fn read_all(context: &ReadContext, work: Vec<Work>, failed: &OnceLock<String>) {
     let mut buffer = Vec::new();
     let mut outbox = Outbox::default();
-    for (reader, sender) in work {
-        let read = chunk_into_blobs(context, &mut buffer, reader, &mut outbox).and_then(|read| {
-            context
-                .blobs
-                .flush(&mut outbox)
-                .map_err(ChunkReadError::Pipeline)?;
-            Ok(read)
-        });
-        if sender.send(read).is_err() {
+    for stream in work {
+        let read =
+            chunk_into_blobs(context, &mut buffer, stream.reader, &mut outbox).and_then(|read| {
+                context
+                    .blobs
+                    .flush(&mut outbox)
+                    .map_err(ChunkReadError::Pipeline)?;
+                Ok(read)
+            });
+        if read.is_err() {
+            let _ = failed.set(stream.path);
+        }
+        if stream.sender.send(read).is_err() {
             // The walk stopped: the streams after this one are dropped unread.
             return;
         }
