@@ -1531,28 +1531,26 @@ fn postgres_files_and_a_database_restore_together_from_one_snapshot() {
     let before = postgres_state(&server);
     server.psql("postgres", "DROP DATABASE shop WITH (FORCE)");
     server.psql("postgres", "CREATE DATABASE shop OWNER app");
+    let restore_into = |target: &Path, password_file: &str| {
+        let target = target.to_str().unwrap();
+        let run = DatabaseRun::restore("latest")
+            .arg("--target")
+            .arg(target)
+            .arg("--include")
+            .arg(volume_arg)
+            .database(&database, password_file);
+        sidecar.run(&run.args()[..])
+    };
+    let files_restored_into = |target: &Path| {
+        let restored = target.join(volume.strip_prefix("/").unwrap());
+        let read = |name: &str| fs::read(restored.join(name)).unwrap();
+        assert_eq!(read("uploads/invoice.pdf"), b"%PDF-1.7 invoice 42");
+        assert_eq!(read("config.yaml"), b"shop: open\n");
+    };
     let target = work.path().join("target");
-    let run = sidecar
-        .run(
-            &DatabaseRun::restore("latest")
-                .arg("--target")
-                .arg(target.to_str().unwrap())
-                .arg("--include")
-                .arg(volume_arg)
-                .database(&database, &password_file)
-                .args()[..],
-        )
-        .expect_ok();
+    let run = restore_into(&target, &password_file).expect_ok();
     assert_same_state(&before, &postgres_state(&server));
-    let restored = target.join(volume.strip_prefix("/").unwrap());
-    assert_eq!(
-        fs::read(restored.join("uploads/invoice.pdf")).unwrap(),
-        b"%PDF-1.7 invoice 42"
-    );
-    assert_eq!(
-        fs::read(restored.join("config.yaml")).unwrap(),
-        b"shop: open\n"
-    );
+    files_restored_into(&target);
     // The dump was streamed into the server, not written among the files.
     assert!(!target.join("databases").exists());
     let result = run.result();
@@ -1564,26 +1562,8 @@ fn postgres_files_and_a_database_restore_together_from_one_snapshot() {
     // nor the run's failure.
     let wrong_password = sidecar.password_file("shop-db", "not-the-password");
     let second = work.path().join("second");
-    let error = sidecar
-        .run(
-            &DatabaseRun::restore("latest")
-                .arg("--target")
-                .arg(second.to_str().unwrap())
-                .arg("--include")
-                .arg(volume_arg)
-                .database(&database, &wrong_password)
-                .args()[..],
-        )
-        .error();
+    let error = restore_into(&second, &wrong_password).error();
     assert!(error.contains("password authentication failed"), "{error}");
-    let restored = second.join(volume.strip_prefix("/").unwrap());
-    assert_eq!(
-        fs::read(restored.join("uploads/invoice.pdf")).unwrap(),
-        b"%PDF-1.7 invoice 42"
-    );
-    assert_eq!(
-        fs::read(restored.join("config.yaml")).unwrap(),
-        b"shop: open\n"
-    );
+    files_restored_into(&second);
     assert_same_state(&before, &postgres_state(&server));
 }

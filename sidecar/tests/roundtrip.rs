@@ -501,7 +501,6 @@ async fn a_restore_leaves_the_targets_own_mode_and_owner_untouched() {
 /// read beside it; a walk that waited at the stream's place first would never get there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_files_are_read_while_a_stream_that_sorts_first_is() {
-    use neverwiped::archive::StreamSource;
     use neverwiped::progress::Progress;
 
     let work = tempfile::tempdir().unwrap();
@@ -510,16 +509,12 @@ async fn the_files_are_read_while_a_stream_that_sorts_first_is() {
     std::fs::write(source.join("data.bin"), vec![7u8; 256 * 1024]).unwrap();
     let repo = init(Arc::new(LocalBackend::new(work.path().join("repo")))).await;
     let progress = Arc::new(Progress::default());
-    let stream = StreamSource {
-        snapshot_path: "/databases/main/dump.sql".into(),
-        label: "the dump of main".into(),
-        reader: Box::new(AfterTheFiles {
-            progress: progress.clone(),
-            content: Ok(std::io::Cursor::new(b"-- dump\n".to_vec())),
-            bytes: 256 * 1024,
-        }),
-        may_be_empty: false,
-    };
+    let stream = AfterTheFiles {
+        progress: progress.clone(),
+        content: Ok(std::io::Cursor::new(b"-- dump\n".to_vec())),
+        bytes: 256 * 1024,
+    }
+    .dump_of_main();
     let mut options =
         BackupOptions::new(vec![Source::Path(source.clone()), Source::Stream(stream)]);
     options.progress = progress;
@@ -535,7 +530,6 @@ async fn the_files_are_read_while_a_stream_that_sorts_first_is() {
 /// is reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_fails_stops_the_walk_at_the_next_folder() {
-    use neverwiped::archive::StreamSource;
     use neverwiped::progress::Progress;
 
     const FOLDERS: u64 = 3000;
@@ -548,16 +542,12 @@ async fn a_stream_that_fails_stops_the_walk_at_the_next_folder() {
     }
     let repo = init(Arc::new(LocalBackend::new(work.path().join("repo")))).await;
     let progress = Arc::new(Progress::default());
-    let stream = StreamSource {
-        snapshot_path: "/databases/main/dump.sql".into(),
-        label: "the dump of main".into(),
-        reader: Box::new(AfterTheFiles {
-            progress: progress.clone(),
-            content: Err("password authentication failed for user \"postgres\""),
-            bytes: 1,
-        }),
-        may_be_empty: false,
-    };
+    let stream = AfterTheFiles {
+        progress: progress.clone(),
+        content: Err("password authentication failed for user \"postgres\""),
+        bytes: 1,
+    }
+    .dump_of_main();
     let mut options = BackupOptions::new(vec![Source::Path(source), Source::Stream(stream)]);
     options.progress = progress.clone();
     let error = backup(&repo, options).await.unwrap_err().to_string();
@@ -578,6 +568,18 @@ struct AfterTheFiles {
     progress: Arc<neverwiped::progress::Progress>,
     content: Result<std::io::Cursor<Vec<u8>>, &'static str>,
     bytes: u64,
+}
+
+impl AfterTheFiles {
+    /// The stream as a database's dump, whose place (`/databases`) sorts before the files'.
+    fn dump_of_main(self) -> neverwiped::archive::StreamSource {
+        neverwiped::archive::StreamSource {
+            snapshot_path: "/databases/main/dump.sql".into(),
+            label: "the dump of main".into(),
+            reader: Box::new(self),
+            may_be_empty: false,
+        }
+    }
 }
 
 impl std::io::Read for AfterTheFiles {
