@@ -10,12 +10,12 @@ Writes OUT_DIR/results.json, results.csv (medians), raw.csv, results.md and char
 needs matplotlib: it is installed into a venv under ~/.cache/neverwiped-bench on first use, as
 for bench/report.py). --publish also copies the chart to PNG.
 """
+import chart_venv
 import csv
 import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 
 PHASES = ["first", "unchanged", "changed", "restore"]
@@ -309,15 +309,9 @@ def write_csv(path, rows, keys):
 
 
 def chart(out, meta, summary, rats):
-    venv = os.path.expanduser(os.environ.get("NEVERWIPED_BENCH_VENV", "~/.cache/neverwiped-bench/venv"))
-    py = os.path.join(venv, "bin", "python")
-    if os.environ.get("NEVERWIPED_BENCH_IN_VENV") != "1":
-        if not os.path.exists(py):
-            print("gate-report: installing matplotlib into " + venv, file=sys.stderr)
-            subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-            subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "matplotlib"], check=True)
-        env = dict(os.environ, NEVERWIPED_BENCH_IN_VENV="1")
-        return subprocess.run([py, os.path.abspath(__file__), "--chart-only", out], env=env).returncode == 0
+    drawn = chart_venv.drawn_in_venv(__file__, out, "gate-report")
+    if drawn is not None:
+        return drawn
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

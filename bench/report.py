@@ -7,11 +7,11 @@ time on a few links, and a chart.
 Writes OUT_DIR/results.json, results.csv (medians), raw.csv, results.md and chart.png (the chart
 needs matplotlib: it is installed into a venv under ~/.cache/neverwiped-bench on first use).
 """
+import chart_venv
 import csv
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 PHASES = ["first", "unchanged", "changed", "restore"]
@@ -294,15 +294,9 @@ def write_csv(path, rows, keys):
 
 
 def chart(out, meta, summary, floor=None):
-    venv = os.path.expanduser(os.environ.get("NEVERWIPED_BENCH_VENV", "~/.cache/neverwiped-bench/venv"))
-    py = os.path.join(venv, "bin", "python")
-    if os.environ.get("NEVERWIPED_BENCH_IN_VENV") != "1":
-        if not os.path.exists(py):
-            print("report: installing matplotlib into " + venv, file=sys.stderr)
-            subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-            subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "matplotlib"], check=True)
-        env = dict(os.environ, NEVERWIPED_BENCH_IN_VENV="1")
-        return subprocess.run([py, os.path.abspath(__file__), "--chart-only", out], env=env).returncode == 0
+    drawn = chart_venv.drawn_in_venv(__file__, out, "report")
+    if drawn is not None:
+        return drawn
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
