@@ -12,7 +12,7 @@ use fixtures::{
 use neverwiped::archive::{backup, BackupOptions, BackupReport, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::RestBackend;
-use neverwiped::backend::SharedBackend;
+use neverwiped::backend::{BackendResult, ObjectInfo, ObjectKind, SharedBackend};
 use neverwiped::filter::{PathFilter, PatternList};
 use neverwiped::repository::IndexedRepository;
 use neverwiped::restore::{restore, RestoreOptions};
@@ -597,5 +597,104 @@ impl std::io::Read for AfterTheFiles {
             Ok(content) => content.read(buf),
             Err(message) => Err(std::io::Error::other(*message)),
         }
+    }
+}
+
+/// The upload budget holds one pack in flight for each 8 MiB, as `--upload-memory` says: a
+/// closed pack is a little over the 8 MiB target (the blob that crossed it, the header), and
+/// counting its whole size had let the default 16 MiB hold only one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upload_budget_lets_one_pack_upload_for_each_8_mib() {
+    let work = tempfile::tempdir().unwrap();
+    let source = work.path().join("source");
+    std::fs::create_dir_all(&source).unwrap();
+    let mut noise = fixtures::Noise::new(43);
+    for file in 0..6 {
+        let name = source.join(format!("random-{file}.bin"));
+        std::fs::write(name, noise.bytes(8 * 1024 * 1024)).unwrap();
+    }
+    for (budget_mib, in_flight) in [(8, 1), (16, 2), (24, 3)] {
+        let writes = Arc::new(SlowPackWrites::new(
+            work.path().join(format!("r{budget_mib}")),
+        ));
+        let repo = init(writes.clone()).await;
+        let mut options = BackupOptions::new(vec![Source::Path(source.clone())]);
+        options.upload_memory_bytes = budget_mib * 1024 * 1024;
+        backup(&repo, options).await.unwrap();
+        assert_eq!(
+            writes.most_at_once(),
+            in_flight,
+            "packs uploading at once with --upload-memory {budget_mib}M"
+        );
+    }
+}
+
+/// A local repository whose writes of full packs take 300 ms each, counting how many run at once.
+#[derive(Debug)]
+struct SlowPackWrites {
+    inner: LocalBackend,
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl SlowPackWrites {
+    fn new(path: std::path::PathBuf) -> SlowPackWrites {
+        SlowPackWrites {
+            inner: LocalBackend::new(path),
+            now: Default::default(),
+            most: Default::default(),
+        }
+    }
+
+    fn most_at_once(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl neverwiped::backend::Backend for SlowPackWrites {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    async fn create(&self) -> BackendResult<()> {
+        self.inner.create().await
+    }
+    async fn list(&self, kind: ObjectKind) -> BackendResult<Vec<ObjectInfo>> {
+        self.inner.list(kind).await
+    }
+    async fn stat(&self, kind: ObjectKind, name: &str) -> BackendResult<Option<u64>> {
+        self.inner.stat(kind, name).await
+    }
+    async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<bytes::Bytes> {
+        self.inner.read(kind, name).await
+    }
+    async fn read_range_into(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        offset: u64,
+        length: u64,
+        buffer: Vec<u8>,
+    ) -> BackendResult<Vec<u8>> {
+        let read = self
+            .inner
+            .read_range_into(kind, name, offset, length, buffer);
+        read.await
+    }
+    async fn write(&self, kind: ObjectKind, name: &str, data: bytes::Bytes) -> BackendResult<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        // Full packs of file data only: the last pack of trees is small and may go beside them.
+        if kind != ObjectKind::Data || data.len() < 4 * 1024 * 1024 {
+            return self.inner.write(kind, name, data).await;
+        }
+        let now = self.now.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let written = self.inner.write(kind, name, data).await;
+        self.now.fetch_sub(1, SeqCst);
+        written
+    }
+    async fn delete(&self, kind: ObjectKind, name: &str) -> BackendResult<()> {
+        self.inner.delete(kind, name).await
     }
 }

@@ -39,7 +39,8 @@ fn cores() -> usize {
 }
 
 /// The default of [`BackupOptions::upload_memory_bytes`]: two packs of the default 8 MiB stored
-/// at once (uploads overlap the round trips of a remote gate) while the next one fills.
+/// at once (uploads overlap the round trips of a remote gate, and the gate's work on one pack its
+/// work on the next) while the next one fills.
 pub const DEFAULT_UPLOAD_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Makes the C allocator give large buffers back to the system when they are freed.
@@ -480,7 +481,11 @@ impl SealingThreads {
             .name("packer".into())
             .spawn(move || {
                 run_packer(keys, pack_target, sealed_rx, &blob_buffers, |mut pack| {
-                    let kib = u32::try_from(pack.bytes.len().div_ceil(1024))
+                    // A pack is charged at most the target: it closes a little over it (the blob
+                    // that crossed it, the header), and each 8 MiB of the budget is to let one
+                    // more pack upload at once.
+                    let charged = pack.bytes.len().min(pack_target);
+                    let kib = u32::try_from(charged.div_ceil(1024))
                         .unwrap_or(u32::MAX)
                         .min(budget_kib);
                     match runtime.block_on(budget.clone().acquire_many_owned(kib)) {
