@@ -9,7 +9,6 @@ mod gate_pair;
 use support::fixtures;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use fixtures::{
     assert_same_tree, build_fidelity_tree, build_mixed_data, copy_dir, init_repository as init,
     is_root, open_repository as open, PASSWORD,
@@ -17,9 +16,7 @@ use fixtures::{
 use neverwiped::archive::{backup, BackupOptions, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::RestBackend;
-use neverwiped::backend::{
-    Backend, BackendError, BackendResult, ObjectInfo, ObjectKind, SharedBackend,
-};
+use neverwiped::backend::{BackendError, BackendResult, ObjectKind, SharedBackend};
 use neverwiped::format::snapshot::Snapshot;
 use neverwiped::ids::SnapshotId;
 use neverwiped::maintenance::check::{check, ReadData};
@@ -31,6 +28,7 @@ use neverwiped::restore::{restore, RestoreOptions};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use support::hooked_backend::{Hook, HookedBackend, Mutation};
 use support::RestServer;
 
 async fn backup_dir(repo: &IndexedRepository, source: &Path) -> SnapshotId {
@@ -201,15 +199,15 @@ async fn prune_after_forget_shrinks_the_repository_and_kept_snapshots_restore_id
     restore_matches(&repo, &kept, &source).await;
 }
 
-/// A backend that fails every write and delete after a number of them, like a prune killed there.
+/// Fails every write and delete after a number of them, like a prune killed there.
 #[derive(Debug)]
-struct CrashingBackend {
-    inner: LocalBackend,
+struct Crash {
     mutations_left: AtomicUsize,
 }
 
-impl CrashingBackend {
-    fn mutate(&self) -> BackendResult<()> {
+#[async_trait]
+impl Hook for Crash {
+    async fn before(&self, _: &Mutation) -> BackendResult<()> {
         let left = self.mutations_left.load(Ordering::SeqCst);
         if left == 0 {
             return Err(BackendError::Transport {
@@ -219,45 +217,6 @@ impl CrashingBackend {
         }
         self.mutations_left.store(left - 1, Ordering::SeqCst);
         Ok(())
-    }
-}
-
-#[async_trait]
-impl Backend for CrashingBackend {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-    async fn create(&self) -> BackendResult<()> {
-        self.inner.create().await
-    }
-    async fn list(&self, kind: ObjectKind) -> BackendResult<Vec<ObjectInfo>> {
-        self.inner.list(kind).await
-    }
-    async fn stat(&self, kind: ObjectKind, name: &str) -> BackendResult<Option<u64>> {
-        self.inner.stat(kind, name).await
-    }
-    async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<Bytes> {
-        self.inner.read(kind, name).await
-    }
-    async fn read_range_into(
-        &self,
-        kind: ObjectKind,
-        name: &str,
-        offset: u64,
-        length: u64,
-        buffer: Vec<u8>,
-    ) -> BackendResult<Vec<u8>> {
-        self.inner
-            .read_range_into(kind, name, offset, length, buffer)
-            .await
-    }
-    async fn write(&self, kind: ObjectKind, name: &str, data: Bytes) -> BackendResult<()> {
-        self.mutate()?;
-        self.inner.write(kind, name, data).await
-    }
-    async fn delete(&self, kind: ObjectKind, name: &str) -> BackendResult<()> {
-        self.mutate()?;
-        self.inner.delete(kind, name).await
     }
 }
 
@@ -292,9 +251,11 @@ async fn prune_killed_before_and_after_each_write_and_delete_leaves_a_valid_repo
     loop {
         let copy = work.path().join(format!("crash-{crash_point}"));
         copy_dir(&template, &copy);
-        let crashing = Arc::new(CrashingBackend {
+        let crashing = Arc::new(HookedBackend {
             inner: LocalBackend::new(&copy),
-            mutations_left: AtomicUsize::new(crash_point),
+            hook: Crash {
+                mutations_left: AtomicUsize::new(crash_point),
+            },
         });
         let repo = open(crashing).await;
         let plan = plan_prune(&repo).await.unwrap();

@@ -12,12 +12,13 @@ use fixtures::{
 use neverwiped::archive::{backup, BackupOptions, BackupReport, Source};
 use neverwiped::backend::local::LocalBackend;
 use neverwiped::backend::rest::RestBackend;
-use neverwiped::backend::{BackendResult, ObjectInfo, ObjectKind, SharedBackend};
+use neverwiped::backend::{BackendResult, ObjectKind, SharedBackend};
 use neverwiped::filter::{PathFilter, PatternList};
 use neverwiped::repository::IndexedRepository;
 use neverwiped::restore::{restore, RestoreOptions};
 use std::path::Path;
 use std::sync::Arc;
+use support::hooked_backend::{Hook, HookedBackend, Mutation};
 use support::{RcloneServer, RcloneServerOptions, RestServer, RestServerOptions};
 
 async fn backup_paths(repo: &IndexedRepository, paths: &[&Path]) -> BackupReport {
@@ -614,87 +615,55 @@ async fn the_upload_budget_lets_one_pack_upload_for_each_8_mib() {
         std::fs::write(name, noise.bytes(8 * 1024 * 1024)).unwrap();
     }
     for (budget_mib, in_flight) in [(8, 1), (16, 2), (24, 3)] {
-        let writes = Arc::new(SlowPackWrites::new(
-            work.path().join(format!("r{budget_mib}")),
-        ));
+        let writes = Arc::new(HookedBackend {
+            inner: LocalBackend::new(work.path().join(format!("r{budget_mib}"))),
+            hook: SlowPackWrites::default(),
+        });
         let repo = init(writes.clone()).await;
         let mut options = BackupOptions::new(vec![Source::Path(source.clone())]);
         options.upload_memory_bytes = budget_mib * 1024 * 1024;
         backup(&repo, options).await.unwrap();
         assert_eq!(
-            writes.most_at_once(),
+            writes.hook.most_at_once(),
             in_flight,
             "packs uploading at once with --upload-memory {budget_mib}M"
         );
     }
 }
 
-/// A local repository whose writes of full packs take 300 ms each, counting how many run at once.
-#[derive(Debug)]
+/// Writes of full packs that take 300 ms each, counting how many run at once.
+#[derive(Debug, Default)]
 struct SlowPackWrites {
-    inner: LocalBackend,
     now: std::sync::atomic::AtomicUsize,
     most: std::sync::atomic::AtomicUsize,
 }
 
 impl SlowPackWrites {
-    fn new(path: std::path::PathBuf) -> SlowPackWrites {
-        SlowPackWrites {
-            inner: LocalBackend::new(path),
-            now: Default::default(),
-            most: Default::default(),
-        }
-    }
-
     fn most_at_once(&self) -> usize {
         self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Full packs of file data only: the last pack of trees is small and may go beside them.
+    fn counts(mutation: &Mutation) -> bool {
+        mutation.kind == ObjectKind::Data && mutation.bytes >= Some(4 * 1024 * 1024)
     }
 }
 
 #[async_trait::async_trait]
-impl neverwiped::backend::Backend for SlowPackWrites {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-    async fn create(&self) -> BackendResult<()> {
-        self.inner.create().await
-    }
-    async fn list(&self, kind: ObjectKind) -> BackendResult<Vec<ObjectInfo>> {
-        self.inner.list(kind).await
-    }
-    async fn stat(&self, kind: ObjectKind, name: &str) -> BackendResult<Option<u64>> {
-        self.inner.stat(kind, name).await
-    }
-    async fn read(&self, kind: ObjectKind, name: &str) -> BackendResult<bytes::Bytes> {
-        self.inner.read(kind, name).await
-    }
-    async fn read_range_into(
-        &self,
-        kind: ObjectKind,
-        name: &str,
-        offset: u64,
-        length: u64,
-        buffer: Vec<u8>,
-    ) -> BackendResult<Vec<u8>> {
-        let read = self
-            .inner
-            .read_range_into(kind, name, offset, length, buffer);
-        read.await
-    }
-    async fn write(&self, kind: ObjectKind, name: &str, data: bytes::Bytes) -> BackendResult<()> {
+impl Hook for SlowPackWrites {
+    async fn before(&self, mutation: &Mutation) -> BackendResult<()> {
         use std::sync::atomic::Ordering::SeqCst;
-        // Full packs of file data only: the last pack of trees is small and may go beside them.
-        if kind != ObjectKind::Data || data.len() < 4 * 1024 * 1024 {
-            return self.inner.write(kind, name, data).await;
+        if Self::counts(mutation) {
+            let now = self.now.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         }
-        let now = self.now.fetch_add(1, SeqCst) + 1;
-        self.most.fetch_max(now, SeqCst);
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        let written = self.inner.write(kind, name, data).await;
-        self.now.fetch_sub(1, SeqCst);
-        written
+        Ok(())
     }
-    async fn delete(&self, kind: ObjectKind, name: &str) -> BackendResult<()> {
-        self.inner.delete(kind, name).await
+
+    fn after(&self, mutation: &Mutation) {
+        if Self::counts(mutation) {
+            self.now.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod fault_proxy;
 pub mod fixtures;
+pub mod hooked_backend;
 pub mod sidecar;
 
 use neverwiped::backend::rest::RestConfig;
