@@ -30,6 +30,17 @@ struct Pending {
     read: Receiver<StreamRead>,
 }
 
+impl Pending {
+    /// What the stream read, once it is read.
+    fn receive(&self) -> StreamRead {
+        self.read.recv().unwrap_or_else(|_| {
+            Err(ChunkReadError::Pipeline(Error::Interrupted(
+                "the thread reading the streams stopped".into(),
+            )))
+        })
+    }
+}
+
 impl StreamsAhead {
     /// Takes the reader of every stream below `children` and reads them one after another, in
     /// the walk's order, on a new thread.
@@ -64,23 +75,15 @@ impl StreamsAhead {
 
     /// What the stream at `path` read, once it is read; `None` for a stream not read ahead.
     pub fn wait_for(&mut self, path: &str) -> Option<StreamRead> {
-        let pending = self.pending.remove(path)?;
-        Some(pending.read.recv().unwrap_or_else(|_| {
-            Err(ChunkReadError::Pipeline(Error::Interrupted(
-                "the thread reading the streams stopped".into(),
-            )))
-        }))
+        Some(self.pending.remove(path)?.receive())
     }
 
     /// The failure of a stream that has failed already, if one has: the walk stops on it
     /// rather than read and store every file first for a backup that cannot succeed.
     pub fn failure(&mut self) -> Option<Error> {
-        let path = self.failed.get()?.clone();
-        let label = self.pending.get(&path)?.label.clone();
-        match self.wait_for(&path)? {
-            Ok(_) => None,
-            Err(error) => Some(stream_error(&label, error)),
-        }
+        let pending = self.pending.remove(self.failed.get()?)?;
+        let error = pending.receive().err()?;
+        Some(stream_error(&pending.label, error))
     }
 }
 
